@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import math
 import struct
-from typing import Callable, ClassVar, Final, Sequence, Union
+from typing import Any, Callable, ClassVar, Final, Sequence, Union
 
 import attrs
 
@@ -1380,7 +1380,7 @@ Pdu = Union[
     UnknownPdu,
 ]
 
-_CLASSES: tuple[type, ...] = (
+_CLASSES: tuple[Any, ...] = (
     ErrorPdu,
     CredsPdu,
     ProfilePdu,
@@ -1407,8 +1407,7 @@ _CLASSES: tuple[type, ...] = (
 
 #: PDU type code -> decoder taking the whole PDU.
 DECODERS: Final[dict[int, Callable[[memoryview], Pdu]]] = {
-    cls.pdu_type: cls.decode
-    for cls in _CLASSES  # type: ignore[attr-defined]
+    cls.pdu_type: cls.decode for cls in _CLASSES
 }
 
 
