@@ -1,0 +1,328 @@
+"""The PMDA side of one pmcd channel, as a sans-IO state machine.
+
+Theory of operation
+-------------------
+The PMDA speaks first (:meth:`Session.start` returns its CREDS), then pmcd
+replies with CREDS and sends requests one at a time.  Bytes read from the
+channel go into :meth:`Session.receive_data`; :meth:`Session.next_event`
+returns, in order:
+
+* :class:`Request` -- a PDU that must get exactly one reply, given to
+  :meth:`Session.send` before the next request is handled;
+* :class:`Notice` -- PROFILE, ATTR, NOTCONN: already applied to the
+  per-context state here, no reply allowed;
+* :class:`BadRequest` -- a request that did not decode: reply with
+  ``ERROR(code)`` (what libpcp_pmda does), via :meth:`Session.send`;
+* :class:`Ignored` -- CONTROL_REQ, unknown types, undecodable no-reply PDUs:
+  log and carry on;
+* :data:`NEED_DATA`, or :data:`CLOSED` once the peer closed the channel.
+
+Per-context state is keyed by the PDU ``from`` field (pmcd's client slot):
+the last PROFILE and the ATTR values of each context, freed when pmcd sends
+``ERROR(PM_ERR_NOTCONN)`` for it.  A framing error (impossible or oversized
+length) raises :class:`~pmda_py.errors.WireFormatError`: the stream cannot
+be resynchronised, so the caller must close it.
+
+No I/O and no logging happen here.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final, Union
+
+import attrs
+
+from pmda_py.errors import LocalProtocolError, PmErr, WireFormatError
+from pmda_py.wire import (
+    DEFAULT_MAX_LENGTH,
+    AttrPdu,
+    CredsPdu,
+    ErrorPdu,
+    Pdu,
+    PduReader,
+    PduType,
+    ProfilePdu,
+    UnknownPdu,
+    decode_pdu,
+)
+
+__all__ = [
+    "CLOSED",
+    "DEFAULT_PROFILE",
+    "NEED_DATA",
+    "ATTR_NAMES",
+    "BadRequest",
+    "Event",
+    "Ignored",
+    "Notice",
+    "Request",
+    "Session",
+    "SessionState",
+]
+
+
+class _Sentinel(enum.Enum):
+    NEED_DATA = "NEED_DATA"
+    CLOSED = "CLOSED"
+
+
+NEED_DATA: Final = _Sentinel.NEED_DATA
+CLOSED: Final = _Sentinel.CLOSED
+
+DEFAULT_PROFILE: Final = ProfilePdu()
+
+#: PCP_ATTR_* codes -> names (libpcp auth.c).
+ATTR_NAMES: Final[dict[int, str]] = {
+    1: "protocol",
+    2: "secure",
+    3: "compress",
+    4: "userauth",
+    5: "username",
+    6: "authname",
+    7: "password",
+    8: "method",
+    9: "realm",
+    10: "unixsock",
+    11: "userid",
+    12: "groupid",
+    13: "local",
+    14: "processid",
+    15: "container",
+    16: "exclusive",
+}
+
+_REPLY_EXPECTED: Final = frozenset(
+    {
+        PduType.FETCH,
+        PduType.DESC_REQ,
+        PduType.INSTANCE_REQ,
+        PduType.TEXT_REQ,
+        PduType.RESULT,
+        PduType.PMNS_IDS,
+        PduType.PMNS_NAMES,
+        PduType.PMNS_CHILD,
+        PduType.PMNS_TRAVERSE,
+        PduType.LABEL_REQ,
+    }
+)
+
+
+class SessionState(enum.Enum):
+    """Where the session is."""
+
+    START = "start"  #: CREDS not sent yet
+    AWAIT_CREDS = "await_creds"  #: our CREDS sent, pmcd's not received
+    READY = "ready"
+    NOTREADY = "notready"  #: we said PMDANOTREADY; PMDAREADY pending
+    CLOSED = "closed"
+
+
+@attrs.frozen
+class Request:
+    """A request that needs exactly one reply."""
+
+    pdu: Pdu
+    context: int
+
+
+@attrs.frozen
+class BadRequest:
+    """A request PDU that failed to decode; reply ``ERROR(code)``."""
+
+    pdu_type: int
+    context: int
+    code: int
+    reason: str
+
+
+@attrs.frozen
+class Notice:
+    """A no-reply PDU already applied to the session (PROFILE, ATTR, NOTCONN)."""
+
+    pdu: Pdu
+    context: int
+
+
+@attrs.frozen
+class Ignored:
+    """A PDU that was dropped (CONTROL_REQ, unknown type, bad no-reply PDU)."""
+
+    pdu_type: int
+    context: int
+    reason: str
+
+
+Event = Union[Request, BadRequest, Notice, Ignored]
+
+
+@attrs.define
+class _Context:
+    profile: ProfilePdu = DEFAULT_PROFILE
+    attributes: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define
+class Session:
+    """State of the PMDA side of one channel.
+
+    Args:
+        pid: our pid, sent in CREDS ``from``.
+        flags: CREDS ``c_flags`` (PDU_FLAG_AUTH / CONTAINER to get ATTRs).
+        max_length: largest PDU accepted (larger is PM_ERR_TOOBIG, fatal).
+    """
+
+    pid: int = 0
+    flags: int = 0
+    max_length: int = DEFAULT_MAX_LENGTH
+    state: SessionState = SessionState.START
+    peer_creds: CredsPdu | None = None
+    _reader: PduReader = attrs.field(init=False)
+    _contexts: dict[int, _Context] = attrs.field(factory=dict, init=False)
+    _pending: list[int] = attrs.field(factory=list, init=False)  # PDU types awaiting a reply
+    _last_profile: ProfilePdu = attrs.field(default=DEFAULT_PROFILE, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._reader = PduReader(self.max_length)
+
+    # ------------------------------------------------------------ sending
+
+    def start(self) -> bytes:
+        """Our CREDS, to be written before anything is read."""
+        if self.state is not SessionState.START:
+            raise LocalProtocolError("CREDS already sent")
+        self.state = SessionState.AWAIT_CREDS
+        return CredsPdu.cversion(self.flags, from_=self.pid).encode()
+
+    @property
+    def awaiting_reply(self) -> bool:
+        """True while a request has been handed out and not answered."""
+        return bool(self._pending)
+
+    def send(self, reply: Pdu) -> bytes:
+        """Bytes of the reply to the oldest unanswered request.
+
+        A reply of ``ERROR(PM_ERR_PMDANOTREADY)`` puts the session in the
+        NOTREADY state (pmcd then sends nothing until :meth:`ready`).
+        """
+        if not self._pending:
+            raise LocalProtocolError(f"{type(reply).__name__} sent with no request to answer")
+        if reply.from_ != 0:
+            reply = attrs.evolve(reply, from_=0)
+        self._pending.pop(0)
+        if isinstance(reply, ErrorPdu) and reply.code == PmErr.PMDANOTREADY:
+            self.state = SessionState.NOTREADY
+        return reply.encode()
+
+    def send_failed(self) -> None:
+        """The transport could not write: the session is dead."""
+        self.state = SessionState.CLOSED
+
+    def not_ready(self) -> bytes:
+        """Unsolicited-free way to go not ready at start: nothing is sent;
+        pmcd.conf's ``notready`` keyword tells pmcd to wait."""
+        self.state = SessionState.NOTREADY
+        return b""
+
+    def ready(self) -> bytes:
+        """``ERROR(PM_ERR_PMDAREADY)``, the one unsolicited PDU a PMDA may send."""
+        if self.state is not SessionState.NOTREADY:
+            raise LocalProtocolError("PMDAREADY sent while not in the NOTREADY state")
+        if self._pending:
+            raise LocalProtocolError("PMDAREADY sent while a request is unanswered")
+        self.state = SessionState.READY
+        return ErrorPdu(PmErr.PMDAREADY).encode()
+
+    # ---------------------------------------------------------- receiving
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed bytes read from the channel; ``b""`` means EOF."""
+        self._reader.receive_data(data)
+
+    @property
+    def truncated(self) -> bool:
+        """True if the channel closed in the middle of a PDU."""
+        return self._reader.truncated
+
+    def next_event(self) -> Event | _Sentinel:
+        """The next event, :data:`NEED_DATA` or :data:`CLOSED`.
+
+        Raises:
+            WireFormatError: impossible framing; close the channel.
+            LocalProtocolError: called while a request is unanswered.
+        """
+        if self.state is SessionState.CLOSED:
+            return CLOSED
+        if self._pending:
+            raise LocalProtocolError("next_event() while a request is unanswered")
+        frame = self._reader.next_frame()
+        if frame is None:
+            if self._reader.at_eof or self._reader.truncated:
+                self.state = SessionState.CLOSED
+                return CLOSED
+            return NEED_DATA
+        return self._event(frame)
+
+    def _event(self, frame: bytes) -> Event:
+        pdu_type = int.from_bytes(frame[4:8], "big", signed=True)
+        context = int.from_bytes(frame[8:12], "big", signed=True)
+        try:
+            pdu = decode_pdu(frame)
+        except WireFormatError as err:
+            if pdu_type in _REPLY_EXPECTED:
+                self._pending.append(pdu_type)
+                return BadRequest(pdu_type, context, err.pm_code, str(err))
+            return Ignored(pdu_type, context, str(err))
+
+        if self.state is SessionState.AWAIT_CREDS:
+            self.state = SessionState.READY
+            if isinstance(pdu, CredsPdu):
+                self.peer_creds = pdu
+                return Notice(pdu, context)
+            # libpcp_pmda logs "version exchange failed" and carries on.
+
+        if isinstance(pdu, ProfilePdu):
+            self._ctx(context).profile = pdu
+            self._last_profile = pdu
+            return Notice(pdu, context)
+        if isinstance(pdu, AttrPdu):
+            name = ATTR_NAMES.get(pdu.attr, str(pdu.attr))
+            self._ctx(context).attributes[name] = pdu.text
+            return Notice(pdu, context)
+        if isinstance(pdu, ErrorPdu):
+            if pdu.code == PmErr.NOTCONN:
+                self._contexts.pop(context, None)
+                return Notice(pdu, context)
+            return Ignored(pdu_type, context, f"unexpected ERROR PDU from pmcd: {pdu.code}")
+        if isinstance(pdu, CredsPdu):
+            return Ignored(pdu_type, context, "CREDS after the handshake")
+        if isinstance(pdu, UnknownPdu) or pdu_type not in _REPLY_EXPECTED:
+            return Ignored(pdu_type, context, "PDU type not expected by a PMDA")
+        self._pending.append(pdu_type)
+        return Request(pdu, context)
+
+    # ----------------------------------------------------------- contexts
+
+    def _ctx(self, context: int) -> _Context:
+        ctx = self._contexts.get(context)
+        if ctx is None:
+            ctx = self._contexts[context] = _Context()
+        return ctx
+
+    def profile(self, context: int) -> ProfilePdu:
+        """The profile of ``context``: its own last PROFILE, else the last
+        one received (pmcd resends on every context switch), else include-all."""
+        ctx = self._contexts.get(context)
+        if ctx is not None and ctx.profile is not DEFAULT_PROFILE:
+            return ctx.profile
+        return self._last_profile
+
+    def attributes(self, context: int) -> dict[str, str]:
+        """The attributes (ATTR PDUs) of ``context`` by name."""
+        ctx = self._contexts.get(context)
+        return dict(ctx.attributes) if ctx is not None else {}
+
+    @property
+    def contexts(self) -> list[int]:
+        """Contexts with state."""
+        return sorted(self._contexts)

@@ -1,0 +1,400 @@
+"""The table API: how users declare metrics and instance domains and serve them.
+
+A *table* is a group of metrics mounted under one subtree of a PMDA's
+namespace.  Several tables mount in one domain; each owns its clusters and
+instance-domain serials (collisions are refused at start-up).
+
+Write a table by subclassing :class:`Table`, declaring :class:`Metric` and
+:class:`InDom` objects, and implementing :meth:`Table.fetch` -- one call per
+FETCH for all of the table's requested metrics (bulk, never one call per
+value)::
+
+    class Counters(Table):
+        colour = InDom(0, {0: "red", 1: "green"}, oneline="colours")
+        hits = Metric("hits", 0, 0, PmType.U64, sem=PmSem.COUNTER, indom=colour,
+                      oneline="hits per colour", writable=True)
+
+        async def fetch(self, request):
+            return {self.hits: {0: 10, 1: 20}}
+
+Values a fetch may return, per metric:
+  * a scalar (int, float, str, bytes) for a metric without an indom;
+  * a mapping ``{inst: scalar}`` (or an iterable of ``(inst, scalar)``) for a
+    metric with an indom -- the profile is applied for you;
+  * ``None`` (no values), a :class:`~pmda_py.errors.PmdaError` instance (an
+    error code for that metric only), or a ready :class:`~pmda_py.wire.ValueSet`.
+Metrics left out of the returned mapping get no values.
+
+This module never imports trio: tables are runtime-neutral (user tables
+may use trio freely).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Union
+
+import attrs
+
+from pmda_py.errors import PmdaError, PmErr, UnknownInstance
+from pmda_py.pmapi import (
+    PM_INDOM_NULL,
+    PmDesc,
+    PmSem,
+    PmType,
+    PmUnits,
+    indom,
+    pmid,
+)
+from pmda_py.wire import ProfilePdu, ValueSet
+
+__all__ = [
+    "FetchRequest",
+    "FetchResult",
+    "InDom",
+    "InstanceCache",
+    "Metric",
+    "Scalar",
+    "StoreRequest",
+    "Table",
+    "Values",
+    "units",
+]
+
+Scalar = Union[int, float, str, bytes]
+Values = Union[Scalar, Mapping[int, Scalar], Iterable[tuple[int, Scalar]], PmdaError, ValueSet, None]
+FetchResult = Mapping["Metric", Values]
+
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*$")
+
+
+def units(
+    space: int = 0,
+    time: int = 0,
+    count: int = 0,
+    *,
+    scale_space: int = 0,
+    scale_time: int = 0,
+    scale_count: int = 0,
+) -> PmUnits:
+    """Shorthand for :class:`~pmda_py.pmapi.PmUnits` (dimensions, then scales).
+
+    ``units(time=1, scale_time=3)`` is seconds; ``units(count=1)`` a count.
+    """
+    return PmUnits(
+        dim_space=space,
+        dim_time=time,
+        dim_count=count,
+        scale_space=scale_space,
+        scale_time=scale_time,
+        scale_count=scale_count,
+    )
+
+
+def _check_labels(owner: str, labels: Mapping[str, Any]) -> None:
+    for k, v in labels.items():
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z0-9_]{1,254}", k):
+            raise ValueError(f"{owner}: bad label name {k!r}")
+        try:
+            json.dumps(v, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{owner}: label {k!r} is not JSON-serialisable: {err}") from err
+
+
+@attrs.define(eq=False)
+class InstanceCache:
+    """Stable instance ids for names, persisted like libpcp_pmda's pmdaCache.
+
+    Ids are assigned in order of first sight and never reused for another
+    name; the map is saved to ``path`` (one ``id name`` line each) so it
+    survives restarts.  Saving is atomic (write + rename).
+    """
+
+    path: str | None = None
+    ids: dict[str, int] = attrs.field(factory=dict)
+    next_id: int = 0
+    dirty: bool = False
+
+    def load(self) -> None:
+        """Read the saved map (a missing or unreadable file is an empty map)."""
+        if not self.path:
+            return
+        try:
+            with open(self.path, encoding="utf-8", errors="surrogateescape") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            if not line or line.startswith("#"):
+                continue
+            num, _, name = line.partition(" ")
+            try:
+                inst = int(num)
+            except ValueError:
+                continue
+            if inst >= 0 and name and name not in self.ids:
+                self.ids[name] = inst
+                self.next_id = max(self.next_id, inst + 1)
+
+    def lookup(self, name: str) -> int:
+        """The id of ``name``, assigning a new one if it was never seen."""
+        inst = self.ids.get(name)
+        if inst is None:
+            inst = self.next_id
+            self.ids[name] = inst
+            self.next_id += 1
+            self.dirty = True
+        return inst
+
+    def save(self) -> None:
+        """Write the map if it changed."""
+        if not self.path or not self.dirty:
+            return
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write("# pmda_py instance cache: id name\n")
+            for name, inst in sorted(self.ids.items(), key=lambda kv: kv[1]):
+                f.write(f"{inst} {name}\n")
+        os.replace(tmp, self.path)
+        self.dirty = False
+
+
+@attrs.define(eq=False)
+class InDom:
+    """An instance domain.
+
+    Args:
+        serial: the indom serial, unique within the PMDA's domain.
+        instances: the initial ``{id: name}`` map (static indoms).
+        oneline, help: help text for ``text indom``.
+        labels: indom-level labels.
+        instance_labels: ``{id: {name: value}}`` or a callable ``(id, name) -> dict``.
+        persistent: keep name -> id assignments across restarts (dynamic
+            indoms updated with :meth:`set_names`).
+    """
+
+    serial: int
+    instances: dict[int, str] = attrs.field(factory=dict, converter=dict)
+    oneline: str = ""
+    help: str = ""
+    labels: Mapping[str, Any] = attrs.field(factory=dict)
+    instance_labels: Mapping[int, Mapping[str, Any]] | Callable[[int, str], Mapping[str, Any]] = attrs.field(
+        factory=dict
+    )
+    persistent: bool = False
+    cache: InstanceCache = attrs.field(factory=InstanceCache)
+    #: set by the daemon when mounted
+    domain: int = -1
+    _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.serial <= 0x3FFFFF:
+            raise ValueError(f"indom serial {self.serial} out of range")
+        _check_labels(f"indom {self.serial}", self.labels)
+        self._by_name = {v: k for k, v in self.instances.items()}
+
+    @property
+    def id(self) -> int:
+        """The pmInDom (needs the domain: set when the table is mounted)."""
+        return indom(self.domain, self.serial) if self.domain >= 0 else PM_INDOM_NULL
+
+    def set(self, instances: Mapping[int, str]) -> None:
+        """Replace the instances with an explicit ``{id: name}`` map."""
+        self.instances = dict(instances)
+        self._by_name = {v: k for k, v in self.instances.items()}
+
+    def set_names(self, names: Iterable[str]) -> dict[int, str]:
+        """Replace the instances by names; ids stay stable (pmdaCache-like)
+        and are persisted when the indom is ``persistent``."""
+        new = {self.cache.lookup(n): n for n in names}
+        self.set(new)
+        self.cache.save()
+        return new
+
+    def name_of(self, inst: int) -> str:
+        try:
+            return self.instances[inst]
+        except KeyError:
+            raise UnknownInstance() from None
+
+    def id_of(self, name: str) -> int:
+        """Instance id by name; like pmdaInstance, an exact match first,
+        then a match on the name up to the first space."""
+        inst = self._by_name.get(name)
+        if inst is not None:
+            return inst
+        for k, v in self.instances.items():
+            if v.split(" ", 1)[0] == name:
+                return k
+        raise UnknownInstance()
+
+    def labels_for(self, inst: int) -> Mapping[str, Any]:
+        il = self.instance_labels
+        if callable(il):
+            return il(inst, self.instances.get(inst, ""))
+        return il.get(inst, {})
+
+
+@attrs.frozen(eq=False)
+class Metric:
+    """A metric declared by a table.
+
+    Args:
+        name: the name below the table's mount point (``"time.user"``).
+        cluster, item: the PMID fields (the domain comes from the daemon).
+        type: :class:`~pmda_py.pmapi.PmType`.
+        sem: semantics (default instant).
+        units: :class:`~pmda_py.pmapi.PmUnits` (see :func:`units`).
+        indom: the :class:`InDom`, or None for a singular metric.
+        oneline, help: help text.
+        labels: item-level labels.
+        writable: whether pmstore may change it (else PM_ERR_PERMISSION).
+        min, max: range checked before :meth:`Table.store` (PM_ERR_BADSTORE).
+    """
+
+    name: str
+    cluster: int
+    item: int
+    type: int
+    sem: int = PmSem.INSTANT
+    units: PmUnits = PmUnits()
+    indom: InDom | None = None
+    oneline: str = ""
+    help: str = ""
+    labels: Mapping[str, Any] = attrs.field(factory=dict)
+    writable: bool = False
+    min: float | None = None
+    max: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"bad metric name {self.name!r}")
+        if not 0 <= self.cluster <= 0xFFF or not 0 <= self.item <= 0x3FF:
+            raise ValueError(f"{self.name}: cluster {self.cluster} / item {self.item} out of range")
+        if self.type not in set(PmType) - {PmType.UNKNOWN}:
+            raise ValueError(f"{self.name}: bad type {self.type}")
+        _check_labels(self.name, self.labels)
+
+    def pmid(self, domain: int) -> int:
+        return pmid(domain, self.cluster, self.item)
+
+    def desc(self, domain: int) -> PmDesc:
+        return PmDesc(
+            pmid=self.pmid(domain),
+            type=self.type,
+            indom=self.indom.id if self.indom is not None else PM_INDOM_NULL,
+            sem=self.sem if self.type != PmType.NOSUPPORT else 0,
+            units=self.units,
+        )
+
+
+@attrs.frozen
+class FetchRequest:
+    """What :meth:`Table.fetch` is asked for.
+
+    Attributes:
+        metrics: the requested metrics of this table, each once, in request order.
+        profile: the client's instance profile (use :meth:`wanted`).
+        context: the client context (pmcd's slot number, the PDU ``from``).
+        attributes: the client's attributes (e.g. ``{"userid": "1000"}``).
+    """
+
+    metrics: tuple[Metric, ...]
+    profile: ProfilePdu
+    context: int = 0
+    attributes: Mapping[str, str] = attrs.field(factory=dict)
+
+    def wanted(self, indom: InDom, inst: int) -> bool:
+        """Whether the client's profile includes instance ``inst`` of ``indom``."""
+        return self.profile.includes(indom.id, inst)
+
+    def instances(self, indom: InDom) -> list[tuple[int, str]]:
+        """The instances of ``indom`` the profile includes."""
+        return [(i, n) for i, n in indom.instances.items() if self.profile.includes(indom.id, i)]
+
+
+@attrs.frozen
+class StoreRequest:
+    """One metric's share of a store: validated values by instance."""
+
+    metric: Metric
+    values: Mapping[int, Scalar]
+    context: int = 0
+    attributes: Mapping[str, str] = attrs.field(factory=dict)
+
+
+class Table:
+    """Base class of every table.
+
+    Class attributes a subclass sets (or sets on the instance in ``__init__``):
+        name: the default mount point (``--table NAME`` mounts it there).
+        domain_labels: labels merged into the domain level.
+        cluster_labels: ``{cluster: labels}``.
+        deadline: seconds a fetch/store/instances call may take before its
+            metrics are answered PM_ERR_AGAIN (pmcd kills agents at 5 s).
+
+    :class:`Metric` and :class:`InDom` objects found as class attributes
+    are collected automatically; dynamic tables override :meth:`metrics` and
+    :meth:`indoms` and bump :attr:`generation` when they change.
+    """
+
+    name: ClassVar[str] = ""
+    domain_labels: Mapping[str, Any] = {}
+    cluster_labels: Mapping[int, Mapping[str, Any]] = {}
+    deadline: float = 2.0
+    #: incremented by dynamic tables whenever metrics() or indoms() change
+    generation: int = 0
+
+    def metrics(self) -> Sequence[Metric]:
+        """The table's metrics (default: every Metric class/instance attribute)."""
+        return _collect(self, Metric)
+
+    def indoms(self) -> Sequence[InDom]:
+        """The table's instance domains (default: every InDom attribute and
+        every indom of a metric)."""
+        found = {id(x): x for x in _collect(self, InDom)}
+        for m in self.metrics():
+            if m.indom is not None:
+                found.setdefault(id(m.indom), m.indom)
+        return list(found.values())
+
+    def clusters(self) -> set[int]:
+        """Clusters this table owns (default: those of its metrics)."""
+        return {m.cluster for m in self.metrics()}
+
+    async def startup(self, config: Mapping[str, str]) -> None:
+        """Called once before the daemon reports ready; ``config`` holds the
+        table's options from the config file."""
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        """Return values for ``request.metrics`` (see the module docstring)."""
+        raise PmdaError(code=PmErr.NYI)
+
+    async def refresh_instances(self, indom: InDom) -> None:
+        """Called before an INSTANCE or instance-labels request for ``indom``."""
+
+    async def store(self, request: StoreRequest) -> None:
+        """Apply a validated store; raise a PmdaError to refuse it."""
+        raise PmdaError(code=PmErr.PERMISSION)
+
+    def end_context(self, context: int) -> None:
+        """A client context closed (pmcd's NOTCONN)."""
+
+    async def shutdown(self) -> None:
+        """Called once when the daemon exits."""
+
+
+def _collect(obj: object, kind: type[Any]) -> list[Any]:
+    seen: dict[int, Any] = {}
+    for klass in reversed(type(obj).__mro__):
+        for value in vars(klass).values():
+            if isinstance(value, kind):
+                seen[id(value)] = value
+    for value in vars(obj).values() if hasattr(obj, "__dict__") else ():
+        if isinstance(value, kind):
+            seen[id(value)] = value
+    return list(seen.values())
