@@ -261,7 +261,7 @@ class Metric:
     item: int
     type: int
     sem: int = PmSem.INSTANT
-    units: PmUnits = PmUnits()
+    units: PmUnits = attrs.field(factory=PmUnits)
     indom: InDom | None = None
     oneline: str = ""
     help: str = ""

@@ -1406,9 +1406,7 @@ _CLASSES: tuple[Any, ...] = (
 )
 
 #: PDU type code -> decoder taking the whole PDU.
-DECODERS: Final[dict[int, Callable[[memoryview], Pdu]]] = {
-    cls.pdu_type: cls.decode for cls in _CLASSES
-}
+DECODERS: Final[dict[int, Callable[[memoryview], Pdu]]] = {cls.pdu_type: cls.decode for cls in _CLASSES}
 
 
 def decode_pdu(data: bytes | bytearray | memoryview) -> Pdu:

@@ -47,6 +47,24 @@ def _u32(values: Sequence[int]) -> array[int]:
         return array("I", [v & 0xFFFFFFFF for v in values])
 
 
+class _Set:
+    """One pending value set (kind: err, insitu, fixed or var)."""
+
+    __slots__ = ("code", "insts", "kind", "packed", "pmid", "raws", "size", "valfmt", "vtype", "words")
+
+    def __init__(self, pmid: int, kind: str, insts: array[int] | None = None) -> None:
+        self.pmid = pmid
+        self.kind = kind
+        self.insts: array[int] = insts if insts is not None else array("I")
+        self.code = 0
+        self.words: array[int] = array("I")
+        self.vtype = 0
+        self.size = 0
+        self.packed = b""
+        self.valfmt = 0
+        self.raws: list[bytes] = []
+
+
 class ResultBuilder:
     """Accumulates value sets in request order, then encodes one RESULT.
 
@@ -57,15 +75,16 @@ class ResultBuilder:
     __slots__ = ("_items",)
 
     def __init__(self) -> None:
-        # (pmid, kind, insts, payload) ; kind: "err" | "insitu" | "fixed" | "var"
-        self._items: list[tuple[int, str, object, object]] = []
+        self._items: list[_Set] = []
 
     def __len__(self) -> int:
         return len(self._items)
 
     def add_error(self, pmid: int, code: int) -> None:
         """A value set with ``numval = code`` (< 0), or 0 for "no values"."""
-        self._items.append((pmid, "err", None, code if code < 0 else 0))
+        item = _Set(pmid, "err")
+        item.code = code if code < 0 else 0
+        self._items.append(item)
 
     def add_insitu(self, pmid: int, insts: Sequence[int], words: Sequence[int]) -> None:
         """32-bit integer values (PM_TYPE_32 / U32), INSITU.
@@ -78,7 +97,9 @@ class ResultBuilder:
             return
         if len(insts) != len(words):
             raise ValueError("insts and values differ in length")
-        self._items.append((pmid, "insitu", _u32(insts), _u32(words)))
+        item = _Set(pmid, "insitu", _u32(insts))
+        item.words = _u32(words)
+        self._items.append(item)
 
     def add_fixed(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[int | float]) -> None:
         """64-bit integer, FLOAT or DOUBLE values as DPTR blocks.
@@ -98,8 +119,9 @@ class ResultBuilder:
             raise struct.error(str(err)) from err
         if _LITTLE:
             arr.byteswap()
-        packed = arr.tobytes()
-        self._items.append((pmid, "fixed", _u32(insts), (type_, size, packed)))
+        item = _Set(pmid, "fixed", _u32(insts))
+        item.vtype, item.size, item.packed = type_, size, arr.tobytes()
+        self._items.append(item)
 
     def add_blocks(self, pmid: int, valfmt: int, insts: Sequence[int], vtype: int, payloads: Sequence[bytes]) -> None:
         """Variable-size blocks (STRING with its NUL, AGGREGATE, events)."""
@@ -111,7 +133,9 @@ class ResultBuilder:
         for p in payloads:
             if len(p) + 4 > 0xFFFFFF:
                 raise WireFormatError(f"value block of {len(p) + 4} bytes is too big")
-        self._items.append((pmid, "var", _u32(insts), (valfmt, vtype, list(payloads))))
+        item = _Set(pmid, "var", _u32(insts))
+        item.valfmt, item.vtype, item.raws = valfmt, vtype, list(payloads)
+        self._items.append(item)
 
     def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[object]) -> None:
         """Encode typed values the way libpcp_pmda's ``__pmStuffValue`` does."""
@@ -139,33 +163,31 @@ class ResultBuilder:
     def encode(self, flags: int = 0, from_: int = 0) -> bytes:
         """The RESULT PDU; ``flags`` are the state-change flags (timestamp sec)."""
         sets_size = 0
-        for _pmid, kind, insts, _p in self._items:
-            sets_size += 8 if kind == "err" else 12 + 8 * len(insts)  # type: ignore[arg-type]
+        for it in self._items:
+            sets_size += 8 if it.kind == "err" else 12 + 8 * len(it.insts)
         cursor = 24 + sets_size  # byte offset of the next value block
         sets: list[bytes] = []
         blocks: list[bytes] = []
-        for pmid, kind, insts, payload in self._items:
-            if kind == "err":
-                sets.append(struct.pack("!Ii", pmid, payload))
+        for it in self._items:
+            if it.kind == "err":
+                sets.append(struct.pack("!Ii", it.pmid, it.code))
                 continue
-            ins: array[int] = insts  # type: ignore[assignment]
-            n = len(ins)
+            n = len(it.insts)
             pairs = array("I", bytes(8 * n))
-            pairs[0::2] = ins
-            if kind == "insitu":
-                pairs[1::2] = payload  # type: ignore[assignment]
-                fmt = ValFmt.INSITU
-            elif kind == "fixed":
-                type_, size, packed = payload  # type: ignore[misc]
-                blk = 4 + size
+            pairs[0::2] = it.insts
+            if it.kind == "insitu":
+                pairs[1::2] = it.words
+                fmt: int = ValFmt.INSITU
+            elif it.kind == "fixed":
+                blk = 4 + it.size
                 start = cursor // 4
                 pairs[1::2] = array("I", range(start, start + n * blk // 4, blk // 4))
                 # blocks: [hdr][value] x n, built from big-endian bytes as-is
                 words = array("I")
-                words.frombytes(packed)
-                per = size // 4
+                words.frombytes(it.packed)
+                per = it.size // 4
                 out = array("I", bytes(4 * (1 + per) * n))
-                hdr = ((type_ & 0xFF) << 24) | blk
+                hdr = ((it.vtype & 0xFF) << 24) | blk
                 out[0 :: 1 + per] = array("I", [_bswap(hdr)]) * n
                 for k in range(per):
                     out[1 + k :: 1 + per] = words[k::per]
@@ -173,21 +195,21 @@ class ResultBuilder:
                 cursor += blk * n
                 fmt = ValFmt.DPTR
             else:
-                fmt, vtype, raws = payload  # type: ignore[misc]
                 ptrs = []
-                for raw in raws:
+                for raw in it.raws:
                     ptrs.append(cursor // 4)
                     vlen = 4 + len(raw)
-                    data = struct.pack("!I", ((vtype & 0xFF) << 24) | vlen) + raw
+                    data = struct.pack("!I", ((it.vtype & 0xFF) << 24) | vlen) + raw
                     extra = pad4(vlen) - vlen
                     if extra:
                         data += PAD_BYTE * extra
                     blocks.append(data)
                     cursor += len(data)
                 pairs[1::2] = array("I", ptrs)
+                fmt = it.valfmt
             if _LITTLE:
                 pairs.byteswap()
-            sets.append(struct.pack("!Iii", pmid, n, fmt))
+            sets.append(struct.pack("!Iii", it.pmid, n, fmt))
             sets.append(pairs.tobytes())
         body = b"".join(sets) + b"".join(blocks)
         return _HDR.pack(24 + len(body), PduType.RESULT, from_, flags, 0, len(self._items)) + body
