@@ -214,6 +214,13 @@ class Session:
             self.state = SessionState.NOTREADY
         return reply.encode()
 
+    def send_raw(self, data: bytes) -> bytes:
+        """Account for an already encoded (non-ERROR) reply, e.g. a fast RESULT."""
+        if not self._pending:
+            raise LocalProtocolError("reply sent with no request to answer")
+        self._pending.pop(0)
+        return data
+
     def send_failed(self) -> None:
         """The transport could not write: the session is dead."""
         self.state = SessionState.CLOSED

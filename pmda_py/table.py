@@ -178,7 +178,7 @@ class InDom:
     """
 
     serial: int
-    instances: dict[int, str] = attrs.field(factory=dict, converter=dict)
+    instances: dict[int, str] = attrs.field(factory=dict)
     oneline: str = ""
     help: str = ""
     labels: Mapping[str, Any] = attrs.field(factory=dict)
@@ -195,6 +195,7 @@ class InDom:
         if not 0 <= self.serial <= 0x3FFFFF:
             raise ValueError(f"indom serial {self.serial} out of range")
         _check_labels(f"indom {self.serial}", self.labels)
+        self.instances = dict(self.instances)
         self._by_name = {v: k for k, v in self.instances.items()}
 
     @property

@@ -1,0 +1,325 @@
+"""Daemon configuration: command line (pmdaGetOpt style) and the ``etc/`` file.
+
+The config file is INI: a ``[pmda]`` section (name, domain, log settings,
+domain labels) and one ``[table NAME]`` section per mounted table::
+
+    [pmda]
+    name = pypmda
+    domain = 310
+
+    [table simple]
+    table = simple              ; built-in name, entry point, or module:Class
+    mount = pypmda.simple       ; full name prefix of its metrics
+    deadline = 2.0              ; seconds before PM_ERR_AGAIN
+    ; any other key is passed to the table as an option
+
+A bad file raises :class:`ConfigFileError` naming the file, line and key;
+nothing is started half-configured.  stdlib and attrs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "DEFAULT_DOMAIN",
+    "DEFAULT_NAME",
+    "Config",
+    "ConfigFileError",
+    "TableSpec",
+    "parse_args",
+    "pcp_conf",
+]
+
+DEFAULT_NAME = "pypmda"
+DEFAULT_DOMAIN = 310
+
+
+class ConfigFileError(Exception):
+    """A config problem, located: ``file:line: [section] key: message``."""
+
+    def __init__(self, path: str, message: str, *, line: int | None = None, section: str = "", key: str = "") -> None:
+        where = f"{path}:{line}" if line else path
+        what = f"[{section}] " if section else ""
+        what += f"{key}: " if key else ""
+        super().__init__(f"{where}: {what}{message}")
+        self.path, self.line, self.section, self.key = path, line, section, key
+
+
+@attrs.frozen
+class TableSpec:
+    """One table to mount."""
+
+    name: str  #: section name / label for logs
+    table: str  #: built-in name, entry point or module:Class
+    mount: str  #: full name prefix
+    deadline: float | None = None
+    options: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    """Everything the daemon needs to start."""
+
+    name: str = DEFAULT_NAME
+    domain: int = DEFAULT_DOMAIN
+    tables: tuple[TableSpec, ...] = ()
+    transport: str = "pipe"  #: pipe | unix | inet | ipv6
+    address: str = ""  #: unix path or port
+    logfile: str | None = None
+    log_format: str = "console"
+    log_level: str = "info"
+    debug: str = ""
+    helpfile: str | None = None
+    username: str | None = None
+    notready: bool = False
+    domain_labels: dict[str, Any] | None = None
+    state_dir: str = ""
+    config_path: str | None = None
+    mmv_compat: bool = False
+    mmv_dir: str = ""
+
+
+def pcp_conf() -> dict[str, str]:
+    """PCP's environment: ``/etc/pcp.conf`` (or $PCP_CONF) overridden by
+    the process environment; sensible defaults without PCP."""
+    conf: dict[str, str] = {
+        "PCP_LOG_DIR": "/var/log/pcp",
+        "PCP_VAR_DIR": "/var/lib/pcp",
+        "PCP_TMP_DIR": "/var/lib/pcp/tmp",
+        "PCP_PMDAS_DIR": "/var/lib/pcp/pmdas",
+        "PCP_SYSCONF_DIR": "/etc/pcp",
+        "PCP_RUN_DIR": "/run/pcp",
+        "PCP_USER": "pcp",
+        "PCP_GROUP": "pcp",
+    }
+    path = os.environ.get("PCP_CONF", "/etc/pcp.conf")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    k, _, v = line.partition("=")
+                    conf[k.strip()] = v.strip().strip('"')
+    except OSError:
+        pass
+    for k in list(conf):
+        if k in os.environ:
+            conf[k] = os.environ[k]
+    return conf
+
+
+def _line_of(path: str, text: str, section: str, key: str | None) -> int | None:
+    """Line number of ``key`` in ``[section]`` (or of the section header)."""
+    current = None
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        m = re.match(r"^\[(.+)\]$", s)
+        if m:
+            current = m.group(1).strip()
+            if key is None and current == section:
+                return n
+            continue
+        if current == section and key is not None and re.match(rf"^{re.escape(key)}\s*[=:]", s, re.IGNORECASE):
+            return n
+    return None
+
+
+_PMDA_KEYS = {"name", "domain", "log_format", "log_level", "labels", "state_dir", "helpfile", "user"}
+
+
+def load_file(path: str) -> dict[str, Any]:
+    """Parse a config file into keyword arguments for :class:`Config`.
+
+    Raises:
+        ConfigFileError: with file, line and key.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as err:
+        raise ConfigFileError(path, f"cannot read: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigFileError(path, f"not UTF-8 text: {err}") from err
+    cp = configparser.ConfigParser(interpolation=None, strict=True, inline_comment_prefixes=(";",))
+    cp.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        cp.read_string(text, source=path)
+    except configparser.Error as err:
+        line = getattr(err, "lineno", None)
+        msg = str(err).splitlines()[0]
+        raise ConfigFileError(path, msg, line=line) from err
+
+    def fail(section: str, key: str | None, msg: str) -> ConfigFileError:
+        return ConfigFileError(path, msg, line=_line_of(path, text, section, key), section=section, key=key or "")
+
+    out: dict[str, Any] = {"config_path": path}
+    tables: list[TableSpec] = []
+    for section in cp.sections():
+        if section == "pmda":
+            for key, value in cp.items(section):
+                if key not in _PMDA_KEYS:
+                    raise fail(section, key, f"unknown key (expected one of {', '.join(sorted(_PMDA_KEYS))})")
+                if key == "domain":
+                    try:
+                        dom = int(value)
+                    except ValueError:
+                        raise fail(section, key, f"not a number: {value!r}") from None
+                    if not 1 <= dom <= 510:
+                        raise fail(section, key, f"domain {dom} out of range 1-510")
+                    out["domain"] = dom
+                elif key == "labels":
+                    try:
+                        labels = json.loads(value)
+                    except ValueError as err:
+                        raise fail(section, key, f"not JSON: {err}") from None
+                    if not isinstance(labels, dict):
+                        raise fail(section, key, "must be a JSON object")
+                    out["domain_labels"] = labels
+                elif key == "log_format":
+                    if value not in ("console", "json"):
+                        raise fail(section, key, "must be console or json")
+                    out["log_format"] = value
+                elif key == "log_level":
+                    if value.lower() not in ("debug", "info", "warning", "error", "critical"):
+                        raise fail(section, key, f"unknown level {value!r}")
+                    out["log_level"] = value.lower()
+                elif key == "name":
+                    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", value):
+                        raise fail(section, key, f"bad PMDA name {value!r}")
+                    out["name"] = value
+                elif key == "user":
+                    out["username"] = value
+                else:
+                    out[key] = value
+            continue
+        m = re.fullmatch(r"table\s+(\S+)", section)
+        if not m:
+            raise fail(section, None, "unknown section (expected [pmda] or [table NAME])")
+        tname = m.group(1)
+        opts = dict(cp.items(section))
+        kind = opts.pop("table", tname)
+        mount = opts.pop("mount", None)
+        if mount is None:
+            raise fail(section, None, "missing key 'mount'")
+        if mount and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*", mount):
+            raise fail(section, "mount", f"bad mount point {mount!r}")
+        deadline = None
+        if "deadline" in opts:
+            try:
+                deadline = float(opts.pop("deadline"))
+            except ValueError:
+                raise fail(section, "deadline", "not a number") from None
+            if not 0 < deadline < 5:
+                raise fail(section, "deadline", "must be between 0 and 5 seconds (pmcd's timeout)")
+        tables.append(TableSpec(tname, kind, mount, deadline, opts))
+    out["tables"] = tuple(tables)
+    return out
+
+
+def _table_arg(text: str) -> TableSpec:
+    name, _, mount = text.partition("=")
+    if not name:
+        raise argparse.ArgumentTypeError(f"bad --table {text!r}: NAME[=MOUNT]")
+    mount = mount if _ else name.split(":")[-1].split(".")[-1]
+    return TableSpec(name, name, mount)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pmda-py run",
+        add_help=False,
+        description="Run the pmda_py PMDA daemon (pmcd starts it from pmcd.conf).",
+    )
+    p.add_argument("--help", action="help", help="show this help and exit")
+    p.add_argument("-d", "--domain", type=int, help="PMDA domain number (1-510)")
+    p.add_argument("-D", "--debug", default="", help="debug options (any value turns on debug logging)")
+    p.add_argument("-h", "--helpfile", help="help text file (newhelp output, without .dir/.pag)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-i", "--inet", metavar="PORT", help="listen on an IPv4 port; pmcd connects")
+    g.add_argument("-6", "--ipv6", metavar="PORT", help="listen on an IPv6 port; pmcd connects")
+    g.add_argument("-u", "--unix", metavar="PATH", help="listen on a unix socket; pmcd connects")
+    g.add_argument("-p", "--pipe", action="store_true", help="talk to pmcd on stdin/stdout (default)")
+    p.add_argument("-l", "--log", metavar="FILE", help="log file (default $PCP_LOG_DIR/pmcd/NAME.log)")
+    p.add_argument("-U", "--username", help="user to run as after opening the log and sockets")
+    p.add_argument("-c", "--config", help="config file (tables to mount, name, domain)")
+    p.add_argument(
+        "-t",
+        "--table",
+        action="append",
+        type=_table_arg,
+        default=[],
+        metavar="NAME[=MOUNT]",
+        help="mount a table (built-in, entry point or module:Class) at MOUNT; repeatable",
+    )
+    p.add_argument("-n", "--name", help="PMDA name (logs, default domain label)")
+    p.add_argument("--notready", action="store_true", help="start not ready (pmcd.conf 'notready'); send READY later")
+    p.add_argument("--log-format", choices=["console", "json"])
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--state-dir", help="where instance-id caches are kept")
+    p.add_argument("--mmv-compat", action="store_true", help="serve only the MMV table at 'mmv', as pmdammv does")
+    p.add_argument("--mmv-dir", help="MMV directory (default $PCP_TMP_DIR/mmv)")
+    return p
+
+
+def parse_args(argv: Sequence[str]) -> Config:
+    """Command line (and the config file it names) -> :class:`Config`.
+
+    Raises:
+        ConfigFileError: the config file is bad.
+        SystemExit: bad command line (argparse).
+    """
+    ns = build_parser().parse_args(list(argv))
+    kw: dict[str, Any] = {}
+    if ns.config:
+        kw.update(load_file(ns.config))
+    conf = pcp_conf()
+    if ns.mmv_compat:
+        kw["name"] = ns.name or "mmv"
+        kw["domain"] = ns.domain if ns.domain is not None else 70
+        kw["tables"] = (TableSpec("mmv", "mmv", "mmv", None, {"compat": "1"}),)
+        kw["mmv_compat"] = True
+    if ns.table:
+        kw["tables"] = tuple(kw.get("tables", ())) + tuple(ns.table)
+    if ns.domain is not None:
+        if not 1 <= ns.domain <= 510:
+            raise SystemExit(f"pmda-py run: domain {ns.domain} out of range 1-510")
+        kw["domain"] = ns.domain
+    if ns.name:
+        kw["name"] = ns.name
+    if ns.unix:
+        kw["transport"], kw["address"] = "unix", ns.unix
+    elif ns.inet:
+        kw["transport"], kw["address"] = "inet", ns.inet
+    elif ns.ipv6:
+        kw["transport"], kw["address"] = "ipv6", ns.ipv6
+    name = kw.get("name", DEFAULT_NAME)
+    kw["logfile"] = ns.log or os.path.join(conf["PCP_LOG_DIR"], "pmcd", f"{name}.log")
+    if ns.log_format:
+        kw["log_format"] = ns.log_format
+    if ns.log_level:
+        kw["log_level"] = ns.log_level
+    if ns.debug:
+        kw["debug"] = ns.debug
+        kw["log_level"] = "debug"
+    if ns.helpfile:
+        kw["helpfile"] = ns.helpfile
+    if ns.username:
+        kw["username"] = ns.username
+    kw["notready"] = ns.notready
+    kw["state_dir"] = ns.state_dir or kw.get("state_dir") or os.path.join(conf["PCP_VAR_DIR"], "config", "pmda")
+    kw["mmv_dir"] = ns.mmv_dir or os.path.join(conf["PCP_TMP_DIR"], "mmv")
+    if not kw.get("tables"):
+        kw["tables"] = (
+            TableSpec("simple", "simple", f"{name}.simple"),
+            TableSpec("control", "control", f"{name}.control"),
+        )
+    return Config(**kw)

@@ -1,0 +1,130 @@
+"""The daemon's own metrics: requests by PDU type, fetch latency, per-table
+errors and timeouts, and the log level (storable with pmstore).
+
+Clusters 4090-4095 and indom serials 4090-4091 are reserved for it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from pmda_py import logconfig
+from pmda_py.errors import PmdaError, PmErr
+from pmda_py.pmapi import PmSem, PmType
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, units
+from pmda_py.wire import PduType
+
+__all__ = ["ControlTable"]
+
+_LEVELS = ("debug", "info", "warning", "error")
+_PDU_KINDS = [t.name for t in PduType] + ["BAD"]
+
+
+class ControlTable(Table):
+    """Self-monitoring metrics of the pmda_py daemon."""
+
+    name = "control"
+
+    def __init__(self) -> None:
+        self.pdus = InDom(4090, {k: n for k, n in enumerate(_PDU_KINDS)}, oneline="PDU types received")
+        self.tables = InDom(4091, oneline="tables mounted in this PMDA")
+        count = units(count=1)
+        msec = units(time=1, scale_time=2)
+        self.requests = Metric(
+            "requests", 4090, 0, PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.pdus,
+            oneline="requests received, by PDU type",
+            help="Number of PDUs received from pmcd since the daemon started, per PDU type\n"
+            '("BAD" counts requests that failed to decode and were answered PM_ERR_IPC).',
+        )  # fmt: skip
+        self.fetches = Metric(
+            "fetch.count", 4090, 1, PmType.U64, sem=PmSem.COUNTER, units=count, oneline="FETCH requests answered"
+        )
+        self.values = Metric(
+            "fetch.values", 4090, 2, PmType.U64, sem=PmSem.COUNTER, units=count, oneline="values returned by fetches"
+        )
+        self.latency_last = Metric(
+            "fetch.latency.last", 4090, 3, PmType.DOUBLE, units=msec, oneline="time to answer the last FETCH"
+        )
+        self.latency_avg = Metric(
+            "fetch.latency.mean", 4090, 4, PmType.DOUBLE, units=msec, oneline="mean time to answer a FETCH"
+        )
+        self.latency_max = Metric(
+            "fetch.latency.max", 4090, 5, PmType.DOUBLE, units=msec, oneline="longest time to answer a FETCH"
+        )
+        self.errors = Metric(
+            "table.errors", 4091, 0, PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
+            oneline="table calls that raised or returned bad values",
+        )  # fmt: skip
+        self.timeouts = Metric(
+            "table.timeouts", 4091, 1, PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
+            oneline="table calls that overran their deadline (answered PM_ERR_AGAIN)",
+        )  # fmt: skip
+        self.loglevel = Metric(
+            "log.level", 4092, 0, PmType.STRING, sem=PmSem.DISCRETE, writable=True,
+            oneline="log level (debug, info, warning, error); storable",
+            help="The daemon's log level.  Change it with, e.g.,\n  pmstore NAME.control.log.level debug",
+        )  # fmt: skip
+        self.uptime = Metric(
+            "uptime", 4092, 1, PmType.U32, units=units(time=1, scale_time=3), oneline="seconds since the daemon started"
+        )
+        self.pid = Metric("pid", 4092, 2, PmType.U32, sem=PmSem.DISCRETE, oneline="process id of the daemon")
+        self.bad = Metric(
+            "bad_requests",
+            4090,
+            6,
+            PmType.U64,
+            sem=PmSem.COUNTER,
+            units=count,
+            oneline="requests that failed to decode",
+        )
+
+    def _stats(self) -> Any:
+        return self.dispatcher.stats  # type: ignore[attr-defined]
+
+    async def startup(self, config: Mapping[str, str]) -> None:
+        d = getattr(self, "dispatcher", None)
+        if d is not None:
+            self.tables.set_names([m.name or type(m.table).__name__ for m in d.mounts])
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        st = self._stats()
+        tables = {v: k for k, v in self.tables.instances.items()}
+        out: dict[Metric, Any] = {}
+        for m in request.metrics:
+            if m is self.requests:
+                out[m] = {k: st.requests.get(n, 0) for k, n in self.pdus.instances.items()}
+            elif m is self.fetches:
+                out[m] = st.fetches
+            elif m is self.values:
+                out[m] = st.fetch_values
+            elif m is self.latency_last:
+                out[m] = st.fetch_time_last * 1000.0
+            elif m is self.latency_avg:
+                out[m] = st.fetch_time_total * 1000.0 / st.fetches if st.fetches else 0.0
+            elif m is self.latency_max:
+                out[m] = st.fetch_time_max * 1000.0
+            elif m is self.errors:
+                out[m] = {k: st.table_errors.get(n, 0) for n, k in tables.items()}
+            elif m is self.timeouts:
+                out[m] = {k: st.table_timeouts.get(n, 0) for n, k in tables.items()}
+            elif m is self.loglevel:
+                out[m] = logconfig.current_level()
+            elif m is self.uptime:
+                out[m] = int(time.time() - st.started)
+            elif m is self.pid:
+                out[m] = os.getpid()
+            elif m is self.bad:
+                out[m] = st.bad_requests
+        return out
+
+    async def store(self, request: StoreRequest) -> None:
+        if request.metric is not self.loglevel:
+            raise PmdaError(code=PmErr.PERMISSION)
+        for value in request.values.values():
+            level = str(value).strip().lower()
+            if level not in _LEVELS:
+                raise PmdaError(f"log level must be one of {', '.join(_LEVELS)}", code=PmErr.BADSTORE)
+            logconfig.set_level(level)

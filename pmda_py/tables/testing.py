@@ -1,0 +1,54 @@
+"""Misbehaving tables for fault tests: ``slow`` overruns its deadline,
+``crash`` raises or returns values of the wrong type.
+
+Cluster 4080 (slow) and 4081 (crash) are reserved for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import trio
+
+from pmda_py.pmapi import PmType
+from pmda_py.table import FetchRequest, FetchResult, Metric, Table
+
+__all__ = ["CrashTable", "SlowTable"]
+
+
+class SlowTable(Table):
+    """``sleep`` seconds (option, default 30) per fetch; ``fast`` answers at once."""
+
+    name = "slow"
+    accepts_options = True
+    deadline = 0.5
+
+    def __init__(self, sleep: str = "30", **_options: str) -> None:
+        self.sleep = float(sleep)
+        self.value = Metric("value", 4080, 0, PmType.U32, oneline="answers after a long sleep")
+        self.fast = Metric("fast", 4080, 1, PmType.U32, oneline="answers at once (same table as value)")
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        if self.value in request.metrics:
+            await trio.sleep(self.sleep)
+        return {self.value: 1, self.fast: 2}
+
+
+class CrashTable(Table):
+    """``boom`` raises; ``wrongtype`` returns a string for an integer metric."""
+
+    name = "crash"
+
+    def __init__(self) -> None:
+        self.boom = Metric("boom", 4081, 0, PmType.U32, oneline="its fetch raises")
+        self.wrongtype = Metric("wrongtype", 4082, 0, PmType.U32, oneline="returns a string for a U32")
+        self.negative = Metric("negative", 4082, 1, PmType.U64, oneline="returns -1 for a U64")
+        self.fine = Metric("fine", 4082, 2, PmType.U32, oneline="returns 7")
+
+    async def startup(self, config: Mapping[str, str]) -> None:
+        return None
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        if self.boom in request.metrics:
+            raise RuntimeError("table crashed on purpose")
+        return {self.wrongtype: "not a number", self.negative: -1, self.fine: 7}
