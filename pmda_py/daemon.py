@@ -57,10 +57,8 @@ def _entry_point(name: str) -> Any | None:
     except ImportError:  # pragma: no cover
         return None
     all_eps: Any = entry_points()
-    if hasattr(all_eps, "select"):
-        eps = all_eps.select(group="pmda_py.tables")
-    else:  # Python 3.9: a dict of groups
-        eps = all_eps.get("pmda_py.tables", [])
+    # Python 3.9 returns a dict of groups; later versions have select()
+    eps = all_eps.select(group="pmda_py.tables") if hasattr(all_eps, "select") else all_eps.get("pmda_py.tables", [])
     for ep in eps:
         if ep.name == name:
             return ep.load()

@@ -29,7 +29,7 @@ class ControlTable(Table):
     name = "control"
 
     def __init__(self) -> None:
-        self.pdus = InDom(4090, {k: n for k, n in enumerate(_PDU_KINDS)}, oneline="PDU types received")
+        self.pdus = InDom(4090, dict(enumerate(_PDU_KINDS)), oneline="PDU types received")
         self.tables = InDom(4091, oneline="tables mounted in this PMDA")
         count = units(count=1)
         msec = units(time=1, scale_time=2)

@@ -73,10 +73,10 @@ class SimpleTable(Table):
     """The simple PMDA's metrics (mount it at ``simple`` to stand in for pmdasimple)."""
 
     name = "simple"
-    domain_labels = {"role": "testing"}
     accepts_options = True
 
     def __init__(self, config: str | None = None, **_options: str) -> None:
+        self.domain_labels = {"role": "testing"}
         self.configfile = config or os.path.join(pcp_conf()["PCP_PMDAS_DIR"], "simple", "simple.conf")
         self.colour = InDom(
             0,
