@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import struct
 import subprocess
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -29,7 +30,7 @@ import attrs
 import trio
 
 from pmda_py.errors import PmdaError, PmErr, WireFormatError, errstr
-from pmda_py.pmapi import PM_IN_NULL, LabelType, PmDesc, TextType
+from pmda_py.pmapi import PM_IN_NULL, LabelType, PmDesc, PmType, TextType
 from pmda_py.wire import (
     AttrPdu,
     CredsPdu,
@@ -53,6 +54,7 @@ from pmda_py.wire import (
     ResultPdu,
     TextPdu,
     TextReqPdu,
+    ValueBlock,
     ValueSet,
 )
 
@@ -101,12 +103,17 @@ class PmdaClient:
     unsolicited: list[Pdu] = attrs.field(factory=list)
     sent: list[Pdu] = attrs.field(factory=list)
     received: list[Pdu] = attrs.field(factory=list)
+    #: optional ``{name: pmid}`` map used by :meth:`lookup` before asking the PMDA
+    pmns: dict[str, int] | None = None
+    #: keep every PDU sent and received in :attr:`sent` / :attr:`received`
+    record: bool = False
 
     # ------------------------------------------------------------------ io
 
     async def send(self, pdu: Pdu) -> None:
         """Send one PDU (for those that get no reply, or before :meth:`receive`)."""
-        self.sent.append(pdu)
+        if self.record:
+            self.sent.append(pdu)
         await self.stream.send_all(pdu.encode())
 
     async def send_raw(self, data: bytes) -> None:
@@ -125,7 +132,8 @@ class PmdaClient:
             while True:
                 pdu = self.reader.next_pdu()
                 if pdu is not None:
-                    self.received.append(pdu)
+                    if self.record:
+                        self.received.append(pdu)
                     return pdu
                 data = await self.stream.receive_some(65536)
                 if not data:
@@ -249,8 +257,57 @@ class PmdaClient:
         """Close the channel."""
         await self.stream.aclose()
 
+    # ------------------------------------------------------ by-name helpers
+
+    async def lookup(self, names: Sequence[str]) -> dict[str, int]:
+        """Resolve names to PMIDs: from :attr:`pmns` when set (a
+        ``{name: pmid}`` map, e.g. from a PMNS file), else by asking the
+        PMDA (PMNS_NAMES, its dynamic namespace)."""
+        out: dict[str, int] = {}
+        for n in names:
+            if self.pmns is not None and n in self.pmns:
+                out[n] = self.pmns[n]
+            else:
+                out[n] = await self.pmid(n)
+        return out
+
+    async def fetch_values(self, names: Sequence[str]) -> dict[str, Any]:
+        """Fetch metrics by name and decode their values by descriptor.
+
+        Returns ``{name: value}`` for metrics without an indom,
+        ``{name: {inst: value}}`` for metrics with one, and
+        ``{name: PmdaReplyError}`` for metrics that failed.
+        """
+        pmids = await self.lookup(names)
+        descs = {n: await self.desc(p) for n, p in pmids.items()}
+        result = await self.fetch(list(pmids.values()))
+        out: dict[str, Any] = {}
+        for (n, _p), vs in zip(pmids.items(), result.vsets):
+            d = descs[n]
+            if vs.error < 0:
+                out[n] = PmdaReplyError(vs.error, n)
+                continue
+            vals = {v.inst: _decode_value(d.type, v.value) for v in vs.values}
+            if d.indom == 0xFFFFFFFF:
+                out[n] = vals.get(PM_IN_NULL) if vals else None
+            else:
+                out[n] = vals
+        return out
+
     def _from(self, from_: int | None) -> int:
         return self.from_ if from_ is None else from_
+
+
+def _decode_value(type_: int, value: int | ValueBlock) -> Any:
+    if isinstance(value, ValueBlock):
+        if value.vtype in (PmType.EVENT, PmType.HIGHRES_EVENT):
+            return value.event_array()
+        return value.value()
+    if type_ == PmType.I32:
+        return value - (1 << 32) if value & 0x80000000 else value
+    if type_ == PmType.FLOAT:  # very old INSITU floats
+        return struct.unpack("!f", struct.pack("!I", value))[0]
+    return value
 
 
 # ------------------------------------------------------------------ opening

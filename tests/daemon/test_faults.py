@@ -1,0 +1,78 @@
+"""A slow table and a crashing table do not stop the others; every request
+still gets exactly one reply, in time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from structlog.testing import capture_logs
+
+from pmda_py.daemon import TrioRunner
+from pmda_py.dispatch import ConfigError, Dispatcher, Mount
+from pmda_py.errors import PmErr
+from pmda_py.pmapi import pmid
+from pmda_py.tables.simple import SimpleTable
+from pmda_py.tables.testing import CrashTable, SlowTable
+from pmda_py.testing.harness import open_table_pmda
+
+
+async def test_slow_and_crashing_tables_do_not_stop_others(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    conf = tmp_path / "simple.conf"
+    conf.write_text("sec\n")
+    simple, slow, crash = SimpleTable(config=str(conf)), SlowTable(sleep="30"), CrashTable()
+    slow.deadline = 0.3
+    mounts = [Mount(simple, "simple", "simple"), Mount(slow, "slow", "slow"), Mount(crash, "crash", "crash")]
+    with capture_logs() as logs:
+        async with open_table_pmda(*mounts, domain=253) as pmda:
+            t0 = time.monotonic()
+            v = await pmda.fetch_values(["slow.value", "simple.numfetch", "crash.boom", "crash.fine"])
+            elapsed = time.monotonic() - t0
+            assert elapsed < 2.0, "the slow table held up the fetch"
+            assert v["slow.value"].pm_code == PmErr.AGAIN
+            assert v["crash.boom"].pm_code == PmErr.AGAIN
+            assert v["crash.fine"].pm_code == PmErr.AGAIN  # same table, same failed call
+            assert v["simple.numfetch"] == 1
+            v = await pmda.fetch_values(["crash.fine", "crash.wrongtype", "crash.negative", "simple.numfetch"])
+            assert v["crash.fine"] == 7
+            assert v["crash.wrongtype"].pm_code == PmErr.TYPE
+            assert v["crash.negative"].pm_code == PmErr.TYPE
+            assert v["simple.numfetch"] == 2
+            # the control view of it
+            assert pmda is not None
+    events = [e["event"] for e in logs]
+    assert "table_timeout" in events
+    assert "table_exception" in events
+    assert "table_bad_value" in events
+    bad = next(e for e in logs if e["event"] == "table_bad_value")
+    assert bad["metric"] == "crash.wrongtype"
+
+
+def test_cluster_collision_is_refused_at_startup(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    a, b = SimpleTable(config=str(tmp_path / "x")), SimpleTable(config=str(tmp_path / "x"))
+    with pytest.raises(ConfigError, match="both use cluster 0"):
+        Dispatcher(253, [Mount(a, "a", "a"), Mount(b, "b", "b")], TrioRunner())
+
+
+def test_bad_mount_point_is_refused() -> None:
+    with pytest.raises(ConfigError, match="bad mount point"):
+        Dispatcher(253, [Mount(CrashTable(), "1bad..x", "c")], TrioRunner())
+
+
+async def test_control_table_counts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pmda_py.tables.control import ControlTable
+
+    conf = tmp_path / "simple.conf"
+    conf.write_text("sec\n")
+    slow = SlowTable(sleep="5")
+    slow.deadline = 0.2
+    mounts = [Mount(SimpleTable(config=str(conf)), "simple", "simple"), Mount(ControlTable(), "ctl", "control"),
+              Mount(slow, "slow", "slow")]  # fmt: skip
+    async with open_table_pmda(*mounts, domain=253) as pmda:
+        await pmda.fetch([pmid(253, 0, 0)])
+        await pmda.fetch([pmid(253, 4080, 0)])
+        v = await pmda.fetch_values(["ctl.fetch.count", "ctl.table.timeouts", "ctl.requests", "ctl.log.level"])
+        assert v["ctl.fetch.count"] >= 2
+        tables = {e.name: e.inst for e in await pmda.instance(mounts[1].table.tables.id)}  # type: ignore[attr-defined]
+        assert v["ctl.table.timeouts"][tables["slow"]] == 1
+        assert v["ctl.log.level"] == "info"
