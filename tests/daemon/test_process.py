@@ -33,7 +33,8 @@ def run_args(tmp_path: Path) -> list[str]:
     conf.write_text("sec,min\n")
     return [
         *PMDA_PY, "run", "-d", "253", "-l", str(tmp_path / "pmda.log"), "--state-dir", str(tmp_path / "state"),
-        "--table", "simple=simple", "--table", "control=simple.control", "--table", "pmda_py.tables.testing:CrashTable=crash",
+        "--table", "simple=simple", "--table", "control=simple.control",
+        "--table", "pmda_py.tables.testing:CrashTable=crash",
     ]  # fmt: skip
 
 
