@@ -26,7 +26,7 @@ import trio
 from pmda_py import logconfig
 from pmda_py.config import Config, ConfigFileError, TableSpec, parse_args
 from pmda_py.dispatch import ConfigError, Dispatcher, EncodedReply, HelpSource, Mount, TableTimeout
-from pmda_py.errors import PmErr, WireFormatError
+from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session
 from pmda_py.table import Table
 from pmda_py.wire import ErrorPdu, Pdu, PduType
@@ -147,7 +147,7 @@ async def serve_stream(
         try:
             event = session.next_event()
         except WireFormatError as err:
-            log.error("protocol_error", error=str(err), code=PmErr(err.pm_code).name, action="closing channel")
+            log.error("protocol_error", error=str(err), code=codename(err.pm_code), action="closing channel")
             return "protocol error"
         if event is NEED_DATA:
             try:
@@ -167,7 +167,7 @@ async def serve_stream(
                     "bad_request",
                     type=_type_name(event.pdu_type),
                     context=event.context,
-                    code=PmErr(event.code).name,
+                    code=codename(event.code),
                     error=event.reason,
                 )
             try:

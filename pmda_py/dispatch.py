@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol, TypeVar
 import attrs
 import structlog
 
-from pmda_py.errors import PmdaError, PmErr, errstr
+from pmda_py.errors import PmdaError, PmErr, codename, errstr
 from pmda_py.pmapi import (
     PM_IN_NULL,
     PM_INDOM_NULL,
@@ -415,14 +415,18 @@ class Dispatcher:
     def _table_failed(self, tname: str, what: str, exc: BaseException) -> int:
         if isinstance(exc, TableTimeout):
             self.stats.table_timeouts[tname] = self.stats.table_timeouts.get(tname, 0) + 1
-            log.warning("table_timeout", table=tname, call=what, code=PmErr.AGAIN.name)
+            log.warning("table_timeout", table=tname, call=what, code=codename(PmErr.AGAIN), detail=str(exc))
             return PmErr.AGAIN
-        self.stats.table_errors[tname] = self.stats.table_errors.get(tname, 0) + 1
-        if isinstance(exc, PmdaError):
-            log.info("table_error", table=tname, call=what, code=exc.pm_code, error=str(exc))
+        if isinstance(exc, PmdaError):  # the table's own answer, not a failure
+            log.debug("table_refused", table=tname, call=what, code=codename(exc.pm_code), error=str(exc))
             return exc.pm_code
+        self.stats.table_errors[tname] = self.stats.table_errors.get(tname, 0) + 1
         log.error(
-            "table_exception", table=tname, call=what, error=f"{type(exc).__name__}: {exc}", code=PmErr.AGAIN.name
+            "table_exception",
+            table=tname,
+            call=what,
+            error=f"{type(exc).__name__}: {exc}",
+            code=codename(PmErr.AGAIN),
         )
         return PmErr.AGAIN
 
@@ -463,7 +467,7 @@ class Dispatcher:
                 metric=mount.full(metric),
                 type=PmType(metric.type).name,
                 error=f"{type(err).__name__}: {err}",
-                code=PmErr.TYPE.name,
+                code=codename(PmErr.TYPE),
             )
             builder.add_error(p, PmErr.TYPE)
             return 0
@@ -557,7 +561,7 @@ class Dispatcher:
                 await self.runner.call(mount.table, "store", _bind_store(mount.table, req))
             except Exception as exc:
                 code = self._table_failed(mount.name or type(mount.table).__name__, "store", exc)
-                log.info("store_refused", metric=mount.full(req.metric), code=code, reason=errstr(code))
+                log.info("store_refused", metric=mount.full(req.metric), code=codename(code), reason=errstr(code))
                 return ErrorPdu(code)
             log.info("store", metric=mount.full(req.metric), values=len(req.values), context=context)
         return ErrorPdu(0)

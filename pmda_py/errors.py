@@ -22,6 +22,7 @@ __all__ = [
     "UnknownInstance",
     "UnknownMetric",
     "WireFormatError",
+    "codename",
     "coerce_code",
     "errstr",
 ]
@@ -180,6 +181,16 @@ def coerce_code(code: int) -> PmErr | int:
         return PmErr(code)
     except ValueError:
         return code
+
+
+def codename(code: int) -> str:
+    """``PM_ERR_X`` for a PCP code, ``-errno`` name for others (for logs)."""
+    try:
+        return f"PM_ERR_{PmErr(code).name}"
+    except ValueError:
+        if code < 0 and -code in errno.errorcode:
+            return f"-{errno.errorcode[-code]}"
+        return str(code)
 
 
 def errstr(code: int) -> str:
