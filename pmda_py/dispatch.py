@@ -204,6 +204,7 @@ class Dispatcher:
         self._by_name: dict[str, int] = {}
         self._names: dict[int, list[str]] = {}
         self._root = _Node()
+        self._instance_cache: dict[int, tuple[dict[int, str], EncodedReply]] = {}
         self.names_changed = False
         for m in self.mounts:
             if m.prefix and not all(p.isidentifier() for p in m.prefix.split(".")):
@@ -490,7 +491,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------ INSTANCE
 
-    async def _instance(self, pdu: InstanceReqPdu) -> Pdu:
+    async def _instance(self, pdu: InstanceReqPdu) -> Pdu | EncodedReply:
         found = self._by_indom.get(pdu.indom)
         if found is None:
             return ErrorPdu(PmErr.INDOM)
@@ -502,7 +503,15 @@ class Dispatcher:
             return InstancePdu(pdu.indom, (InstanceEntry(ind.id_of(pdu.name), ""),))
         if pdu.inst != PM_IN_NULL:
             return InstancePdu(pdu.indom, (InstanceEntry(PM_IN_NULL, ind.name_of(pdu.inst)),))
-        return InstancePdu(pdu.indom, tuple(InstanceEntry(i, n) for i, n in ind.instances.items()))
+        cached = self._instance_cache.get(pdu.indom)
+        if cached is not None and cached[0] == ind.instances:
+            return cached[1]
+        reply = EncodedReply(
+            PduType.INSTANCE,
+            InstancePdu(pdu.indom, tuple(InstanceEntry(i, n) for i, n in ind.instances.items())).encode(),
+        )
+        self._instance_cache[pdu.indom] = (dict(ind.instances), reply)
+        return reply
 
     async def _refresh_indom(self, mount: Mount, ind: InDom) -> int:
         try:

@@ -140,6 +140,21 @@ class PmdaClient:
                     raise EOFError("PMDA closed the channel")
                 self.reader.receive_data(data)
 
+    async def request_raw(self, data: bytes) -> bytes:
+        """Send encoded request bytes and return the reply frame undecoded
+        (for benchmarks: the driver then costs the same for every PMDA)."""
+        await self.stream.send_all(data)
+        t = self.timeout
+        with trio.fail_after(math.inf if t is None else t):
+            while True:
+                frame = self.reader.next_frame()
+                if frame is not None:
+                    return frame
+                chunk = await self.stream.receive_some(1 << 20)
+                if not chunk:
+                    raise EOFError("PMDA closed the channel")
+                self.reader.receive_data(chunk)
+
     async def request(self, pdu: Pdu, expect: type[_P]) -> _P:
         """Send ``pdu`` and return its reply of type ``expect``.
 

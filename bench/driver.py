@@ -1,0 +1,70 @@
+"""A minimal blocking pipe driver for benchmarks: start a PMDA as pmcd does,
+answer its CREDS, then send pre-encoded requests and read whole reply
+frames with plain os.read/os.write.  It costs the same for every PMDA."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import time
+from collections.abc import Sequence
+
+from pmda_py.wire import CredsPdu, ProfilePdu
+
+
+class PipeDriver:
+    def __init__(self, cmd: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+        )
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        self.r = self.proc.stdout.fileno()
+        self.w = self.proc.stdin.fileno()
+        creds = self.read_pdu()
+        if struct.unpack_from("!i", creds, 4)[0] != 0x700C:
+            raise RuntimeError("PMDA did not send CREDS first")
+        os.write(self.w, CredsPdu.cversion(0, from_=os.getpid()).encode())
+        os.write(self.w, ProfilePdu().encode())
+
+    def read_pdu(self) -> bytes:
+        buf = bytearray()
+        while len(buf) < 4:
+            chunk = os.read(self.r, 4 - len(buf))
+            if not chunk:
+                raise EOFError("PMDA closed the pipe")
+            buf += chunk
+        length = struct.unpack_from("!i", buf)[0]
+        while len(buf) < length:
+            chunk = os.read(self.r, min(1 << 20, length - len(buf)))
+            if not chunk:
+                raise EOFError("PMDA closed the pipe")
+            buf += chunk
+        return bytes(buf)
+
+    def request(self, data: bytes) -> bytes:
+        os.write(self.w, data)
+        return self.read_pdu()
+
+    def time(self, data: bytes, iterations: int, warmup: int = 50) -> list[float]:
+        for _ in range(warmup):
+            self.request(data)
+        out = []
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            self.request(data)
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -1,0 +1,82 @@
+"""Request latency through one pipe driver: DESC, INSTANCE (1000 instances)
+and an N-value FETCH (default 1000), for ``pmda-py run`` next to PCP's
+references.
+
+    .venv/bin/python bench/pdu_latency.py [--n 1000] [--iterations 3000]
+
+References, each started as pmcd would (pipe, CREDS, then requests):
+  * pcp.pmda  -- bench/pcp_pmda_bench.python on PCP's python binding (same metric shape)
+  * pmdasample (C, libpcp_pmda) -- DESC of sample.long.ten, INSTANCE of sample.colour
+  * pmdasimple.python -- DESC of simple.color, INSTANCE of simple.color's indom
+Prints p50/p90 per request in microseconds and ratios (reference p50 / ours p50:
+above 1 means we are faster).  A benchmark, run on purpose; the tests never time anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+from driver import PipeDriver
+
+from pmda_py.pmapi import indom, pmid
+from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu
+
+HERE = Path(__file__).resolve().parent
+
+
+def stats(samples: list[float]) -> tuple[float, float]:
+    s = sorted(samples)
+    return statistics.median(s) * 1e6, s[int(len(s) * 0.9)] * 1e6
+
+
+def measure(cmd: list[str], env: dict[str, str], desc_pmid: int, ind: int, fetch_pmid: int | None,
+            iterations: int) -> dict[str, tuple[float, float]]:  # fmt: skip
+    d = PipeDriver(cmd, env)
+    try:
+        res = {
+            "DESC": stats(d.time(DescReqPdu(desc_pmid).encode(), iterations)),
+            "INSTANCE (all)": stats(d.time(InstanceReqPdu(ind).encode(), iterations)),
+        }
+        if fetch_pmid is not None:
+            res["FETCH"] = stats(d.time(FetchPdu((fetch_pmid,)).encode(), iterations))
+        return res
+    finally:
+        d.close()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=1000, help="values per FETCH (and instances)")
+    p.add_argument("--iterations", type=int, default=3000)
+    args = p.parse_args()
+    env = {"BENCH_N": str(args.n), "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    log = f"/tmp/pmda_py-bench-{os.getpid()}.log"
+    runs: dict[str, dict[str, tuple[float, float]]] = {}
+    ours = [sys.executable, "-m", "pmda_py", "run", "-d", "254", "-l", log, "--table", "bench_table:BenchTable=bench"]
+    runs["pmda-py run"] = measure(ours, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations)
+    if not Path("/var/lib/pcp/pmdas/sample/pmdasample").exists():
+        print("PCP is not installed: only our figures are shown", file=sys.stderr)
+    else:
+        ref = ["/usr/bin/python3", str(HERE / "pcp_pmda_bench.python")]
+        runs["pcp.pmda"] = measure(ref, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations)
+        sample = ["/var/lib/pcp/pmdas/sample/pmdasample", "-d", "29", "-l", log + ".sample"]
+        runs["pmdasample (C)"] = measure(sample, env, pmid(29, 0, 5), indom(29, 1), None, args.iterations)
+        simple = ["/usr/bin/python3", "/var/lib/pcp/pmdas/simple/pmdasimple.python", "-d", "253"]
+        runs["pmdasimple.python"] = measure(simple, env, pmid(253, 0, 1), indom(253, 0), None, args.iterations)
+    print(f"{args.n} values per FETCH, {args.n} instances for INSTANCE on ours and pcp.pmda; "
+          f"pmdasample/pmdasimple answer 3 instances")  # fmt: skip
+    print(f"{'PMDA':20} {'request':16} {'p50 us':>9} {'p90 us':>9} {'ref/ours (p50)':>15}")
+    base = runs["pmda-py run"]
+    for name, res in runs.items():
+        for req, (p50, p90) in res.items():
+            ratio = f"{p50 / base[req][0]:.2f}" if name != "pmda-py run" and req in base else ""
+            print(f"{name:20} {req:16} {p50:9.1f} {p90:9.1f} {ratio:>15}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
