@@ -30,7 +30,9 @@ def _units(d: object) -> str:
     if u.dim_space:
         parts.append(f"space^{u.dim_space}")
     if u.dim_time:
-        parts.append(["nsec", "usec", "msec", "sec", "min", "hour"][u.scale_time] + ("" if u.dim_time == 1 else f"^{u.dim_time}"))
+        parts.append(
+            ["nsec", "usec", "msec", "sec", "min", "hour"][u.scale_time] + ("" if u.dim_time == 1 else f"^{u.dim_time}")
+        )
     if u.dim_count:
         parts.append("count" + ("" if u.dim_count == 1 else f"^{u.dim_count}"))
     return " ".join(parts) or "none"
@@ -81,11 +83,10 @@ async def _show(pmda: PmdaClient, prefix: str, out: list[str]) -> None:
         say(f"store {prefix}.time.user: {errstr(code)}")
 
 
-async def _demo(argv: Sequence[str], workdir: str) -> int:
+def _prepare(workdir: str) -> tuple[str, str]:
     conf = os.path.join(workdir, "simple.conf")
     with open(conf, "w") as f:
         f.write("sec,min,hour\n")
-    log = os.path.join(workdir, "pypmda.log")
     cfg = os.path.join(workdir, "pypmda.conf")
     with open(cfg, "w") as f:
         f.write(
@@ -93,6 +94,10 @@ async def _demo(argv: Sequence[str], workdir: str) -> int:
             f"[table simple]\ntable = simple\nmount = pypmda.simple\nconfig = {conf}\n\n"
             "[table control]\ntable = control\nmount = pypmda.control\n"
         )
+    return cfg, os.path.join(workdir, "pypmda.log")
+
+
+async def _demo(argv: Sequence[str], workdir: str, cfg: str, log: str) -> int:
     cmd = [sys.executable, "-m", "pmda_py", "run", "-c", cfg, "-l", log, "--state-dir", workdir, *argv]
     print("$ " + " ".join(cmd), flush=True)
     out: list[str] = []
@@ -108,9 +113,6 @@ async def _demo(argv: Sequence[str], workdir: str) -> int:
         print("== the daemon's own metrics ==", flush=True)
         for n, v in values.items():
             print(f"{n} = {v}", flush=True)
-    print(f"\n== the daemon's log ({log}) ==", flush=True)
-    with open(log) as f:
-        print(f.read(), end="", flush=True)
     return 0
 
 
@@ -120,4 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("extra", nargs="*", help="extra arguments for pmda-py run")
     ns = p.parse_args(list(argv or []))
     with tempfile.TemporaryDirectory(prefix="pmda_py-demo-") as workdir:
-        return trio.run(_demo, ns.extra, workdir)
+        cfg, log = _prepare(workdir)
+        status = trio.run(_demo, ns.extra, workdir, cfg, log)
+        print(f"\n== the daemon's log ({log}) ==", flush=True)
+        with open(log) as f:
+            print(f.read(), end="", flush=True)
+        return status
