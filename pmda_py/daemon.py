@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Sequence
+from functools import partial
 from typing import Any, Callable, TypeVar
 
 import structlog
@@ -129,12 +130,17 @@ class TrioRunner:
 async def serve_stream(
     stream: trio.abc.Stream,
     session: Session,
-    dispatcher: Dispatcher,
+    dispatcher: Dispatcher | Active,
     *,
     notready: bool = False,
     on_ready: Callable[[], Awaitable[None]] | None = None,
 ) -> str:
-    """Serve one pmcd channel until EOF; returns why it ended."""
+    """Serve one pmcd channel until EOF; returns why it ended.
+
+    ``dispatcher`` may be an :class:`Active` holder, whose dispatcher is
+    looked up for every request (so a reload takes effect between requests).
+    """
+    active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
     await stream.send_all(session.start())
     if notready:
         session.not_ready()
@@ -171,7 +177,7 @@ async def serve_stream(
                     error=event.reason,
                 )
             try:
-                reply: Pdu | EncodedReply = await dispatcher.handle(session, event)
+                reply: Pdu | EncodedReply = await active.dispatcher.handle(session, event)
             except Exception as exc:  # a bug: still answer, pmcd must not wait
                 log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
                 reply = ErrorPdu(PmErr.GENERIC)
@@ -185,7 +191,7 @@ async def serve_stream(
         elif isinstance(event, Notice):
             pdu = event.pdu
             if isinstance(pdu, ErrorPdu) and pdu.code == PmErr.NOTCONN:
-                dispatcher.end_context(event.context)
+                active.dispatcher.end_context(event.context)
                 log.debug("end_context", context=event.context)
             else:
                 log.debug("notice", type=_type_name(pdu.pdu_type), context=event.context)
@@ -296,44 +302,100 @@ def _helpfile(config: Config) -> HelpSource | None:
         return None
 
 
-async def run(config: Config, *, stream: trio.abc.Stream | None = None) -> int:
-    """Start the tables and serve pmcd; returns the exit status."""
-    tables: list[Mount] = []
+class Active:
+    """The dispatcher in service; swapped whole on a successful reload."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+
+
+def build_dispatcher(config: Config) -> Dispatcher:
+    """Load the config's tables and mount them (no table code runs yet but
+    constructors).  Raises ConfigError / TableLoadError."""
+    mounts: list[Mount] = []
     for spec in config.tables:
         table = load_table(spec, config)
-        tables.append(Mount(table, spec.mount, spec.name, dict(spec.options)))
+        mounts.append(Mount(table, spec.mount, spec.name, dict(spec.options)))
     dispatcher = Dispatcher(
         config.domain,
-        tables,
+        mounts,
         TrioRunner(),
         name=config.name,
         domain_labels=config.domain_labels,
         help_source=_helpfile(config),
     )
-    for m in tables:
+    for m in mounts:
         m.table.dispatcher = dispatcher  # type: ignore[attr-defined]
+    return dispatcher
 
-    async def start_tables() -> None:
-        for m in tables:
-            t0 = trio.current_time()
-            with trio.move_on_after(max(m.table.deadline, 2.0)) as scope:
-                try:
-                    await m.table.startup(m.options)
-                except Exception as exc:
-                    log.error("table_startup_failed", table=m.name, error=f"{type(exc).__name__}: {exc}")
-                    continue
-            if scope.cancelled_caught:
-                log.error("table_startup_timeout", table=m.name, seconds=round(trio.current_time() - t0, 3))
-        dispatcher.reindex()
-        log.info(
-            "tables_mounted",
-            tables=[f"{m.name}@{m.prefix or '.'}" for m in tables],
-            metrics=len(dispatcher.all_names),
-            domain=config.domain,
-        )
+
+async def start_tables(dispatcher: Dispatcher, domain: int) -> None:
+    """Run every table's startup under its deadline; failures are logged and
+    the table serves what it can."""
+    for m in dispatcher.mounts:
+        t0 = trio.current_time()
+        with trio.move_on_after(max(m.table.deadline, 2.0)) as scope:
+            try:
+                await m.table.startup(m.options)
+            except Exception as exc:
+                log.error("table_startup_failed", table=m.name, error=f"{type(exc).__name__}: {exc}")
+                continue
+        if scope.cancelled_caught:
+            log.error("table_startup_timeout", table=m.name, seconds=round(trio.current_time() - t0, 3))
+    dispatcher.reindex()
+    log.info(
+        "tables_mounted",
+        tables=[f"{m.name}@{m.prefix or '.'}" for m in dispatcher.mounts],
+        metrics=len(dispatcher.all_names),
+        domain=domain,
+    )
+
+
+async def shutdown_tables(dispatcher: Dispatcher) -> None:
+    with trio.move_on_after(2):
+        for m in dispatcher.mounts:
+            try:
+                await m.table.shutdown()
+            except Exception as exc:
+                log.error("table_shutdown_failed", table=m.name, error=str(exc))
+
+
+async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
+    """SIGHUP: re-read the command line's config and swap in new tables
+    atomically.  A bad new config keeps the old one running."""
+    try:
+        new = parse_args(argv)
+        if (new.domain, new.name, new.transport, new.address) != (
+            config.domain,
+            config.name,
+            config.transport,
+            config.address,
+        ):
+            raise ConfigError("domain, name and transport cannot change on reload; restart the agent instead")
+        dispatcher = build_dispatcher(new)
+    except (ConfigFileError, ConfigError, TableLoadError, SystemExit) as err:
+        log.error("reload_failed", error=str(err), action="keeping the running configuration")
+        return config
+    await start_tables(dispatcher, new.domain)
+    old = active.dispatcher
+    if set(old.all_names) != set(dispatcher.all_names):
+        dispatcher.names_changed = True
+    dispatcher.stats = old.stats
+    active.dispatcher = dispatcher
+    log.info("reloaded", config=new.config_path, tables=[m.name for m in dispatcher.mounts])
+    await shutdown_tables(old)
+    return new
+
+
+async def run(config: Config, *, stream: trio.abc.Stream | None = None, argv: Sequence[str] = ()) -> int:
+    """Start the tables and serve pmcd; returns the exit status."""
+    active = Active(build_dispatcher(config))
+
+    async def on_ready() -> None:
+        await start_tables(active.dispatcher, config.domain)
 
     if not config.notready:
-        await start_tables()
+        await on_ready()
 
     listener = None
     if stream is None:
@@ -356,28 +418,25 @@ async def run(config: Config, *, stream: trio.abc.Stream | None = None) -> int:
     assert stream is not None
     session = Session(pid=os.getpid(), flags=0)
     reason = "eof"
+    current = config
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
 
             async def watch_signals() -> None:
+                nonlocal reason, current
                 async for signum in signals:
                     if signum == signal.SIGHUP:
-                        log.info("sighup", detail="configuration reload is not supported yet; ignored")
+                        log.info("sighup", action="reloading configuration")
+                        current = await reload(active, current, argv)
                         continue
                     log.info("signal", signal=signal.Signals(signum).name, action="exiting")
-                    nonlocal reason
                     reason = signal.Signals(signum).name
                     nursery.cancel_scope.cancel()
 
             nursery.start_soon(watch_signals)
-            reason = await serve_stream(stream, session, dispatcher, notready=config.notready, on_ready=start_tables)
+            reason = await serve_stream(stream, session, active, notready=config.notready, on_ready=on_ready)
             nursery.cancel_scope.cancel()
-    with trio.move_on_after(2):
-        for m in tables:
-            try:
-                await m.table.shutdown()
-            except Exception as exc:
-                log.error("table_shutdown_failed", table=m.name, error=str(exc))
+    await shutdown_tables(active.dispatcher)
     log.info("exit", reason=reason)
     return 0
 
@@ -401,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         python=sys.version.split()[0],
     )
     try:
-        return trio.run(run, config)
+        return trio.run(partial(run, config, argv=list(sys.argv[1:] if argv is None else argv)))
     except (ConfigError, TableLoadError) as err:
         log.error("config_error", error=str(err))
         return 1

@@ -159,3 +159,37 @@ def test_startup_time_is_reasonable(run_args: list[str]) -> None:
     assert time.monotonic() - t0 < 3.0
     proc.stdin.close()
     proc.wait(timeout=10)
+
+
+async def test_sighup_reloads_config_atomically(tmp_path: Path) -> None:
+    simple_conf = tmp_path / "simple.conf"
+    simple_conf.write_text("sec\n")
+    cfg = tmp_path / "pypmda.conf"
+    base = f"[pmda]\nname = pypmda\ndomain = 253\n\n[table simple]\nmount = simple\nconfig = {simple_conf}\n"
+    cfg.write_text(base)
+    log = tmp_path / "pmda.log"
+    cmd = [*PMDA_PY, "run", "-c", str(cfg), "-l", str(log), "--state-dir", str(tmp_path / "state")]
+    async with open_pipe_pmda(cmd) as pmda:
+        assert (await pmda.fetch_values(["simple.numfetch"]))["simple.numfetch"] == 1
+        with pytest.raises(PmdaReplyError):
+            await pmda.pmid("ctl.pid")
+        # a good new config: a table is added
+        cfg.write_text(base + "\n[table control]\nmount = ctl\n")
+        os.kill(pmda.pid, signal.SIGHUP)
+        for _ in range(100):
+            if "reloaded" in log.read_text():
+                break
+            await trio.sleep(0.05)
+        assert (await pmda.fetch_values(["ctl.pid"]))["ctl.pid"] == pmda.pid
+        # a bad new config: the running one stays
+        cfg.write_text(base + "\n[table control]\nmount = ctl\ndeadline = nope\n")
+        os.kill(pmda.pid, signal.SIGHUP)
+        for _ in range(100):
+            if "reload_failed" in log.read_text():
+                break
+            await trio.sleep(0.05)
+        assert (await pmda.fetch_values(["ctl.pid"]))["ctl.pid"] == pmda.pid
+        assert (await pmda.fetch_values(["simple.numfetch"]))["simple.numfetch"] >= 1
+    text = log.read_text()
+    assert f"{cfg}:11: [table control] deadline: not a number" in text
+    assert "keeping the running configuration" in text
