@@ -25,7 +25,7 @@ import structlog
 import trio
 
 from pmda_py import logconfig
-from pmda_py.config import Config, ConfigFileError, TableSpec, parse_args
+from pmda_py.config import Config, ConfigFileError, TableSpec, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, EncodedReply, HelpSource, Mount, TableTimeout
 from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session
@@ -256,14 +256,16 @@ async def _listen(config: Config) -> trio.SocketListener:
         sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         await sock.bind(path)
         os.chmod(path, 0o660)
-        if os.geteuid() == 0 and config.username:
+        if os.geteuid() == 0:
+            # as libpcp_pmda does: the socket belongs to the PCP user (or -U's)
+            owner = config.username or pcp_conf().get("PCP_USER", "pcp")
             try:
                 import pwd
 
-                pw = pwd.getpwnam(config.username)
+                pw = pwd.getpwnam(owner)
                 os.chown(path, pw.pw_uid, pw.pw_gid)
             except (KeyError, OSError) as err:
-                log.warning("chown_failed", path=path, error=str(err))
+                log.warning("chown_failed", path=path, user=owner, error=str(err))
     else:
         family = socket.AF_INET6 if config.transport == "ipv6" else socket.AF_INET
         port = socket.getservbyname(config.address) if not config.address.isdigit() else int(config.address)
