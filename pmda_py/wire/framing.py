@@ -90,6 +90,10 @@ class PduReader:
         if length > self.max_length:
             self._broken = WireFormatError(f"PDU length {length} > limit {self.max_length}", code=PmErr.TOOBIG)
             raise self._broken
+        if avail >= 8 and int.from_bytes(self._buf[self._start + 4 : self._start + 8], "big", signed=True) < 0:
+            # __pmGetPDU: a negative type is PM_ERR_IPC, and libpcp_pmda exits
+            self._broken = WireFormatError("negative PDU type", code=PmErr.IPC)
+            raise self._broken
         if avail < length:
             return None
         start = self._start

@@ -1,0 +1,64 @@
+"""A deterministic slice of the protocol fuzzer, over a pipe and a unix socket
+(the long run is ``python -m pmda_py.testing.fuzz --inputs 100000``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmda_py.testing.fuzz import Fuzzer, FuzzFailure, fatal_cases, run_fuzz
+
+
+@pytest.fixture
+def daemon_cmd(tmp_path: Path) -> list[str]:
+    (tmp_path / "simple.conf").write_text("sec,min\n")
+    cfg = tmp_path / "fz.conf"
+    cfg.write_text(
+        f"[pmda]\nname = fz\ndomain = 253\n[table simple]\nmount = simple\nconfig = {tmp_path / 'simple.conf'}\n"
+        "[table control]\nmount = ctl\n[table crash]\ntable = crash\nmount = crash\n"
+    )
+    return [sys.executable, "-m", "pmda_py", "run", "-c", str(cfg), "-l", str(tmp_path / "fz.log"),
+            "--state-dir", str(tmp_path / "state")]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fuzz_slice_pipe(daemon_cmd: list[str], seed: int) -> None:
+    res = run_fuzz(daemon_cmd, 3000, seed)
+    assert res["replies"] > 1000
+    assert res["rss_end_kb"] <= res["rss_start_kb"] * 1.2 + 2048
+
+
+def test_fuzz_slice_unix_socket(daemon_cmd: list[str], tmp_path: Path) -> None:
+    sock = str(tmp_path / "fz.sock")
+    res = run_fuzz([*daemon_cmd, "-u", sock], 2000, 5, transport="unix", sock_path=sock)
+    assert res["replies"] > 600
+
+
+@pytest.mark.parametrize("case", fatal_cases(), ids=lambda c: c.kind)
+def test_fatal_inputs_close_cleanly(daemon_cmd: list[str], case) -> None:  # type: ignore[no-untyped-def]
+    fz = Fuzzer(daemon_cmd)
+    fz.expect_close(case)
+    assert fz.close() == 0
+
+
+def test_the_fuzzer_catches_a_pmda_that_does_not_answer(tmp_path: Path) -> None:
+    """The checks can fail: a PMDA that never answers DESC_REQ is reported as hung."""
+    bad = tmp_path / "bad_pmda.py"
+    bad.write_text(
+        "import os, struct, sys\n"
+        "os.write(1, struct.pack('!iiiiI', 20, 0x700c, os.getpid(), 1, 0x01020000))\n"
+        "while True:\n"
+        "    h = os.read(0, 12)\n"
+        "    if len(h) < 12: break\n"
+        "    n = struct.unpack('!i', h[:4])[0]\n"
+        "    if n > 12: os.read(0, n - 12)\n"
+    )
+    fz = Fuzzer([sys.executable, str(bad)], timeout=1.0)
+    import random
+
+    with pytest.raises(FuzzFailure, match="hangs"):
+        fz.run_batch([], random.Random(0), 0)
+    fz.proc.kill()
+    fz.proc.wait()
