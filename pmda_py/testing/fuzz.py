@@ -89,7 +89,7 @@ class Case:
 
 
 def _expect_for(raw: bytes, kind: str) -> Case:
-    length, type_ = struct.unpack_from("!ii", raw) if len(raw) >= 8 else (len(raw), -1)
+    _length, type_ = struct.unpack_from("!ii", raw) if len(raw) >= 8 else (len(raw), -1)
     if type_ in _REPLIES:
         try:
             pdu = decode_pdu(raw)
@@ -180,7 +180,7 @@ def _mutate(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
         return bytes(b), "huge-count"
     if how == 4:  # random body for a random known type
         body = rng.randbytes(rng.randint(0, 64))
-        t = rng.choice(list(_REPLIES) + [PduType.PROFILE, PduType.ATTR, PduType.ERROR])
+        t = rng.choice([*list(_REPLIES), PduType.PROFILE, PduType.ATTR, PduType.ERROR])
         return struct.pack("!iii", 12 + len(body), t, 0) + body, "random-body"
     body = rng.randbytes(rng.randint(0, 32))  # unknown type
     return struct.pack(
