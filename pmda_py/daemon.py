@@ -28,7 +28,7 @@ from pmda_py import logconfig
 from pmda_py.config import Config, ConfigFileError, TableSpec, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, EncodedReply, HelpSource, Mount, TableTimeout
 from pmda_py.errors import PmErr, WireFormatError, codename
-from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session
+from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session, SessionState
 from pmda_py.table import Table
 from pmda_py.wire import ErrorPdu, Pdu, PduType
 
@@ -184,6 +184,11 @@ async def serve_stream(
             data = session.send(reply) if not isinstance(reply, EncodedReply) else _send_encoded(session, reply)
             try:
                 await stream.send_all(data)
+                if session.state is SessionState.NOTREADY:
+                    log.info("notready", detail="waiting for the tables before sending PMDAREADY")
+                    await active.dispatcher.wait_ready()
+                    await stream.send_all(session.ready())
+                    log.info("ready")
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
                 session.send_failed()
                 log.info("channel_error", error=str(err))

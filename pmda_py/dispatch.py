@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol, TypeVar
 import attrs
 import structlog
 
-from pmda_py.errors import PmdaError, PmErr, codename, errstr
+from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename, errstr
 from pmda_py.pmapi import (
     PM_IN_NULL,
     PM_INDOM_NULL,
@@ -205,6 +205,8 @@ class Dispatcher:
         self._names: dict[int, list[str]] = {}
         self._root = _Node()
         self._instance_cache: dict[int, tuple[dict[int, str], EncodedReply]] = {}
+        #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
+        self.not_ready: list[Table] = []
         self.names_changed = False
         for m in self.mounts:
             if m.prefix and not all(p.isidentifier() for p in m.prefix.split(".")):
@@ -355,7 +357,7 @@ class Dispatcher:
 
     # --------------------------------------------------------------- FETCH
 
-    async def _fetch(self, session: Session, context: int, pdu: FetchPdu) -> EncodedReply:
+    async def _fetch(self, session: Session, context: int, pdu: FetchPdu) -> EncodedReply | ErrorPdu:
         t0 = time.perf_counter()
         profile = session.profile(context)
         attributes = session.attributes(context)
@@ -376,6 +378,12 @@ class Dispatcher:
             calls.append((mount.table, "fetch", _bind_fetch(mount.table, req)))
         outcomes = await self.runner.gather(calls) if calls else []
         results: dict[int, Any] = {}  # id(metric) -> value or exception
+        for (mount, _metrics), outcome in zip(wanted.values(), outcomes):
+            if isinstance(outcome, PmdaNotReady):
+                self.not_ready.append(mount.table)
+        if self.not_ready:
+            log.info("not_ready", tables=[type(t).__name__ for t in self.not_ready])
+            return ErrorPdu(PmErr.PMDANOTREADY)
         for (mount, metrics), outcome in zip(wanted.values(), outcomes):
             tname = mount.name or type(mount.table).__name__
             if isinstance(outcome, BaseException):
@@ -674,6 +682,16 @@ class Dispatcher:
         out: list[str] = []
         _walk(node, pdu.name, out)
         return PmnsNamesPdu(tuple(out))
+
+    async def wait_ready(self) -> None:
+        """Await every not-ready table's ``wait_ready()`` (no deadline: pmcd
+        sends nothing to a not-ready agent)."""
+        while self.not_ready:
+            table = self.not_ready.pop()
+            try:
+                await table.wait_ready()
+            except Exception as exc:
+                log.error("wait_ready_failed", table=type(table).__name__, error=str(exc))
 
     # ------------------------------------------------------------- context
 

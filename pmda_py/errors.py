@@ -17,6 +17,7 @@ __all__ = [
     "NoHelpText",
     "PmErr",
     "PmdaError",
+    "PmdaNotReady",
     "StoreDenied",
     "UnknownInDom",
     "UnknownInstance",
@@ -259,6 +260,14 @@ class NoHelpText(PmdaError):
     """No help text (PM_ERR_TEXT)."""
 
     code = PmErr.TEXT
+
+
+class PmdaNotReady(PmdaError):
+    """Raised by a table that cannot answer yet: the daemon replies
+    PM_ERR_PMDANOTREADY, awaits the table's ``wait_ready()``, then sends
+    PM_ERR_PMDAREADY (pmcd meanwhile answers clients PM_ERR_AGAIN)."""
+
+    code = PmErr.PMDANOTREADY
 
 
 class StoreDenied(PmdaError):

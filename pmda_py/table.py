@@ -382,6 +382,10 @@ class Table:
         """Apply a validated store; raise a PmdaError to refuse it."""
         raise PmdaError(code=PmErr.PERMISSION)
 
+    async def wait_ready(self) -> None:
+        """Called after the table raised :class:`~pmda_py.errors.PmdaNotReady`;
+        return when it can answer again (default: at once)."""
+
     def end_context(self, context: int) -> None:
         """A client context closed (pmcd's NOTCONN)."""
 

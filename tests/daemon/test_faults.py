@@ -76,3 +76,34 @@ async def test_control_table_counts(tmp_path) -> None:  # type: ignore[no-untype
         tables = {e.name: e.inst for e in await pmda.instance(mounts[1].table.tables.id)}  # type: ignore[attr-defined]
         assert v["ctl.table.timeouts"][tables["slow"]] == 1
         assert v["ctl.log.level"] == "info"
+
+
+async def test_table_not_ready_then_ready() -> None:
+    """A table raising PmdaNotReady: the request is answered PMDANOTREADY, then
+    PMDAREADY arrives unsolicited once the table's wait_ready() returns."""
+    import trio
+
+    from pmda_py.errors import PmdaNotReady
+    from pmda_py.pmapi import PmType
+    from pmda_py.table import FetchRequest, Metric, Table
+    from pmda_py.wire import ErrorPdu, FetchPdu
+
+    class Warming(Table):
+        def __init__(self) -> None:
+            self.m = Metric("m", 0, 0, PmType.U32)
+            self.warm = False
+
+        async def fetch(self, request: FetchRequest):  # type: ignore[no-untyped-def]
+            if not self.warm:
+                raise PmdaNotReady()
+            return {self.m: 9}
+
+        async def wait_ready(self) -> None:
+            await trio.sleep(0.2)
+            self.warm = True
+
+    async with open_table_pmda(Warming(), mount="w", domain=250) as pmda:
+        await pmda.send(FetchPdu((pmid(250, 0, 0),)))
+        assert await pmda.receive() == ErrorPdu(PmErr.PMDANOTREADY)
+        assert await pmda.receive(timeout=5) == ErrorPdu(PmErr.PMDAREADY)
+        assert (await pmda.fetch_values(["w.m"]))["w.m"] == 9
