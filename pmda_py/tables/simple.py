@@ -174,23 +174,21 @@ class SimpleTable(Table):
         return out  # type: ignore[return-value]
 
     async def store(self, request: StoreRequest) -> None:
+        # value by value, stopping at the first refused one, as libpcp_pmda's
+        # pmdaStore does with pmdasimple's callback (the refused value is
+        # still clamped and kept)
         m = request.metric
-        bad = False
         if m is self.numfetch_m:
             for val in request.values.values():
                 v = int(val)
+                self.numfetch = max(v, 0)
                 if v < 0:
-                    bad, v = True, 0
-                self.numfetch = v
+                    raise PmdaError(code=PmErr.BADSTORE)
         elif m is self.color_m:
             for inst, val in request.values.items():
                 v = int(val)
-                if v < 0:
-                    bad, v = True, 0
-                elif v > 255:
-                    bad, v = True, 255
-                self.colours[inst] = v
+                self.colours[inst] = min(max(v, 0), 255)
+                if not 0 <= v <= 255:
+                    raise PmdaError(code=PmErr.BADSTORE)
         else:
             raise PmdaError(code=PmErr.PERMISSION)
-        if bad:
-            raise PmdaError(code=PmErr.BADSTORE)

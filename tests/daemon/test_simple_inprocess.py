@@ -62,8 +62,9 @@ async def test_store_rules(simple: SimpleTable) -> None:
         assert (await pmda.fetch_values(["simple.numfetch"]))["simple.numfetch"] == 43
         bad = await pmda.store([ValueSet.of(pmid(253, 0, 1), PmType.I32, [(0, 300), (1, 300), (2, 300)])])
         assert bad == PmErr.BADSTORE
-        # clamped to 255 as pmdasimple.python does, then +1 mod 255
-        assert (await pmda.fetch_values(["simple.color"]))["simple.color"] == {0: 1, 1: 1, 2: 1}
+        # like pmdasimple.python under libpcp_pmda: the first value is refused,
+        # clamped to 255 (then +1 mod 255), and the store stops there
+        assert (await pmda.fetch_values(["simple.color"]))["simple.color"] == {0: 1, 1: 101, 2: 201}
         ro = await pmda.store([ValueSet.of(pmid(253, 1, 2), PmType.DOUBLE, [(PM_IN_NULL, 1.0)])])
         assert ro == PmErr.PERMISSION
         inst = await pmda.store([ValueSet.of(pmid(253, 0, 1), PmType.I32, [(7, 1)])])

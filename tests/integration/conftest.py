@@ -1,0 +1,31 @@
+"""Fixtures for the real-PCP integration tests."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.pcpbed import private_pmdas, require_pcp
+
+
+@pytest.fixture(scope="session")
+def pmdas_dir() -> Iterator[Path]:
+    """World-readable: PCP's agents drop to the pcp user (pytest's tmp is 0700)."""
+    require_pcp()
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-pcp-"))
+    root.chmod(0o755)
+    try:
+        yield private_pmdas(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pcp_env(pmdas_dir: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Environment for PMDAs: private PCP_PMDAS_DIR (help, simple.conf) and
+    a private PCP_VAR_DIR-like state dir for instance caches."""
+    yield {"PCP_PMDAS_DIR": str(pmdas_dir)}

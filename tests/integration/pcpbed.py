@@ -1,0 +1,152 @@
+"""A small real-PCP test bed for the integration tests: find PCP, skip
+loudly without it (fail when CI=true), run a private pmcd, run dbpmda."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PMDA_PY = [sys.executable, "-m", "pmda_py"]
+PMCD = "/usr/lib/pcp/bin/pmcd"
+NEWHELP = "/usr/lib/pcp/bin/newhelp"
+SIMPLE_PY = "/var/lib/pcp/pmdas/simple/pmdasimple.python"
+SAMPLE = "/var/lib/pcp/pmdas/sample/pmdasample"
+PMDA_PCP_DSO = "/var/lib/pcp/pmdas/pmcd/pmda_pmcd.so"
+
+
+def require_pcp() -> None:
+    """Skip loudly without real PCP; a skip in CI (CI=true) is a failure."""
+    missing = [p for p in (PMCD, NEWHELP, SIMPLE_PY, SAMPLE) if not os.path.exists(p)]
+    missing += [t for t in ("dbpmda", "pminfo", "pmval", "pmstore", "pmprobe") if shutil.which(t) is None]
+    if (
+        not os.path.exists("/usr/bin/python3")
+        or subprocess.run(["/usr/bin/python3", "-c", "import pcp.pmda"], capture_output=True).returncode
+    ):
+        missing.append("python3-pcp (pcp.pmda for /usr/bin/python3)")
+    if missing:
+        msg = f"REAL PCP NOT AVAILABLE ({', '.join(missing)}): run scripts/install-pcp"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {msg}")
+        pytest.skip(msg)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def private_pmdas(root: Path) -> Path:
+    """A private PCP_PMDAS_DIR with compiled help and config for simple/sample
+    (Debian ships only the help sources)."""
+    pmdas = root / "pmdas"
+    for name, dom in (("simple", 253), ("sample", 29)):
+        d = pmdas / name
+        d.mkdir(parents=True, exist_ok=True)
+        src = Path(f"/var/lib/pcp/pmdas/{name}")
+        shutil.copy(src / "help", d / "help")
+        text = (src / "help").read_text()
+        text = re.sub(rf"^@ {name.upper()}\.", f"@ {dom}.", text, flags=re.M)
+        subprocess.run([NEWHELP, "-n", str(src / "root"), "-o", str(d / "help")], input=text, text=True, check=True)
+    (pmdas / "simple" / "simple.conf").write_text("sec,min,hour\n")
+    (pmdas / "sample" / "dynamic.indom").write_text("10 ten\n20 twenty\n30 thirty-three\n")
+    return pmdas
+
+
+class PrivatePmcd:
+    """pmcd on its own port, config, PMNS, run dir and log; stopped by pid."""
+
+    def __init__(self, root: Path, agents: list[str], pmns: str, env: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.port = free_port()
+        self.conf = root / "pmcd.conf"
+        self.pmns = root / "root"
+        self.log = root / "pmcd.log"
+        self.run_dir = root / "run"
+        self.run_dir.mkdir(exist_ok=True)
+        self.sock = root / "pmcd.socket"
+        self.env = {**os.environ, "PCP_RUN_DIR": str(self.run_dir), "PMCD_ROOT_AGENT": "0",
+                    "PMCD_RESTART_AGENTS": "0", **(env or {})}  # fmt: skip
+        self.pmns.write_text(pmns)
+        self.write_conf(agents)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def write_conf(self, agents: list[str]) -> None:
+        lines = [f"pmcd 2 dso pmcd_init {PMDA_PCP_DSO}", *agents, "", "[access]", "allow local:* : all;",
+                 "allow 127.0.0.1 : all;", "disallow * : all;"]  # fmt: skip
+        self.conf.write_text("\n".join(lines) + "\n")
+
+    def start(self, wait_for: str = "pmcd.version") -> PrivatePmcd:
+        self.proc = subprocess.Popen(
+            [PMCD, "-f", "-A", "-i", "127.0.0.1", "-p", str(self.port), "-s", str(self.sock), "-c", str(self.conf),
+             "-n", str(self.pmns), "-l", str(self.log), "-t", "10", "-q", "10"],
+            env=self.env, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.wait(wait_for)
+        return self
+
+    def wait(self, metric: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = self.tool("pmprobe", "-v", metric, check=False)
+            if r.returncode == 0 and re.search(r" [1-9]\d* ", r.stdout):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"private pmcd: {metric} never became available; log:\n{self.log_text()}")
+
+    def tool(self, name: str, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([name, "-h", self.host, *args], capture_output=True, text=True, env=self.env,
+                              check=check, timeout=timeout)  # fmt: skip
+
+    def reconfigure(self, agents: list[str], wait_for: str) -> None:
+        self.write_conf(agents)
+        time.sleep(1.1)  # pmcd compares mtimes with 1 s granularity on some filesystems
+        os.utime(self.conf)
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        self.wait(wait_for)
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_dbpmda(script: str, pmns: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> str:
+    args = ["dbpmda", "-e"] + (["-n", pmns] if pmns else [])
+    r = subprocess.run(args, input=script, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                       timeout=timeout)  # fmt: skip
+    return r.stdout + r.stderr
+
+
+def mask(text: str, *patterns: str) -> str:
+    """Mask memory addresses and the given regexes (replaced by <masked>)."""
+    text = re.sub(r"dump from 0x[0-9a-f]+", "dump from ADDR", text)
+    for p in patterns:
+        text = re.sub(p, "<masked>", text, flags=re.M)
+    return text
