@@ -25,7 +25,6 @@ def pmdas_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def pcp_env(pmdas_dir: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """Environment for PMDAs: private PCP_PMDAS_DIR (help, simple.conf) and
-    a private PCP_VAR_DIR-like state dir for instance caches."""
-    yield {"PCP_PMDAS_DIR": str(pmdas_dir)}
+def pcp_env(pmdas_dir: Path) -> dict[str, str]:
+    """Environment for PMDAs: a private PCP_PMDAS_DIR (help, simple.conf)."""
+    return {"PCP_PMDAS_DIR": str(pmdas_dir)}
