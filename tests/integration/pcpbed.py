@@ -86,8 +86,8 @@ class PrivatePmcd:
         return f"127.0.0.1:{self.port}"
 
     def write_conf(self, agents: list[str]) -> None:
-        lines = [f"pmcd 2 dso pmcd_init {PMDA_PCP_DSO}", *agents, "", "[access]", "allow local:* : all;",
-                 "allow 127.0.0.1 : all;", "disallow * : all;"]  # fmt: skip
+        lines = [f"pmcd 2 dso pmcd_init {PMDA_PCP_DSO}", *agents, "", "[access]", 'allow "local:*" : all;',
+                 "allow localhost : all;", "allow 127.0.0.1 : all;"]  # fmt: skip
         self.conf.write_text("\n".join(lines) + "\n")
 
     def start(self, wait_for: str = "pmcd.version") -> PrivatePmcd:
@@ -99,12 +99,19 @@ class PrivatePmcd:
         self.wait(wait_for)
         return self
 
-    def wait(self, metric: str, timeout: float = 20.0) -> None:
+    def wait(self, metric: str, timeout: float = 20.0, desc_only: bool = False) -> None:
+        """Wait until ``metric`` answers; ``desc_only`` asks only for its
+        descriptor, so the agent sees no FETCH (keeps value sequences equal)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            r = self.tool("pmprobe", "-v", metric, check=False)
-            if r.returncode == 0 and re.search(r" [1-9]\d* ", r.stdout):
-                return
+            if desc_only:
+                r = self.tool("pminfo", "-d", metric, check=False)
+                if r.returncode == 0 and "Data Type:" in r.stdout:
+                    return
+            else:
+                r = self.tool("pmprobe", "-v", metric, check=False)
+                if r.returncode == 0 and re.search(r" [1-9]\d* ", r.stdout):
+                    return
             time.sleep(0.2)
         raise AssertionError(f"private pmcd: {metric} never became available; log:\n{self.log_text()}")
 
@@ -112,14 +119,14 @@ class PrivatePmcd:
         return subprocess.run([name, "-h", self.host, *args], capture_output=True, text=True, env=self.env,
                               check=check, timeout=timeout)  # fmt: skip
 
-    def reconfigure(self, agents: list[str], wait_for: str) -> None:
+    def reconfigure(self, agents: list[str], wait_for: str, desc_only: bool = False) -> None:
         self.write_conf(agents)
         time.sleep(1.1)  # pmcd compares mtimes with 1 s granularity on some filesystems
         os.utime(self.conf)
         assert self.proc is not None
         self.proc.send_signal(signal.SIGHUP)
         time.sleep(0.5)
-        self.wait(wait_for)
+        self.wait(wait_for, desc_only=desc_only)
 
     def log_text(self) -> str:
         try:
