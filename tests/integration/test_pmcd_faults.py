@@ -1,0 +1,85 @@
+"""Under a real pmcd: a slow table and a crashing table do not stop the
+others and pmcd keeps the agent; ``notready`` start works."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.pcpbed import PrivatePmcd
+
+pytestmark = pytest.mark.pcp
+
+
+def _pmns(top: str, domain: int) -> str:
+    text = Path("/var/lib/pcp/pmns/root_pmcd").read_text()
+    return text.replace("root {\n    pmcd\n}", f"root {{\n    pmcd\n    {top}\t{domain}:*:*\n}}", 1)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-pmcd-"))
+    root.chmod(0o755)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, str]) -> None:
+    cfg = workdir / "t.conf"
+    cfg.write_text(
+        "[pmda]\nname = faulty\ndomain = 251\n"
+        "[table simple]\nmount = t.simple\n"
+        "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 1.0\nsleep = 30\n"
+        "[table crash]\ntable = crash\nmount = t.crash\n"
+    )
+    line = f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} --state-dir {workdir}"
+    pmcd = PrivatePmcd(workdir, [line], _pmns("t", 251), env=pcp_env)
+    pmcd.start()
+    try:
+        pmcd.wait("t.simple.numfetch", desc_only=True)
+        t0 = time.monotonic()
+        r = pmcd.tool("pminfo", "-f", "t.slow.value", "t.crash.boom", "t.simple.numfetch", check=False)
+        elapsed = time.monotonic() - t0
+        assert elapsed < 5, "pmcd's timeout must never be reached"
+        out = r.stdout + r.stderr
+        assert "t.slow.value\nError: Try again. Information not currently available" in out, out
+        assert "t.crash.boom\nError: Try again. Information not currently available" in out, out
+        assert "t.simple.numfetch\n    value 1" in out, out
+        # a table returning the wrong type: that metric fails, its neighbours do not
+        r = pmcd.tool("pminfo", "-f", "t.crash.wrongtype", "t.crash.fine", check=False)
+        out = r.stdout + r.stderr
+        assert "t.crash.wrongtype\nError: Unknown or illegal metric type" in out, out
+        assert "t.crash.fine\n    value 7" in out, out
+        # pmcd kept the agent: later requests are still answered by the same process
+        for k in range(2, 5):  # numfetch counts fetches that reach the simple table
+            r = pmcd.tool("pminfo", "-f", "t.simple.numfetch")
+            assert f"value {k}" in r.stdout
+        log = pmcd.log_text()
+        assert "Cleanup" not in log and "timeout" not in log.lower(), log
+        ours = (workdir / "t.log").read_text()
+        assert "table_timeout" in ours and "table_exception" in ours and "table_bad_value" in ours
+    finally:
+        pmcd.stop()
+
+
+def test_notready_start(workdir: Path, pcp_env: dict[str, str]) -> None:
+    line = (f"t 251 pipe binary notready {sys.executable} -m pmda_py run -d 251 --notready "
+            f"--table simple=t.simple -l {workdir / 't.log'} --state-dir {workdir}")  # fmt: skip
+    pmcd = PrivatePmcd(workdir, [line], _pmns("t", 251), env=pcp_env)
+    pmcd.start()
+    try:
+        pmcd.wait("t.simple.numfetch", desc_only=True)
+        r = pmcd.tool("pminfo", "-f", "t.simple.numfetch")
+        assert "value 1" in r.stdout
+        ours = (workdir / "t.log").read_text()
+        assert ours.index("notready") < ours.index("tables_mounted") < ours.index("ready\n" if "ready\n" in ours
+                                                                                  else "[info     ] ready")  # fmt: skip
+        assert "Cleanup" not in pmcd.log_text()
+    finally:
+        pmcd.stop()
