@@ -355,6 +355,15 @@ class _ProcessStream(trio.abc.Stream):
             await self._recv.aclose()
 
 
+async def _reap(process: trio.Process, timeout: float) -> None:
+    """Give the PMDA ``timeout`` seconds to exit, then kill it (our own child only)."""
+    with trio.move_on_after(timeout):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
 @asynccontextmanager
 async def open_pipe_pmda(
     command: Sequence[str],
@@ -391,11 +400,7 @@ async def open_pipe_pmda(
     finally:
         with trio.CancelScope(shield=True):
             await client.aclose()
-            with trio.move_on_after(exit_timeout):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            await _reap(process, exit_timeout)
 
 
 async def connect_socket_pmda(
@@ -467,8 +472,4 @@ async def open_socket_pmda(
     finally:
         if process is not None:
             with trio.CancelScope(shield=True):
-                with trio.move_on_after(5):
-                    await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
+                await _reap(process, 5.0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import math
 import struct
-from typing import Any, Callable, ClassVar, Final, Sequence, Union
+from typing import Any, Callable, ClassVar, Final, Sequence, TypeVar, Union
 
 import attrs
 
@@ -983,23 +983,33 @@ class InstancePdu:
 # TEXT_REQ, TEXT
 
 
-@attrs.frozen
-class TextReqPdu:
-    """TEXT_REQ (p_text.c): one-line or help text of a PMID or an indom."""
+_IT = TypeVar("_IT", bound="_IdentTypeReq")
 
-    pdu_type: ClassVar[PduType] = PduType.TEXT_REQ
+
+@attrs.frozen
+class _IdentTypeReq:
+    """The shared layout of TEXT_REQ and LABEL_REQ: ``ident`` u32, ``type`` i32."""
+
+    pdu_type: ClassVar[PduType]
     ident: int
     type: int
     from_: int = 0
 
     def encode(self) -> bytes:
-        return _header(20, PduType.TEXT_REQ, self.from_) + struct.pack("!Ii", self.ident, self.type)
+        return _header(20, self.pdu_type, self.from_) + struct.pack("!Ii", self.ident, self.type)
 
     @classmethod
-    def decode(cls, buf: memoryview) -> TextReqPdu:
-        _check_len(buf, "TEXT_REQ", exact=20)
+    def decode(cls: type[_IT], buf: memoryview) -> _IT:
+        _check_len(buf, cls.pdu_type.name, exact=20)
         ident, type_ = struct.unpack_from("!Ii", buf, 12)
         return cls(ident, type_, _from(buf))
+
+
+@attrs.frozen
+class TextReqPdu(_IdentTypeReq):
+    """TEXT_REQ (p_text.c): one-line or help text of a PMID or an indom."""
+
+    pdu_type: ClassVar[PduType] = PduType.TEXT_REQ
 
 
 @attrs.frozen
@@ -1171,22 +1181,10 @@ class AttrPdu:
 
 
 @attrs.frozen
-class LabelReqPdu:
+class LabelReqPdu(_IdentTypeReq):
     """LABEL_REQ (p_label.c): labels of one level for an ident."""
 
     pdu_type: ClassVar[PduType] = PduType.LABEL_REQ
-    ident: int
-    type: int
-    from_: int = 0
-
-    def encode(self) -> bytes:
-        return _header(20, PduType.LABEL_REQ, self.from_) + struct.pack("!Ii", self.ident, self.type)
-
-    @classmethod
-    def decode(cls, buf: memoryview) -> LabelReqPdu:
-        _check_len(buf, "LABEL_REQ", exact=20)
-        ident, type_ = struct.unpack_from("!Ii", buf, 12)
-        return cls(ident, type_, _from(buf))
 
 
 @attrs.frozen
