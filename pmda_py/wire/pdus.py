@@ -999,7 +999,7 @@ class _IdentTypeReq:
         return _header(20, self.pdu_type, self.from_) + struct.pack("!Ii", self.ident, self.type)
 
     @classmethod
-    def decode(cls: Type[_IT], buf: memoryview) -> _IT:  # noqa: UP006 (the field "type" shadows type)
+    def decode(cls: Type[_IT], buf: memoryview) -> _IT:
         _check_len(buf, cls.pdu_type.name, exact=20)
         ident, type_ = struct.unpack_from("!Ii", buf, 12)
         return cls(ident, type_, _from(buf))
