@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import struct
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -48,7 +49,7 @@ from pmda_py.pmapi import (
     pmid_domain,
     pmid_str,
 )
-from pmda_py.testing.client import PmdaClient, connect_socket_pmda
+from pmda_py.testing.client import PmdaClient, _ProcessStream, connect_socket_pmda
 from pmda_py.wire import (
     AttrPdu,
     CredsPdu,
@@ -299,8 +300,10 @@ class _Lex:
 
     def __init__(self, line: str) -> None:
         self.toks: list[tuple[str, str]] = []
+        self.spans: list[tuple[int, int]] = []  # (start, end) of each token
         pos = 0
         line = line.rstrip("\n")
+        self.line = line
         while pos < len(line):
             m = self.TOKEN.match(line, pos)
             if m is None or m.end() == pos:
@@ -308,6 +311,7 @@ class _Lex:
                     raise SyntaxError("Illegal character")
                 break
             pos = m.end()
+            self.spans.append((m.end() - len(m.group(0).lstrip()), m.end()))
             if m.group(1) is not None:
                 self.toks.append(("STRING", m.group(1)))
             elif m.group(2) is not None:
@@ -316,6 +320,14 @@ class _Lex:
                 self.toks.append(("COMMA", ","))
             else:
                 self.toks.append(("WORD", m.group(4)))
+
+
+class _ParseError(Exception):
+    """A command that dbpmda's grammar rejects: message and offending token."""
+
+    def __init__(self, message: str, token: int) -> None:
+        super().__init__(message)
+        self.token = token
 
 
 class DbpmdaSession:
@@ -331,6 +343,9 @@ class DbpmdaSession:
         self.getiname = False
         self.timer = False
         self.done = False
+        #: optional replacement for starting/connecting a PMDA: called with
+        #: ("pipe", argv) or ("unix"|"inet"|"ipv6", address) and returns a stream
+        self.connector: Any = None
 
     # -- output
     def p(self, text: str = "") -> None:
@@ -341,7 +356,11 @@ class DbpmdaSession:
         self.err.write(f"Warning: {msg}\n")
         self.err.flush()
 
-    def error(self, msg: str) -> None:
+    def error(self, msg: str, lex: _Lex | None = None, token: int = 0) -> None:
+        """yyerror: a caret under the offending token on stdout (dbpmda's
+        ``locateError``), then the message on stderr."""
+        if lex is not None:
+            self.p(" " * (7 + _mark(lex, token)) + "^ at or near here")
         self.out.flush()
         self.err.write(f"Error: {msg}\nType 'help' for a list of commands.\n")
         self.err.flush()
@@ -391,20 +410,22 @@ class DbpmdaSession:
     async def execute(self, line: str) -> None:
         """Run one command line (already echoed if ``echo``)."""
         try:
-            toks = _Lex(line).toks
+            lex = _Lex(line)
         except SyntaxError as err:
             self.error(str(err))
             return
+        toks = lex.toks
         if not toks:
             return
         words = [t[1] for t in toks if t[0] != "COMMA"]
         cmd = words[0]
         args = words[1:]
         t0 = time.monotonic()
+        self._lex = lex
         try:
             await self._dispatch(cmd, args, toks, line)
-        except LookupError as err:
-            self.error(str(err))
+        except _ParseError as err:
+            self.error(str(err), lex, err.token)
             return
         if self.timer and cmd in ("desc", "fetch", "instance", "store", "text", "label", "pmid", "name",
                                   "children", "traverse", "attr"):  # fmt: skip
@@ -425,8 +446,7 @@ class DbpmdaSession:
             return
         if cmd in ("getdesc", "getiname", "timer"):
             if not args or args[0] not in ("on", "off"):
-                self.error("Unrecognized command")
-                return
+                raise _ParseError("syntax error", min(1, len(toks) - 1))
             setattr(self, cmd, args[0] == "on")
             return
         if cmd == "wait":
@@ -440,8 +460,7 @@ class DbpmdaSession:
             return
         if cmd == "profile":
             if len(args) < 2:
-                self.error("Unrecognized command")
-                return
+                raise _ParseError("syntax error", len(toks) - 1)
             ind = self._indom(args[0])
             if args[1] == "all":
                 self.profile.add(ind, [])
@@ -452,19 +471,36 @@ class DbpmdaSession:
             elif args[1] == "delete" and len(args) > 2:
                 self.profile.delete(ind, [int(args[2])])
             else:
-                self.error("Unrecognized command")
-                return
+                raise _ParseError("syntax error", 2 if args[1] not in ("add", "delete") else 3)
             self.profile_changed = True
             return
         if cmd not in ("desc", "fetch", "instance", "text", "store", "label", "pmid", "name", "children",
                        "traverse", "attr"):  # fmt: skip
-            self.error("Unrecognized command")
-            return
+            raise _ParseError("Unrecognized command", 0)
         if self.client is None:
-            # arguments are still parsed (warnings) before the connection check
+            # the arguments are parsed (and checked) before the connection is
+            self._check_args(cmd, args, toks)
             self.warn("No PMDA currently opened")
             return
         await getattr(self, f"_do_{cmd}")(args, toks)
+
+    def _check_args(self, cmd: str, args: list[str], toks: list[tuple[str, str]]) -> None:
+        if cmd in ("desc", "fetch", "store") or (cmd == "text" and args and args[0] != "indom"):
+            for k, tok in enumerate(toks[1:], 1):
+                if tok[0] == "WORD":
+                    self._metric_pre(tok[1], k)
+                if cmd in ("desc", "text", "store"):
+                    break
+        if cmd == "label" and len(args) > 1 and args[0] == "item":
+            self._metric_pre(args[1], 2)
+        if cmd == "instance" and len(toks) > 3:
+            raise _ParseError("syntax error", 3)
+        if cmd == "attr" and len(toks) > 1:
+            kind, key = toks[1]
+            if (kind == "WORD" and key.isdigit() and int(key) not in _ATTR_NAMES) or (
+                not (kind == "WORD" and key.isdigit()) and key not in _ATTR_KEYS
+            ):
+                raise _ParseError(f"Attribute ({key}) is not recognised", 1)
 
     async def _open(self, args: list[str], line: str) -> None:
         if len(args) < 2:
@@ -476,23 +512,29 @@ class DbpmdaSession:
             fname = argv[0]
             if not fname.startswith("/"):
                 fname = "./" + fname
-            if not os.path.exists(fname):
+            if not await trio.Path(fname).exists():
                 self.out.flush()
                 self.err.write(f"openpmda: stat {fname} failed: No such file or directory\n")
                 return
             await self.close()
             self.p(f"Start {os.path.basename(fname)} PMDA: {fname}" + "".join(f" {a}" for a in argv[1:]))
             self.out.flush()
-            self.process = await trio.lowlevel.open_process([fname, *argv[1:]], stdin=-1, stdout=-1, stderr=None)
-            from pmda_py.testing.client import _ProcessStream
-
-            self.client = PmdaClient(_ProcessStream(self.process), timeout=None)
+            if self.connector is not None:
+                self.client = PmdaClient(await self.connector("pipe", [fname, *argv[1:]]), timeout=None)
+            else:
+                self.process = await trio.lowlevel.open_process(
+                    [fname, *argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+                )
+                self.client = PmdaClient(_ProcessStream(self.process), timeout=None)
             name = fname
         elif args[0] == "socket":
             kind = args[1] if len(args) > 2 else "unix"
             target = args[2] if len(args) > 2 else args[1]
             try:
-                if kind == "unix":
+                if self.connector is not None:
+                    stream = await self.connector(kind, target)
+                    label = f"socket {target}" if kind == "unix" else f"{kind} port {int(target)}"
+                elif kind == "unix":
                     stream = await connect_socket_pmda(unix=target, retry_for=0)
                     label = f"socket {target}"
                 else:
@@ -564,32 +606,31 @@ class DbpmdaSession:
 
     async def _resolve_metrics(self, args: list[str]) -> list[int]:
         out = []
-        for a in args:
-            out.append(await self._resolve(a))
+        for k, a in enumerate(args, 1):
+            out.append(await self._resolve(a, k))
         return out
 
-    async def _resolve(self, tok: str) -> int:
-        p = self._metric_pre(tok)
+    async def _resolve(self, tok: str, index: int = 1) -> int:
+        p = self._metric_pre(tok, index)
         if isinstance(p, str):  # a name below a dynamic subtree: ask the PMDA
             reply = await self._req(PmnsNamesPdu((p,)))
             if isinstance(reply, PmnsIdsPdu) and reply.pmids:
                 return reply.pmids[0]
-            if isinstance(reply, ErrorPdu):
-                raise LookupError(errstr(reply.code))
-            raise LookupError(errstr(PmErr.IPC))
+            code = reply.code if isinstance(reply, ErrorPdu) else PmErr.IPC
+            raise _ParseError(errstr(code), index)
         return p
 
-    def _metric_pre(self, tok: str) -> int | str:
+    def _metric_pre(self, tok: str, index: int = 1) -> int | str:
         m3 = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", tok)
         m2 = re.fullmatch(r"(\d+)\.(\d+)", tok)
         if m3 or m2 or tok.isdigit():
             return self._numeric_metric(tok)
         if self.pmns is None:
-            raise LookupError(errstr(PmErr.NOPMNS))
+            raise _ParseError(errstr(PmErr.NOPMNS), index)
         try:
             p = self.pmns.lookup(tok)
         except KeyError:
-            raise LookupError(errstr(PmErr.NAME)) from None
+            raise _ParseError(errstr(PmErr.NAME), index) from None
         if pmid_domain(p) == DYNAMIC_PMID:
             return tok
         return p
@@ -662,6 +703,8 @@ class DbpmdaSession:
         return f"{prefix}value {text}"
 
     async def _do_instance(self, args: list[str], toks: list[tuple[str, str]]) -> None:
+        if len(toks) > 3:
+            raise _ParseError("syntax error", 3)
         ind = self._indom(args[0])
         self.p(f"pmInDom: {indom_str(ind)}")
         inst, name = PM_IN_NULL, None
@@ -769,7 +812,7 @@ class DbpmdaSession:
             type_ = LabelType.CLUSTER
             self.p(f"Cluster: {pmid_domain(ident)}.{pmid_cluster(ident)}")
         elif what == "item":
-            ident = await self._resolve(args[1])
+            ident = await self._resolve(args[1], 2)
             type_ = LabelType.ITEM
             self.p(f"PMID: {pmid_str(ident)}")
         elif what == "instances":
@@ -840,13 +883,11 @@ class DbpmdaSession:
         if kind == "WORD" and key.isdigit():
             code = int(key)
             if code not in _ATTR_NAMES:
-                self.error(f"Attribute ({code}) is not recognised")
-                return
+                raise _ParseError(f"Attribute ({code}) is not recognised", 1)
         else:
             code = _ATTR_KEYS.get(key, 0)
             if not code:
-                self.error(f"Attribute ({key}) is not recognised")
-                return
+                raise _ParseError(f"Attribute ({key}) is not recognised", 1)
         value = toks[2][1] if len(toks) > 2 else None
         self.p(f"Attribute: {_ATTR_NAMES[code]}={value if value is not None else chr(39) * 2}")
         assert self.client is not None
@@ -856,6 +897,20 @@ class DbpmdaSession:
             self.p("Success")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             self.p("Error: __pmSendAuth() failed: Broken pipe")
+
+
+def _mark(lex: _Lex, token: int) -> int:
+    """Where dbpmda's lexer stood when the parser gave up at ``token``: just
+    past it, plus the one character of lookahead an unquoted token needs
+    (none at the end of the line)."""
+    if not lex.spans:
+        return 0
+    token = max(0, min(token, len(lex.spans) - 1))
+    start, end = lex.spans[token]
+    quoted = lex.toks[token][0] == "STRING"
+    if not quoted and end < len(lex.line):
+        end += 1
+    return end
 
 
 def _parse_store_value(text: str, type_: int) -> Any:
