@@ -906,7 +906,7 @@ def _mark(lex: _Lex, token: int) -> int:
     if not lex.spans:
         return 0
     token = max(0, min(token, len(lex.spans) - 1))
-    start, end = lex.spans[token]
+    _start, end = lex.spans[token]
     quoted = lex.toks[token][0] == "STRING"
     if not quoted and end < len(lex.line):
         end += 1
