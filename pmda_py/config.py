@@ -285,8 +285,10 @@ def parse_args(argv: Sequence[str]) -> Config:
     if ns.mmv_compat:
         kw["name"] = ns.name or "mmv"
         kw["domain"] = ns.domain if ns.domain is not None else 70
-        kw["tables"] = (TableSpec("mmv", "mmv", "mmv", None, {"compat": "1"}),)
+        mmv_dir = ns.mmv_dir or os.path.join(conf["PCP_TMP_DIR"], "mmv")
+        kw["tables"] = (TableSpec("mmv", "mmv", "mmv", None, {"compat": "1", "dir": mmv_dir}),)
         kw["mmv_compat"] = True
+        kw["domain_labels"] = {"agent": "mmv"}
     if ns.table:
         kw["tables"] = tuple(kw.get("tables", ())) + tuple(ns.table)
     if ns.domain is not None:

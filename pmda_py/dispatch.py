@@ -35,7 +35,7 @@ from pmda_py.pmapi import (
     pmid_str,
 )
 from pmda_py.session import BadRequest, Request, Session
-from pmda_py.table import FetchRequest, InDom, Metric, StoreRequest, Table
+from pmda_py.table import Columns, FetchRequest, InDom, Metric, StoreRequest, Table
 from pmda_py.wire import (
     DescPdu,
     DescReqPdu,
@@ -319,6 +319,11 @@ class Dispatcher:
             self.stats.count("BAD")
             return ErrorPdu(event.code)
         pdu = event.pdu
+        for m in self.mounts:
+            try:
+                m.table.check()
+            except Exception as exc:
+                self._table_failed(m.name or type(m.table).__name__, "check", exc)
         self._refresh_index()
         kind = PduType(pdu.pdu_type).name
         self.stats.count(kind)
@@ -531,7 +536,7 @@ class Dispatcher:
     # ---------------------------------------------------------------- TEXT
 
     def _text(self, pdu: TextReqPdu) -> Pdu:
-        text = ""
+        text: str | None = None
         oneline = bool(pdu.type & TextType.ONELINE)
         if pdu.type & TextType.INDOM:
             found_i = self._by_indom.get(pdu.ident)
@@ -541,9 +546,9 @@ class Dispatcher:
             found_m = self._by_pmid.get(pdu.ident)
             if found_m is not None:
                 text = found_m[1].oneline if oneline else found_m[1].help
-        if not text and self.help_source is not None:
-            text = self.help_source.text(pdu.ident, pdu.type) or ""
-        if not text:
+        if text is None and self.help_source is not None:
+            text = self.help_source.text(pdu.ident, pdu.type)
+        if text is None:
             return ErrorPdu(PmErr.TEXT)
         # libpcp_pmda sends the ident in host order (the byte-order quirk).
         ident = TextPdu.swapped_ident(pdu.ident) if _LITTLE else pdu.ident
@@ -608,9 +613,14 @@ class Dispatcher:
             for inst in ind.instances:
                 if not profile.includes(ind.id, inst):
                     continue
-                sets.append(LabelSet.from_dict(dict(ind.labels_for(inst)), LabelType.INSTANCES, inst))
+                inst_items = mount.table.label_items(LabelType.INSTANCES, (ind, inst))
+                if inst_items is not None:
+                    sets.append(LabelSet.from_items(inst_items, inst))
+                else:
+                    sets.append(LabelSet.from_dict(dict(ind.labels_for(inst)), LabelType.INSTANCES, inst))
             return LabelPdu(pdu.ident, pdu.type, tuple(sets))
         labels: Mapping[str, Any] = {}
+        items: list[tuple[str, str, int]] | None = None
         flag = t
         if t == LabelType.DOMAIN:
             labels = self.domain_labels()
@@ -619,18 +629,28 @@ class Dispatcher:
             if found_i is None:
                 return ErrorPdu(PmErr.INDOM)
             labels = found_i[1].labels
+            items = found_i[0].table.label_items(LabelType.INDOM, found_i[1])
         elif t == LabelType.CLUSTER:
             if pmid_domain(pdu.ident) == self.domain:
                 c = pmid_cluster(pdu.ident)
                 for m in self.mounts:
+                    if c in m.table.clusters():
+                        items = m.table.label_items(LabelType.CLUSTER, c)
                     if c in m.table.cluster_labels:
                         labels = m.table.cluster_labels[c]
+                        break
+                    if items is not None:
                         break
         elif t == LabelType.ITEM:
             found_m = self._by_pmid.get(pdu.ident)
             if found_m is None:
                 return ErrorPdu(PmErr.PMID)
             labels = found_m[1].labels
+            items = found_m[0].table.label_items(LabelType.ITEM, found_m[1])
+        if items is not None:
+            if not items:
+                return LabelPdu(pdu.ident, pdu.type, ())
+            return LabelPdu(pdu.ident, pdu.type, (LabelSet.from_items(items),))
         if not labels:
             return LabelPdu(pdu.ident, pdu.type, ())
         return LabelPdu(pdu.ident, pdu.type, (LabelSet.from_dict(dict(labels), flag),))
@@ -730,6 +750,10 @@ def _includes_all(profile: ProfilePdu, indom: int) -> bool:
 
 
 def _columns(value: Any) -> tuple[Sequence[int], Sequence[Any]]:
+    if isinstance(value, Columns):
+        if len(value.insts) != len(value.values):
+            raise ValueError("Columns: insts and values differ in length")
+        return value.insts, value.values
     if isinstance(value, Mapping):
         return list(value.keys()), list(value.values())
     if isinstance(value, (str, bytes, int, float)):

@@ -52,6 +52,7 @@ from pmda_py.pmapi import (
 from pmda_py.wire import ProfilePdu, ValueSet
 
 __all__ = [
+    "Columns",
     "FetchRequest",
     "FetchResult",
     "InDom",
@@ -65,10 +66,24 @@ __all__ = [
 ]
 
 Scalar = Union[int, float, str, bytes]
-Values = Union[Scalar, Mapping[int, Scalar], Iterable[tuple[int, Scalar]], PmdaError, ValueSet, None]
+
+
+@attrs.frozen
+class Columns:
+    """Values of a metric with an indom as two parallel sequences (fast path:
+    no per-value objects; any sequence, e.g. an ``array`` or a strided
+    ``memoryview``'s ``tolist()``)."""
+
+    insts: Sequence[int]
+    values: Sequence[Any]
+
+
+Values = Union[Scalar, Mapping[int, Scalar], Iterable[tuple[int, Scalar]], Columns, PmdaError, ValueSet, None]
 FetchResult = Mapping["Metric", Values]
 
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*$")
+# pmdammv's rule (MMV.md §11): ASCII letters, digits, '_' and '.'; dots may
+# repeat or lead (PCP clients cope), other bytes are refused
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.]+$")
 
 
 def units(
@@ -179,8 +194,8 @@ class InDom:
 
     serial: int
     instances: dict[int, str] = attrs.field(factory=dict)
-    oneline: str = ""
-    help: str = ""
+    oneline: str | None = None
+    help: str | None = None
     labels: Mapping[str, Any] = attrs.field(factory=dict)
     instance_labels: Mapping[int, Mapping[str, Any]] | Callable[[int, str], Mapping[str, Any]] = attrs.field(
         factory=dict
@@ -251,7 +266,7 @@ class Metric:
         sem: semantics (default instant).
         units: :class:`~pmda_py.pmapi.PmUnits` (see :func:`units`).
         indom: the :class:`InDom`, or None for a singular metric.
-        oneline, help: help text.
+        oneline, help: help text (None: none, answered PM_ERR_TEXT).
         labels: item-level labels.
         writable: whether pmstore may change it (else PM_ERR_PERMISSION).
         min, max: range checked before :meth:`Table.store` (PM_ERR_BADSTORE).
@@ -264,15 +279,15 @@ class Metric:
     sem: int = PmSem.INSTANT
     units: PmUnits = attrs.field(factory=PmUnits)
     indom: InDom | None = None
-    oneline: str = ""
-    help: str = ""
+    oneline: str | None = None  #: None: no text (PM_ERR_TEXT); "" is an empty text
+    help: str | None = None
     labels: Mapping[str, Any] = attrs.field(factory=dict)
     writable: bool = False
     min: float | None = None
     max: float | None = None
 
     def __attrs_post_init__(self) -> None:
-        if not _NAME_RE.match(self.name):
+        if not _NAME_RE.match(self.name) or (self.name.endswith(".") and self.name.strip(".") == ""):
             raise ValueError(f"bad metric name {self.name!r}")
         if not 0 <= self.cluster <= 0xFFF or not 0 <= self.item <= 0x3FF:
             raise ValueError(f"{self.name}: cluster {self.cluster} / item {self.item} out of range")
@@ -381,6 +396,17 @@ class Table:
     async def store(self, request: StoreRequest) -> None:
         """Apply a validated store; raise a PmdaError to refuse it."""
         raise PmdaError(code=PmErr.PERMISSION)
+
+    def check(self) -> None:
+        """Called before every request (keep it cheap): a dynamic table may
+        rescan here and bump :attr:`generation`."""
+
+    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+        """Labels as ``(name, JSON value text, flags)`` items for ``level``
+        (PM_LABEL_CLUSTER: cluster number; ITEM: the Metric; INDOM: the InDom;
+        INSTANCES: ``(InDom, inst)``), or None to use the dict labels.  For
+        tables that carry labels already in JSON (MMV v3 files)."""
+        return None
 
     async def wait_ready(self) -> None:
         """Called after the table raised :class:`~pmda_py.errors.PmdaNotReady`;

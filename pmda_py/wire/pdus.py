@@ -1257,6 +1257,26 @@ class LabelSet:
             return cls(inst, b"", ())
         return cls(inst, bytes(out), tuple(index))
 
+    @classmethod
+    def from_items(cls, items: Sequence[tuple[str, str, int]], inst: int = PM_IN_NULL) -> LabelSet:
+        """Build a set from ``(name, JSON value text, flags)`` items, sorted by
+        name (compound names such as ``a.b`` allowed, as libpcp flattens maps)."""
+        out = bytearray(b"{")
+        index = []
+        for k, (name, value, flags) in enumerate(sorted(items, key=lambda it: it[0].encode())):
+            raw_name, raw_value = name.encode(), value.encode()
+            if k:
+                out += b","
+            out += b'"'
+            name_off = len(out)
+            out += raw_name + b'":'
+            index.append(Label(name_off, len(raw_name), flags & 0xFF, len(out), len(raw_value)))
+            out += raw_value
+        out += b"}"
+        if not items:
+            return cls(inst, b"", ())
+        return cls(inst, bytes(out), tuple(index))
+
     def as_dict(self) -> dict[str, str]:
         """Names and raw JSON value texts, from the index (as clients read it)."""
         out: dict[str, str] = {}

@@ -1,0 +1,409 @@
+"""What pmdammv exports for a set of MMV files, and fast value reads.
+
+:func:`build` takes the directory's file images (scan order) and returns an
+:class:`Export`: metric names (below the ``mmv`` mount), PMID parts,
+descriptors, instance domains, help text and label sets, plus per metric a
+precomputed index of where each instance's value lives, so a fetch never
+searches the VALUES section (pmdammv does, per value).  :func:`read_values`
+extracts a metric's values from a fresh copy of the file with strided
+``memoryview`` casts.  Pure: no I/O, no logging (problems are returned as
+diagnostics with file, section and offset).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from pmda_py.errors import PmErr
+from pmda_py.harvest.reader import (
+    STRING_SIZE,
+    VALUE,
+    Diagnostic,
+    MmvFile,
+    MmvFlags,
+    MmvFormatError,
+    MmvMetric,
+    cstring,
+)
+from pmda_py.pmapi import PmSem, PmType, PmUnits
+
+__all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "build", "read_values"]
+
+MMV_TYPE_ELAPSED = 9
+_KNOWN_TYPES = {-1, 0, 1, 2, 3, 4, 5, 6, MMV_TYPE_ELAPSED}
+_ELAPSED_UNITS = 0x01001000  # microsec
+
+
+@attrs.frozen
+class FileImage:
+    """One directory entry as the table read it."""
+
+    name: str
+    data: bytes
+    pid_alive: bool = True
+
+
+@attrs.define
+class ExportIndom:
+    serial: int  #: the 22-bit PCP serial ((cluster << 11) | file serial)
+    instances: dict[int, str]
+    oneline: str | None
+    help: str | None
+    labels: list[tuple[str, str, int]] = attrs.field(factory=list)
+    instance_labels: dict[int, list[tuple[str, str, int]]] = attrs.field(factory=dict)
+
+
+@attrs.define
+class ExportMetric:
+    name: str  #: below the mount point (``rs_file.counter``)
+    cluster: int
+    item: int
+    type: int
+    sem: int
+    units: PmUnits
+    indom: int | None  #: PCP serial, None = singular
+    oneline: str | int | None  #: text, an error code, or None (no text)
+    help: str | int | None
+    file: str
+    elapsed: bool
+    sentinel: bool
+    #: per instance (None = singular): index of its value record in the VALUES section
+    slots: list[tuple[int | None, int]] = attrs.field(factory=list)
+    cluster_labels: list[tuple[str, str, int]] = attrs.field(factory=list)
+    item_labels: list[tuple[str, str, int]] = attrs.field(factory=list)
+    values_offset: int = -1
+    strided: tuple[int, int] | None = None  #: (first slot, count) when slots are consecutive
+
+
+@attrs.define
+class Export:
+    metrics: list[ExportMetric]
+    indoms: dict[int, ExportIndom]
+    clusters: dict[str, int]  #: file -> cluster
+    files: int
+    reload: bool  #: a file was in flux
+    diagnostics: list[tuple[str, Diagnostic]]
+
+
+def _text(img: bytes, off: int) -> str | int | None:
+    if off == 0:
+        return None
+    if off + STRING_SIZE > len(img):
+        return PmErr.GENERIC
+    return cstring(img, off, STRING_SIZE - 1).decode("utf-8", "replace")
+
+
+def _name_ok(full: bytes) -> bool:
+    if not full or not (65 <= full[0] <= 90 or 97 <= full[0] <= 122):
+        return False
+    return all(c == 46 or c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 for c in full[1:])
+
+
+def _flatten(name: str, value: Any, flags: int, out: list[tuple[str, str, int]]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{name}.{k}", v, flags | 0x40, out)
+        return
+    out.append((name, json.dumps(value, separators=(",", ":"), ensure_ascii=False), flags))
+
+
+def _labels(payloads: Sequence[tuple[bytes, int]], level: int) -> list[tuple[str, str, int]]:
+    """Merge label payloads as libpcp's __pmAddLabels does: later names win,
+    maps flatten into COMPOUND labels, names sorted."""
+    merged: dict[str, tuple[str, int]] = {}
+    for raw, flags in payloads:
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if not isinstance(doc, dict):
+            continue
+        for k, v in doc.items():
+            flat: list[tuple[str, str, int]] = []
+            _flatten(k, v, level | (flags & 0x80), flat)
+            for n, text, f in flat:
+                merged[n] = (text, f)
+    return [(n, merged[n][0], merged[n][1]) for n in sorted(merged, key=lambda x: x.encode())]
+
+
+def build(
+    images: Sequence[FileImage],
+    *,
+    sticky: Mapping[str, int] | None = None,
+    prefix_files: bool = True,
+) -> Export:
+    """pmdammv's export for ``images`` (in scan order).
+
+    ``sticky`` maps file names to clusters they had before, so automatic
+    clusters survive a rescan (stable PMIDs).
+    """
+    diags: list[tuple[str, Diagnostic]] = []
+    clusters: dict[str, int] = {}
+    loaded: list[tuple[FileImage, MmvFile, int]] = []
+    reload = False
+    used: set[int] = set()
+    sticky = dict(sticky or {})
+    for img in images:
+        try:
+            mf = MmvFile.from_buffer(img.data)
+        except MmvFormatError as err:
+            if "in flux" in str(err):
+                reload = True
+            diags.append((img.name, Diagnostic(err.section, err.offset, f"file not loaded: {err}")))
+            continue
+        if mf.flags & MmvFlags.PROCESS and mf.process != 0 and not img.pid_alive:
+            diags.append((img.name, Diagnostic("header", 32, f"writer pid {mf.process} is gone: file skipped")))
+            continue
+        want = mf.cluster
+        if want < 0 or want > 4095:
+            diags.append((img.name, Diagnostic("header", 36, f"cluster {want} out of range: file skipped")))
+            continue
+        if want == 0:
+            c = sticky.get(img.name, 0)
+            if c == 0 or c in used:
+                c = 1
+                while c in used:
+                    c += 1
+            if c > 4095:
+                diags.append((img.name, Diagnostic("header", 36, "no free cluster: file skipped")))
+                continue
+        else:
+            c = want
+            if c in used:
+                other = next(n for n, k in clusters.items() if k == c)
+                diags.append(
+                    (
+                        img.name,
+                        Diagnostic(
+                            "header",
+                            36,
+                            f"cluster {c} already taken by {other}: file rejected (pmdammv would mix them)",
+                        ),
+                    )
+                )
+                continue
+        used.add(c)
+        clusters[img.name] = c
+        loaded.append((img, mf, c))
+        for d in mf.diagnostics:
+            diags.append((img.name, d))
+
+    metrics: list[ExportMetric] = []
+    indoms: dict[int, ExportIndom] = {}
+    names: set[str] = set()
+    for img, mf, c in loaded:
+        data = img.data
+
+        # labels of this file
+        def lab(pred: Callable[[int, int, int], bool], level: int, mf: MmvFile = mf) -> list[tuple[str, str, int]]:
+            return _labels(
+                [(lb.payload, lb.flags) for lb in mf.labels if pred(lb.flags, lb.identity, lb.internal)], level
+            )
+
+        for ind in mf.indoms:
+            serial = ((c << 11) | ind.serial) & 0x3FFFFF
+            insts: dict[int, str] = {}
+            for inst in ind.instances:
+                insts.setdefault(inst.internal, inst.name.decode("utf-8", "replace"))
+            one, hlp = _text(data, ind.shorttext), _text(data, ind.helptext)
+            existing = indoms.get(serial)
+            if existing is not None:
+                for k, v in insts.items():
+                    existing.instances.setdefault(k, v)
+                continue
+            fs = ind.serial
+
+            def indom_pred(f: int, i: int, n: int, fs: int = fs) -> bool:
+                return bool(f & 0x04) and i == fs
+
+            inst_labels: dict[int, list[tuple[str, str, int]]] = {}
+            for k in insts:
+
+                def inst_pred(f: int, i: int, n: int, fs: int = fs, k: int = k) -> bool:
+                    return bool(f & 0x20) and i == fs and n == k
+
+                inst_labels[k] = lab(inst_pred, 0x20)
+            indoms[serial] = ExportIndom(
+                serial,
+                insts,
+                one if isinstance(one, str) else None,
+                hlp if isinstance(hlp, str) else None,
+                lab(indom_pred, 0x04),
+                inst_labels,
+            )
+
+        def cluster_pred(f: int, i: int, n: int, c: int = c) -> bool:
+            return bool(f & 0x08) and i == c
+
+        cluster_labels = lab(cluster_pred, 0x08)
+        # value index: metric record offset -> {instance id | None: value slot}
+        index: dict[int, dict[int | None, int]] = {}
+        if mf.values_offset >= 0:
+            for val in mf.values:
+                slot = (val.offset - mf.values_offset) // VALUE.size
+                index.setdefault(val.metric, {}).setdefault(val.instance, slot)
+        seen_items: set[int] = set()
+        for rec in mf.metrics:
+            dup = rec.item in seen_items
+            seen_items.add(rec.item)
+            if not rec.name:
+                continue
+            rel = rec.name.decode("latin-1")
+            full = "mmv." + (f"{img.name}." if prefix_files and not mf.flags & MmvFlags.NOPREFIX else "") + rel
+            if not _name_ok(full.encode("latin-1")):
+                diags.append((img.name, Diagnostic("metrics", rec.offset, f"invalid metric name {full!r}")))
+                continue
+            if full in names:
+                diags.append((img.name, Diagnostic("metrics", rec.offset, f"duplicate metric name {full}")))
+                continue
+            if rec.item > 1023:
+                diags.append((img.name, Diagnostic("metrics", rec.offset, f"item {rec.item} > 1023")))
+                continue
+            if dup:
+                diags.append((img.name, Diagnostic("metrics", rec.offset, f"duplicate item {rec.item}")))
+                continue
+            if rec.type not in _KNOWN_TYPES:
+                diags.append((img.name, Diagnostic("metrics", rec.offset, f"unsupported type {rec.type}")))
+                continue
+            names.add(full)
+            metrics.append(_metric(img, mf, c, rec, full[4:], index, cluster_labels, lab))
+    return Export(metrics, indoms, clusters, len(loaded), reload, diags)
+
+
+def _metric(
+    img: FileImage,
+    mf: MmvFile,
+    c: int,
+    rec: MmvMetric,
+    name: str,
+    index: dict[int, dict[int | None, int]],
+    cluster_labels: list[tuple[str, str, int]],
+    lab: Callable[..., list[tuple[str, str, int]]],
+) -> ExportMetric:
+    elapsed = rec.type == MMV_TYPE_ELAPSED
+    serial = None if rec.indom in (0, -1) else ((c << 11) | (rec.indom & 0xFFFFFFFF)) & 0x3FFFFF
+    sem = rec.sem if rec.sem != 0 else PmSem.COUNTER
+    m = ExportMetric(
+        name=name,
+        cluster=c,
+        item=rec.item,
+        type=PmType.I64 if elapsed else rec.type,
+        sem=PmSem.COUNTER if elapsed else sem,
+        units=PmUnits.from_int(_ELAPSED_UNITS if elapsed else rec.units & 0xFFFFFFFF),
+        indom=serial,
+        oneline=_text(img.data, rec.shorttext) if rec.type != -1 else PmErr.PMID,
+        help=_text(img.data, rec.helptext) if rec.type != -1 else PmErr.PMID,
+        file=img.name,
+        elapsed=elapsed,
+        sentinel=bool(mf.flags & MmvFlags.SENTINEL),
+        cluster_labels=cluster_labels,
+        item_labels=lab(lambda f, i, n: bool(f & 0x10) and i == rec.item, 0x10),
+        values_offset=mf.values_offset,
+    )
+    slots = index.get(rec.offset, {})
+    if serial is None:
+        if None in slots:
+            m.slots = [(None, slots[None])]
+        elif slots:
+            m.slots = [(None, next(iter(slots.values())))]
+    else:
+        m.slots = [(k, s) for k, s in slots.items() if k is not None]
+    if m.slots and all(m.slots[k][1] == m.slots[0][1] + k for k in range(len(m.slots))):
+        m.strided = (m.slots[0][1], len(m.slots))
+    return m
+
+
+def read_values(
+    m: ExportMetric, image: bytes | memoryview, order: Sequence[int] | None = None, now: float | None = None
+) -> tuple[list[int], list[Any]]:
+    """The metric's current values from a file image (a private copy).
+
+    Returns ``(insts, values)`` in instance order (``order``: the indom's
+    instance order); instances whose value entry is missing or past the end
+    are left out; SENTINEL values are dropped.
+    """
+    if m.values_offset < 0 or not m.slots:
+        return [], []
+    buf = memoryview(image)
+    base = m.values_offset
+    nslots = (len(buf) - base) // VALUE.size
+    slots = m.slots
+    if order is not None and m.indom is not None:
+        pos = dict(slots)
+        slots = [(i, pos[i]) for i in order if i in pos]
+    insts = [PM_IN_NULL_ if i is None else i for i, _ in slots]
+    t = m.type
+    section = buf[base : base + nslots * VALUE.size]
+    if m.strided is not None and order is None and m.strided[0] + m.strided[1] <= nslots:
+        first, n = m.strided
+        vals = _column(section, t, first, n)
+    else:
+        idx = [s for _, s in slots]
+        keep = [k for k, s in enumerate(idx) if s < nslots]
+        if len(keep) != len(idx):
+            insts = [insts[k] for k in keep]
+            idx = [idx[k] for k in keep]
+        vals = [_column(section, t, s, 1)[0] for s in idx]
+    if t == PmType.STRING:
+        offs = _column(section, PmType.I64, 0, 0)  # placeholder
+        extras = section.cast("q")
+        vals = []
+        for _, s in slots:
+            off = extras[4 * s + 1] if s < nslots else -1
+            if off <= 0 or off >= len(buf):
+                vals.append(None)
+            else:
+                vals.append(cstring(buf, off, STRING_SIZE - 1).decode("utf-8", "replace"))
+        del offs
+    if m.elapsed:
+        extras = section.cast("q")
+        now_usec = (time.time() if now is None else now) * 1e6
+        vals = [v + int(now_usec + extras[4 * s + 1]) if extras[4 * s + 1] < 0 else v for v, (_, s) in zip(vals, slots)]
+    if m.sentinel or t == PmType.STRING:
+        out_i, out_v = [], []
+        raw = section.cast("Q")
+        for k, v in enumerate(vals):
+            s = slots[k][1]
+            if v is None:
+                continue
+            if m.sentinel:
+                if t in (PmType.FLOAT, PmType.DOUBLE) and isinstance(v, float) and math.isnan(v):
+                    continue
+                if t == PmType.STRING and v == "":
+                    continue
+                if t not in (PmType.FLOAT, PmType.DOUBLE, PmType.STRING) and raw[4 * s] == 0xFFFFFFFFFFFFFFFF:
+                    continue
+            out_i.append(insts[k])
+            out_v.append(v)
+        return out_i, out_v
+    return insts, vals
+
+
+PM_IN_NULL_ = -1
+_CODES: dict[int, tuple[str, int]] = {
+    PmType.I32: ("i", 8),
+    PmType.U32: ("I", 8),
+    PmType.FLOAT: ("f", 8),
+    PmType.I64: ("q", 4),
+    PmType.U64: ("Q", 4),
+    PmType.DOUBLE: ("d", 4),
+    PmType.STRING: ("q", 4),
+    PmType.NOSUPPORT: ("q", 4),
+}
+
+
+def _column(section: memoryview, t: int, first: int, n: int) -> list[Any]:
+    code, per = _CODES.get(t, ("q", 4))
+    view: memoryview = section.cast(code)  # type: ignore[call-overload]
+    out: list[Any] = view[first * per : (first + n) * per : per].tolist()
+    return out
+
+
+_ = struct

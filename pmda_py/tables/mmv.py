@@ -1,0 +1,282 @@
+"""The MMV harvester table: ``$PCP_TMP_DIR/mmv`` served as pmdammv serves it.
+
+Mounted at ``mmv`` in domain 70 (``pmda-py run --mmv-compat``) it is a
+drop-in for pmdammv: same names, PMIDs, descriptors, indoms, help, labels and
+values (see :mod:`pmda_py.harvest` for where it is deliberately safer).
+
+Rescans happen on pmdammv's triggers, checked before every request: the
+directory's mtime changed, a loaded file's generation changed, a PROCESS
+writer died, a file was in flux at the last scan, or ``mmv.control.reload``
+was stored.  Values are read on every fetch from a private copy of the file
+(one ``read`` per file), through an index built at load time.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from pmda_py.config import pcp_conf
+from pmda_py.errors import PmdaError, PmErr
+from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, read_values
+from pmda_py.pmapi import PmSem, PmType
+from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table
+
+__all__ = ["MmvTable"]
+
+log = structlog.get_logger("pmda_py.mmv")
+
+_CONTROL_HELP = {
+    "reload": (
+        "Control maps reloading",
+        "Writing anything other then 0 to this metric will result in\nre-reading directory and re-mapping files.\n",
+    ),
+    "debug": ("Debug flag", "See pmdbg(1).  pmstore into this metric to change the debug value.\n"),
+    "files": ("Memory mapped file count", "Count of currently mapped and exported statistics files.\n"),
+    "metrics": (
+        "Memory mapped metric count",
+        "Count of currently mapped and exported metrics.\nExcludes the mmv.control.* metrics.\n",
+    ),
+}
+
+
+def _pid_alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+class MmvTable(Table):
+    """Memory Mapped Value files, as PCP's pmdammv exports them."""
+
+    name = "mmv"
+    accepts_options = True
+
+    def __init__(self, dir: str | None = None, compat: str = "0", prefix_files: str = "1", **_options: str) -> None:
+        self.dir = dir or os.path.join(pcp_conf()["PCP_TMP_DIR"], "mmv")
+        self.compat = compat not in ("0", "", "no", "false")
+        self.prefix_files = prefix_files not in ("0", "no", "false")
+        self.reload_flag = 0
+        self.debug = 0
+        self.export = Export([], {}, {}, 0, False, [])
+        self._metrics: list[Metric] = []
+        self._indoms: dict[int, InDom] = {}
+        self._by_metric: dict[int, ExportMetric] = {}
+        self._files: dict[str, tuple[str, int, int, int]] = {}  # name -> (path, g1, flags, pid)
+        self._dir_state: tuple[int, int] | None = None
+        self._sticky: dict[str, int] = {}
+        self._control()
+        self.generation = 0
+        self._scanned = False
+
+    # ------------------------------------------------------------ control
+    def _control(self) -> None:
+        def ctl(name: str, item: int, writable: bool = False) -> Metric:
+            one, hlp = _CONTROL_HELP[name]
+            return Metric(
+                f"control.{name}", 0, item, PmType.I32, sem=PmSem.INSTANT, oneline=one, help=hlp, writable=writable
+            )
+
+        self.c_reload = ctl("reload", 0, True)
+        self.c_debug = ctl("debug", 1, True)
+        self.c_files = ctl("files", 2)
+        self.c_metrics = ctl("metrics", 3)
+
+    # -------------------------------------------------------------- scan
+    def metrics(self) -> Sequence[Metric]:
+        self.check()
+        return [self.c_reload, self.c_debug, self.c_files, self.c_metrics, *self._metrics]
+
+    def indoms(self) -> Sequence[InDom]:
+        return list(self._indoms.values())
+
+    def clusters(self) -> set[int]:
+        return {0, *self.export.clusters.values()}
+
+    def _dir_stat(self) -> tuple[int, int]:
+        try:
+            st = os.stat(self.dir)
+        except OSError as err:
+            return (-1, err.errno or 0)
+        return (st.st_mtime_ns, 0)
+
+    def check(self) -> None:
+        """pmdammv's rescan triggers (cheap: one stat, one header read per file)."""
+        if not self._scanned:
+            self.rescan()
+            return
+        if self.reload_flag or self.export.reload or self._dir_stat() != self._dir_state:
+            self.rescan()
+            return
+        for name, (path, g1, flags, pid) in self._files.items():
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(24)
+            except OSError:
+                self.rescan()
+                return
+            if len(head) < 24 or struct.unpack_from("=QQ", head, 8) != (g1, g1):
+                log.info("mmv_generation_changed", file=name)
+                self.rescan()
+                return
+            if flags & 0x2 and pid and not _pid_alive(pid):
+                log.info("mmv_writer_gone", file=name, pid=pid)
+                self.rescan()
+                return
+
+    def rescan(self) -> None:
+        self._scanned = True
+        self._dir_state = self._dir_stat()
+        images: list[FileImage] = []
+        try:
+            entries = sorted(os.listdir(self.dir), key=lambda n: n.encode("utf-8", "surrogateescape"))
+        except OSError as err:
+            log.warning("mmv_dir_unreadable", dir=self.dir, error=err.strerror)
+            entries = []
+        for name in entries:
+            if name.startswith("."):
+                continue
+            path = os.path.join(self.dir, name)
+            try:
+                if not os.path.isfile(path):
+                    continue
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError as err:
+                log.warning("mmv_file_unreadable", file=name, error=err.strerror)
+                continue
+            alive = True
+            if len(data) >= 40:
+                flags, pid = struct.unpack_from("=Ii", data, 28)
+                alive = not (flags & 0x2 and pid and not _pid_alive(pid))
+            images.append(FileImage(name, data, alive))
+        export = build(images, sticky=self._sticky, prefix_files=self.prefix_files)
+        for fname, d in export.diagnostics:
+            log.warning("mmv_problem", file=fname, section=d.section, offset=d.offset, problem=d.reason)
+        self._sticky.update(export.clusters)
+        self.export = export
+        self._files = {}
+        for img in images:
+            if img.name in export.clusters:
+                (g1,) = struct.unpack_from("=Q", img.data, 8)
+                flags, pid = struct.unpack_from("=Ii", img.data, 28)
+                self._files[img.name] = (os.path.join(self.dir, img.name), g1, flags, pid)
+        self._indoms = {}
+        for serial, ei in export.indoms.items():
+            self._indoms[serial] = InDom(serial, dict(ei.instances), oneline=ei.oneline, help=ei.help)
+        self._metrics = []
+        self._by_metric = {}
+        for em in export.metrics:
+            ind = None
+            if em.indom is not None:  # a missing indom still gets one (no instances)
+                ind = self._indoms.setdefault(em.indom, InDom(em.indom))
+            try:
+                m = Metric(
+                    em.name,
+                    em.cluster,
+                    em.item,
+                    em.type,
+                    sem=em.sem,
+                    units=em.units,
+                    indom=ind,
+                    oneline=em.oneline if isinstance(em.oneline, str) else None,
+                    help=em.help if isinstance(em.help, str) else None,
+                )
+            except ValueError as err:
+                log.warning("mmv_metric_refused", file=em.file, metric=em.name, error=str(err))
+                continue
+            self._metrics.append(m)
+            self._by_metric[id(m)] = em
+        self.reload_flag = 1 if export.reload else 0
+        self.generation += 1
+        log.info("mmv_scan", dir=self.dir, files=export.files, metrics=len(self._metrics))
+
+    def mmv_metric(self, m: Metric) -> ExportMetric | None:
+        return self._by_metric.get(id(m))
+
+    # ------------------------------------------------------------- fetch
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        out: dict[Metric, Any] = {}
+        images: dict[str, bytes | None] = {}
+        for m in request.metrics:
+            if m is self.c_reload:
+                out[m] = self.reload_flag
+            elif m is self.c_debug:
+                out[m] = self.debug
+            elif m is self.c_files:
+                out[m] = self.export.files
+            elif m is self.c_metrics:
+                out[m] = len(self._metrics)
+            else:
+                em = self._by_metric.get(id(m))
+                if em is None:
+                    out[m] = PmdaError(code=PmErr.PMID)
+                    continue
+                if em.file not in images:
+                    images[em.file] = self._read(em.file)
+                img = images[em.file]
+                if img is None:
+                    out[m] = PmdaError(code=PmErr.AGAIN)
+                    continue
+                out[m] = self._values(m, em, img)
+        return out
+
+    def _read(self, name: str) -> bytes | None:
+        entry = self._files.get(name)
+        if entry is None:
+            return None
+        try:
+            with open(entry[0], "rb") as f:
+                return f.read()  # a private copy: truncation under us cannot fault
+        except OSError as err:
+            log.warning("mmv_file_unreadable", file=name, error=err.strerror)
+            return None
+
+    @staticmethod
+    def _values(m: Metric, em: ExportMetric, img: bytes) -> Any:
+        if em.type == PmType.NOSUPPORT:
+            return PmdaError(code=PmErr.APPVERSION)
+        order = list(m.indom.instances) if m.indom is not None else None
+        insts, vals = read_values(em, img, order)
+        if m.indom is None:
+            if not em.slots:
+                return PmdaError(code=PmErr.INST)
+            return vals[0] if vals else None
+        return Columns(insts, vals)
+
+    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+        if level == 0x08:  # cluster
+            for em in self.export.metrics:
+                if em.cluster == subject:
+                    return em.cluster_labels
+            return []
+        if level == 0x10:  # item
+            found = self._by_metric.get(id(subject))
+            return found.item_labels if found is not None else []
+        if level == 0x04:  # indom
+            ei = self.export.indoms.get(subject.serial)
+            return list(ei.labels) if ei is not None else []
+        if level == 0x20:  # instances
+            ind, inst = subject
+            ei = self.export.indoms.get(ind.serial)
+            return list(ei.instance_labels.get(inst, [])) if ei is not None else []
+        return None
+
+    async def refresh_instances(self, indom: InDom) -> None:
+        self.check()
+
+    async def store(self, request: StoreRequest) -> None:
+        if len(request.values) != 1:
+            raise PmdaError(code=PmErr.BADSTORE)
+        value = next(iter(request.values.values()))
+        if request.metric is self.c_reload:
+            self.reload_flag = int(value)
+        elif request.metric is self.c_debug:
+            self.debug = int(value)
+        else:
+            raise PmdaError(code=PmErr.PERMISSION)
+
+    async def startup(self, config: Mapping[str, str]) -> None:
+        self.check()
