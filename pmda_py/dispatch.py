@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from array import array
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, Callable, Protocol, TypeVar
 
@@ -770,7 +771,13 @@ _RANGES: dict[int, tuple[int, int]] = {
 }
 
 
+_ARRAY_CODES: dict[int, tuple[str, ...]] = {PmType.I32: ("i", "l"), PmType.U32: ("I", "L"), PmType.I64: ("q",), PmType.U64: ("Q",),
+                PmType.FLOAT: ("f",), PmType.DOUBLE: ("d",)}  # fmt: skip
+
+
 def _check_range(type_: int, vals: Sequence[Any]) -> None:
+    if isinstance(vals, array) and vals.typecode in _ARRAY_CODES.get(type_, ()):
+        return  # a typed array of the metric's own type: in range by construction
     rng = _RANGES.get(type_)
     if rng is None or not vals:
         if type_ in (PmType.FLOAT, PmType.DOUBLE):

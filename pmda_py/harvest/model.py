@@ -16,6 +16,7 @@ import json
 import math
 import struct
 import time
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -80,6 +81,8 @@ class ExportMetric:
     item_labels: list[tuple[str, str, int]] = attrs.field(factory=list)
     values_offset: int = -1
     strided: tuple[int, int] | None = None  #: (first slot, count) when slots are consecutive
+    insts: list[int] = attrs.field(factory=list)  #: instance ids in slot order (PM_IN_NULL for singular)
+    insts_u32: array[int] = attrs.field(factory=lambda: array("I"))  #: the same as 32-bit words
 
 
 @attrs.define
@@ -317,12 +320,17 @@ def _metric(
         m.slots = [(k, s) for k, s in slots.items() if k is not None]
     if m.slots and all(m.slots[k][1] == m.slots[0][1] + k for k in range(len(m.slots))):
         m.strided = (m.slots[0][1], len(m.slots))
+    m.insts = [-1 if i is None else i for i, _ in m.slots]
+    m.insts_u32 = array("I", [i & 0xFFFFFFFF for i in m.insts])
     return m
 
 
 def read_values(
-    m: ExportMetric, image: bytes | memoryview, order: Sequence[int] | None = None, now: float | None = None
-) -> tuple[list[int], list[Any]]:
+    m: ExportMetric,
+    image: bytes | memoryview,
+    order: Sequence[int] | None = None,
+    now: float | None = None,
+) -> tuple[Sequence[int], Sequence[Any]]:
     """The metric's current values from a file image (a private copy).
 
     Returns ``(insts, values)`` in instance order (``order``: the indom's
@@ -334,6 +342,20 @@ def read_values(
     buf = memoryview(image)
     base = m.values_offset
     nslots = (len(buf) - base) // VALUE.size
+    t = m.type
+    if (
+        order is None
+        and m.strided is not None
+        and m.strided[0] + m.strided[1] <= nslots
+        and not (m.sentinel or m.elapsed or t == PmType.STRING)
+    ):
+        # the fast path: one strided cast, no per-value Python work
+        first, n = m.strided
+        code, per = _CODES.get(t, ("q", 4))
+        view: memoryview = buf[base : base + nslots * VALUE.size].cast(code)  # type: ignore[call-overload]
+        column = array(code)
+        column.frombytes(view[first * per : (first + n) * per : per].tobytes())
+        return m.insts_u32, column
     slots = m.slots
     if order is not None and m.indom is not None:
         pos = dict(slots)

@@ -168,6 +168,7 @@ class MmvTable(Table):
             self._indoms[serial] = InDom(serial, dict(ei.instances), oneline=ei.oneline, help=ei.help)
         self._metrics = []
         self._by_metric = {}
+        self._ordered: dict[int, bool] = {}
         for em in export.metrics:
             ind = None
             if em.indom is not None:  # a missing indom still gets one (no instances)
@@ -189,6 +190,9 @@ class MmvTable(Table):
                 continue
             self._metrics.append(m)
             self._by_metric[id(m)] = em
+            if ind is not None:
+                present = {i for i, _ in em.slots}
+                self._ordered[id(m)] = em.insts == [i for i in ind.instances if i in present]
         self.reload_flag = 1 if export.reload else 0
         self.generation += 1
         log.info("mmv_scan", dir=self.dir, files=export.files, metrics=len(self._metrics))
@@ -234,11 +238,12 @@ class MmvTable(Table):
             log.warning("mmv_file_unreadable", file=name, error=err.strerror)
             return None
 
-    @staticmethod
-    def _values(m: Metric, em: ExportMetric, img: bytes) -> Any:
+    def _values(self, m: Metric, em: ExportMetric, img: bytes) -> Any:
         if em.type == PmType.NOSUPPORT:
             return PmdaError(code=PmErr.APPVERSION)
-        order = list(m.indom.instances) if m.indom is not None else None
+        order = None
+        if m.indom is not None and not self._ordered.get(id(m), False):
+            order = list(m.indom.instances)
         insts, vals = read_values(em, img, order)
         if m.indom is None:
             if not em.slots:

@@ -39,6 +39,8 @@ def _u32(values: Sequence[int]) -> array[int]:
         OverflowError: a value is outside [-2^31, 2^32).
         TypeError: a value is not an integer.
     """
+    if isinstance(values, array) and values.typecode == "I":
+        return values  # only read from
     try:
         return array("I", values)
     except OverflowError:
@@ -114,7 +116,11 @@ class ResultBuilder:
             raise ValueError("insts and values differ in length")
         code, size = _FIXED[type_]
         try:
-            arr = array(code, values)
+            if isinstance(values, array) and values.typecode == code:
+                arr = array(code)
+                arr.frombytes(values.tobytes())
+            else:
+                arr = array(code, values)  # type: ignore[arg-type]
         except (TypeError, OverflowError) as err:
             raise struct.error(str(err)) from err
         if _LITTLE:
@@ -161,58 +167,95 @@ class ResultBuilder:
             raise TypeError(f"cannot encode values of type {type_}")
 
     def encode(self, flags: int = 0, from_: int = 0) -> bytes:
-        """The RESULT PDU; ``flags`` are the state-change flags (timestamp sec)."""
-        sets_size = 0
-        for it in self._items:
-            sets_size += 8 if it.kind == "err" else 12 + 8 * len(it.insts)
-        cursor = 24 + sets_size  # byte offset of the next value block
-        sets: list[bytes] = []
+        """The RESULT PDU; ``flags`` are the state-change flags (timestamp sec).
+
+        The value-set section is one preallocated native-order ``array`` filled
+        by slice assignment and byte-swapped once; blocks follow in order.
+        """
+        items = self._items
+        nwords = 0
+        for it in items:
+            nwords += 2 if it.kind == "err" else 3 + 2 * len(it.insts)
+        sets = array("I", bytes(4 * nwords))
+        cursor = 24 + 4 * nwords  # byte offset of the next value block
         blocks: list[bytes] = []
-        for it in self._items:
+        pos = 0
+        k = 0
+        nitems = len(items)
+        while k < nitems:
+            it = items[k]
             if it.kind == "err":
-                sets.append(struct.pack("!Ii", it.pmid, it.code))
+                sets[pos] = it.pmid
+                sets[pos + 1] = it.code & 0xFFFFFFFF
+                pos += 2
+                k += 1
+                continue
+            if it.kind == "fixed":
+                # a run of fixed-size blocks of one type: build all its blocks at once
+                run_end = k
+                total = 0
+                while (
+                    run_end < nitems
+                    and items[run_end].kind == "fixed"
+                    and items[run_end].vtype == it.vtype
+                    and items[run_end].size == it.size
+                ):
+                    total += len(items[run_end].insts)
+                    run_end += 1
+                blk = 4 + it.size
+                step = blk // 4
+                first = cursor // 4
+                ptrs = array("I", range(first, first + total * step, step))
+                words = array("I")
+                words.frombytes(b"".join(items[j].packed for j in range(k, run_end)))
+                out = array("I", bytes(4 * step * total))
+                out[0::step] = array("I", [_bswap(((it.vtype & 0xFF) << 24) | blk)]) * total
+                for w in range(step - 1):
+                    out[1 + w :: step] = words[w :: step - 1]
+                blocks.append(out.tobytes())
+                cursor += blk * total
+                used = 0
+                for j in range(k, run_end):
+                    fj = items[j]
+                    n = len(fj.insts)
+                    sets[pos] = fj.pmid
+                    sets[pos + 1] = n
+                    sets[pos + 2] = ValFmt.DPTR
+                    p = pos + 3
+                    end = p + 2 * n
+                    sets[p:end:2] = fj.insts
+                    sets[p + 1 : end : 2] = ptrs[used : used + n]
+                    used += n
+                    pos = end
+                k = run_end
                 continue
             n = len(it.insts)
-            pairs = array("I", bytes(8 * n))
-            pairs[0::2] = it.insts
+            sets[pos] = it.pmid
+            sets[pos + 1] = n
+            p = pos + 3
+            end = p + 2 * n
+            sets[p:end:2] = it.insts
             if it.kind == "insitu":
-                pairs[1::2] = it.words
-                fmt: int = ValFmt.INSITU
-            elif it.kind == "fixed":
-                blk = 4 + it.size
-                start = cursor // 4
-                pairs[1::2] = array("I", range(start, start + n * blk // 4, blk // 4))
-                # blocks: [hdr][value] x n, built from big-endian bytes as-is
-                words = array("I")
-                words.frombytes(it.packed)
-                per = it.size // 4
-                out = array("I", bytes(4 * (1 + per) * n))
-                hdr = ((it.vtype & 0xFF) << 24) | blk
-                out[0 :: 1 + per] = array("I", [_bswap(hdr)]) * n
-                for k in range(per):
-                    out[1 + k :: 1 + per] = words[k::per]
-                blocks.append(out.tobytes())
-                cursor += blk * n
-                fmt = ValFmt.DPTR
+                sets[p + 1 : end : 2] = it.words
+                sets[pos + 2] = ValFmt.INSITU
             else:
-                ptrs = []
-                for raw in it.raws:
-                    ptrs.append(cursor // 4)
+                vptrs = array("I", bytes(4 * n))
+                for r, raw in enumerate(it.raws):
+                    vptrs[r] = cursor // 4
                     vlen = 4 + len(raw)
-                    data = struct.pack("!I", ((it.vtype & 0xFF) << 24) | vlen) + raw
                     extra = pad4(vlen) - vlen
-                    if extra:
-                        data += PAD_BYTE * extra
-                    blocks.append(data)
-                    cursor += len(data)
-                pairs[1::2] = array("I", ptrs)
-                fmt = it.valfmt
-            if _LITTLE:
-                pairs.byteswap()
-            sets.append(struct.pack("!Iii", it.pmid, n, fmt))
-            sets.append(pairs.tobytes())
-        body = b"".join(sets) + b"".join(blocks)
-        return _HDR.pack(24 + len(body), PduType.RESULT, from_, flags, 0, len(self._items)) + body
+                    blocks.append(struct.pack("!I", ((it.vtype & 0xFF) << 24) | vlen) + raw + PAD_BYTE * extra)
+                    cursor += vlen + extra
+                sets[p + 1 : end : 2] = vptrs
+                sets[pos + 2] = it.valfmt
+            pos = end
+            k += 1
+        if _LITTLE:
+            sets.byteswap()
+        body_len = 4 * nwords + sum(len(b) for b in blocks)
+        return b"".join(
+            (_HDR.pack(24 + body_len, PduType.RESULT, from_, flags, 0, len(items)), sets.tobytes(), *blocks)
+        )
 
 
 def _bswap(word: int) -> int:
