@@ -771,8 +771,14 @@ _RANGES: dict[int, tuple[int, int]] = {
 }
 
 
-_ARRAY_CODES: dict[int, tuple[str, ...]] = {PmType.I32: ("i", "l"), PmType.U32: ("I", "L"), PmType.I64: ("q",), PmType.U64: ("Q",),
-                PmType.FLOAT: ("f",), PmType.DOUBLE: ("d",)}  # fmt: skip
+_ARRAY_CODES: dict[int, tuple[str, ...]] = {
+    PmType.I32: ("i", "l"),
+    PmType.U32: ("I", "L"),
+    PmType.I64: ("q",),
+    PmType.U64: ("Q",),
+    PmType.FLOAT: ("f",),
+    PmType.DOUBLE: ("d",),
+}
 
 
 def _check_range(type_: int, vals: Sequence[Any]) -> None:
