@@ -87,7 +87,9 @@ class MmvTable(Table):
     # -------------------------------------------------------------- scan
     def metrics(self) -> Sequence[Metric]:
         self.check()
-        return [self.c_reload, self.c_debug, self.c_files, self.c_metrics, *self._metrics]
+        # drop-in mode shows 6.0.3's control metrics only (control.metrics is 7.x's)
+        control = [self.c_reload, self.c_debug, self.c_files] + ([] if self.compat else [self.c_metrics])
+        return [*control, *self._metrics]
 
     def indoms(self) -> Sequence[InDom]:
         return list(self._indoms.values())

@@ -1,0 +1,107 @@
+"""Live: PCP's own pmdammv (the daemon binary, private PCP_TMP_DIR) and
+``pmda-py run --mmv-compat`` on the same MMV files, written during the test by
+PCP's libpcp_mmv (the pcp.mmv binding); the full export is compared through
+the harness, and ``pminfo -fdTtl --labels mmv`` under a private pmcd."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pmda_py.pmapi import LabelType, TextType
+from pmda_py.testing.client import PmdaClient, PmdaReplyError, open_pipe_pmda
+from tests.integration.pcpbed import PrivatePmcd, require_pcp
+
+pytestmark = pytest.mark.pcp
+
+REPO = Path(__file__).resolve().parents[2]
+PMDAMMV = "/var/lib/pcp/pmdas/mmv/pmdammv"
+
+
+@pytest.fixture
+def tmp_pcp() -> Iterator[Path]:
+    require_pcp()
+    if not os.path.exists(PMDAMMV):
+        pytest.fail("PCP's pmdammv is missing")
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvlive-"))
+    root.chmod(0o755)  # pmdammv drops to the pcp user
+    (root / "mmv").mkdir()
+    (root / "mmv").chmod(0o755)
+    writer = ["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py")]  # pcp.mmv lives there
+    for name, args in (
+        ("app", ["--metrics", "12", "--instances", "5", "--strings", "--cluster", "0"]),
+        ("single", ["--metrics", "3", "--instances", "0", "--cluster", "9"]),
+        ("np", ["--metrics", "2", "--instances", "3", "--flags", "1", "--cluster", "11", "--name", "npx"]),
+    ):
+        subprocess.run([*writer, str(root / "mmv" / name), *args, "--name", name] if name != "np"
+                       else [*writer, str(root / "mmv" / name), *args], check=True, capture_output=True)  # fmt: skip
+    for f in (root / "mmv").iterdir():
+        f.chmod(0o644)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+async def _export(pmda: PmdaClient) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in sorted(await pmda.traverse("mmv")):
+        p = await pmda.pmid(name)
+        d = await pmda.desc(p)
+        entry: dict[str, Any] = {"pmid": p, "desc": (d.type, d.sem, d.indom, d.units.to_int())}
+        for kind in (TextType.ONELINE, TextType.HELP):
+            try:
+                entry[f"text{int(kind)}"] = await pmda.text(p, kind | TextType.PMID)
+            except PmdaReplyError as err:
+                entry[f"text{int(kind)}"] = err.pm_code
+        for level in (LabelType.CLUSTER, LabelType.ITEM):
+            entry[f"labels{int(level)}"] = [s.json for s in (await pmda.label(p, level)).sets]
+        if d.indom != 0xFFFFFFFF:
+            entry["instances"] = [(e.inst, e.name) for e in await pmda.instance(d.indom)]
+        entry["values"] = (await pmda.fetch_values([name]))[name]
+        if isinstance(entry["values"], Exception):
+            entry["values"] = repr(entry["values"])
+        out[name] = entry
+    return out
+
+
+async def test_full_export_matches_pmdammv(tmp_pcp: Path) -> None:
+    env = {"PCP_TMP_DIR": str(tmp_pcp)}
+    async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(tmp_pcp / "pmdammv.log")], env=env) as ref:
+        theirs = await _export(ref)
+    cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(tmp_pcp / "ours.log")]
+    async with open_pipe_pmda(cmd, env=env) as pmda:
+        ours = await _export(pmda)
+    assert len(theirs) >= 20, theirs.keys()  # 12 + 3 + 2 file metrics and 3 control metrics
+    assert set(ours) == set(theirs)
+    for name in theirs:
+        assert ours[name] == theirs[name], name
+
+
+def _pmns() -> str:
+    text = Path("/var/lib/pcp/pmns/root_pmcd").read_text()
+    return text.replace("root {\n    pmcd\n}", "root {\n    pmcd\n    mmv\t70:*:*\n}", 1)
+
+
+def test_pminfo_identical_under_pmcd(tmp_pcp: Path) -> None:
+    env = {"PCP_TMP_DIR": str(tmp_pcp)}
+    (tmp_pcp / "pmcd").mkdir()
+    pmcd = PrivatePmcd(tmp_pcp / "pmcd", [f"mmv 70 pipe binary {PMDAMMV} -d 70"], _pmns(), env=env)
+    pmcd.start()
+    try:
+        pmcd.wait("mmv.control.files", desc_only=True)
+        ref = pmcd.tool("pminfo", "-fdTtl", "--labels", "mmv").stdout
+        ours_line = (f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat "
+                     f"-l {tmp_pcp / 'pmcd' / 'ours.log'}")  # fmt: skip
+        pmcd.reconfigure([ours_line], "mmv.control.files", desc_only=True)
+        ours = pmcd.tool("pminfo", "-fdTtl", "--labels", "mmv").stdout
+    finally:
+        pmcd.stop()
+    assert "mmv.app.m1" in ref and 'inst [0 or "inst0"]' in ref
+    assert ours == ref
