@@ -1,0 +1,79 @@
+"""Hostile MMV input: random bytes and mutations of the good corpus (bit
+flips, truncations, offsets past EOF, huge counts) never raise anything but
+MmvFormatError from the reader, never hang, and never make a fetch fail
+with anything but a PCP error code."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmda_py.harvest.model import FileImage, build, read_values
+from pmda_py.harvest.reader import MmvFile, MmvFormatError
+from tests.mmv.corpus import corpus_files
+
+GOOD = [p.read_bytes() for p in corpus_files() if p.stat().st_size < 200_000]
+
+
+def _exercise(data: bytes) -> None:
+    try:
+        MmvFile.from_buffer(data)
+    except MmvFormatError:
+        pass
+    export = build([FileImage("f", data)])
+    for m in export.metrics:
+        insts, vals = read_values(m, data)
+        assert len(insts) == len(vals)
+        # a shorter image (the file truncated under us): still no exception
+        read_values(m, data[: len(data) // 2])
+
+
+@given(st.binary(max_size=600))
+def test_random_bytes(data: bytes) -> None:
+    _exercise(data)
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(range(len(GOOD))), st.data())
+def test_mutated_corpus_files(k: int, data: st.DataObject) -> None:
+    b = bytearray(GOOD[k])
+    for _ in range(data.draw(st.integers(1, 6))):
+        how = data.draw(st.integers(0, 3))
+        if how == 0:  # bit flip
+            pos = data.draw(st.integers(0, len(b) - 1))
+            b[pos] ^= 1 << data.draw(st.integers(0, 7))
+        elif how == 1:  # truncate
+            del b[data.draw(st.integers(0, len(b))) :]
+            if not b:
+                break
+        else:  # an 8-byte field set to a hostile offset or count
+            pos = data.draw(st.integers(0, max(0, len(b) - 8))) & ~7
+            val = data.draw(st.sampled_from([len(b), len(b) + 8, 1 << 40, (1 << 63) - 1, 0xFFFFFFFF, 4096]))
+            if pos + 8 <= len(b):
+                struct.pack_into("=Q", b, pos, val)
+    _exercise(bytes(b))
+
+
+@pytest.mark.parametrize("shift", [40, 63])
+def test_instance_pointer_far_past_eof(shift: int) -> None:
+    """Hazard h02: value.instance offsets dereferenced unchecked by pmdammv (it
+    crashes); we drop those values with a diagnostic."""
+    data = bytearray(next(p.read_bytes() for p in corpus_files() if p.stem == "qa_v1_genstats"))
+    mf = MmvFile.from_buffer(bytes(data))
+    for v in mf.values:
+        if v.instance is not None:
+            struct.pack_into("=Q", data, v.offset + 24, 1 << shift)
+    mf2 = MmvFile.from_buffer(bytes(data))
+    assert any("instance offset" in d.reason for d in mf2.diagnostics)
+    _exercise(bytes(data))
+
+
+def test_huge_file_claims_are_refused_cheaply(tmp_path: Path) -> None:
+    # a header claiming 2^32-1 metrics and indoms in a tiny file
+    data = bytearray(GOOD[0])
+    struct.pack_into("=I", data, 40 + 4, 0xFFFFFFFF)
+    _exercise(bytes(data))
