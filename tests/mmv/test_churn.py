@@ -96,7 +96,7 @@ async def test_churn_while_fetching(tmp_path: Path) -> None:
             deadline = time.monotonic() + 3
             while time.monotonic() < deadline:
                 try:
-                    names = [n for n in await pmda.traverse("mmv.app")]
+                    names = list(await pmda.traverse("mmv.app"))
                 except Exception:
                     names = []
                 if names:
