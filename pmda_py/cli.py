@@ -19,6 +19,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "pmns": ("pmda_py.installer", "write the PMNS fragment for the configured tables"),
     "help": ("pmda_py.installer", "write the help text source for the configured tables"),
     "demo": ("pmda_py.demo", "start the daemon with the built-in tables and drive it"),
+    "pmcdconf": ("pmda_py.installer", "show or set an agent's pmcd.conf line (used by Install)"),
 }
 
 
