@@ -28,7 +28,7 @@ __all__ = ["help_main", "help_text", "main", "pmcdconf_main", "pmns_main", "pmns
 
 def _mounts(argv: Sequence[str]) -> tuple[Config, list[Mount]]:
     logconfig.configure("-", "console", "warning", redirect_stderr=False)  # never onto stdout
-    config = parse_args(list(argv) + ["-l", os.devnull])
+    config = parse_args([*list(argv), "-l", os.devnull])
     mounts = [Mount(load_table(spec, config), spec.mount, spec.name, dict(spec.options)) for spec in config.tables]
     return config, mounts
 

@@ -86,7 +86,7 @@ def test_install_store_remove_twice(system_pmcd: None) -> None:
     assert "Help:" in _pminfo("-T", "pypmda.simple.now").stdout
     # the agent runs as the pcp user, not root
     pid = int(_pminfo("-f", "pypmda.control.pid").stdout.split("value")[1])
-    uid = [ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("Uid:")][0]
+    uid = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("Uid:"))
     assert uid.split()[1] != "0"
     r = _run([str(REPO / "Remove")])
     assert r.returncode == 0, r.stdout + r.stderr
@@ -106,7 +106,7 @@ def test_install_socket_transport(system_pmcd: None) -> None:
     r = _run([str(REPO / "Install")], {"PYPMDA_TRANSPORT": "inet", "PYPMDA_ADDRESS": str(port)})
     try:
         assert r.returncode == 0, r.stdout + r.stderr
-        line = [ln for ln in PMCD_CONF.read_text().splitlines() if ln.startswith("pypmda")][0]
+        line = next(ln for ln in PMCD_CONF.read_text().splitlines() if ln.startswith("pypmda"))
         assert f"socket\tinet {port}" in line and f"-i {port}" in line, line
         assert _wait("pypmda.simple.numfetch")
     finally:
@@ -130,7 +130,7 @@ def test_mmv_dropin_replaces_and_restores_pmdammv(system_pmcd: None) -> None:
     r = _run([str(REPO / "Install")], {"PYPMDA_MMV": "1"})
     try:
         assert r.returncode == 0, r.stdout + r.stderr
-        line = [ln for ln in PMCD_CONF.read_text().splitlines() if ln.startswith("mmv")][0]
+        line = next(ln for ln in PMCD_CONF.read_text().splitlines() if ln.startswith("mmv"))
         assert "pypmda-mmv/pmdammv" in line and "pipe" in line, line
         assert _wait("mmv.control.files")
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
