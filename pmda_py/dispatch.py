@@ -17,6 +17,7 @@ import math
 import sys
 import time
 from array import array
+from collections import deque
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, Callable, Protocol, TypeVar
 
@@ -142,6 +143,15 @@ class DispatchStats:
     table_timeouts: dict[str, int] = attrs.field(factory=dict)
     bad_requests: int = 0
     started: float = attrs.field(factory=time.time)
+    #: the last 4096 fetch times (bounded: memory never grows)
+    recent: deque[float] = attrs.field(factory=lambda: deque(maxlen=4096))
+
+    def percentile(self, q: float) -> float:
+        """Fetch time at quantile ``q`` (0..1) over the recent fetches, in seconds."""
+        if not self.recent:
+            return 0.0
+        s = sorted(self.recent)
+        return s[min(len(s) - 1, int(q * len(s)))]
 
     def count(self, kind: str) -> None:
         self.requests[kind] = self.requests.get(kind, 0) + 1
@@ -425,6 +435,7 @@ class Dispatcher:
         st.fetch_time_total += dt
         st.fetch_time_last = dt
         st.fetch_time_max = max(st.fetch_time_max, dt)
+        st.recent.append(dt)
         return EncodedReply(PduType.RESULT, data)
 
     def _table_failed(self, tname: str, what: str, exc: BaseException) -> int:

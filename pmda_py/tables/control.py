@@ -23,6 +23,17 @@ _LEVELS = ("debug", "info", "warning", "error")
 _PDU_KINDS = [t.name for t in PduType] + ["BAD"]
 
 
+def _rss_kb() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 class ControlTable(Table):
     """Self-monitoring metrics of the pmda_py daemon."""
 
@@ -54,6 +65,14 @@ class ControlTable(Table):
         self.latency_max = Metric(
             "fetch.latency.max", 4090, 5, PmType.DOUBLE, units=msec, oneline="longest time to answer a FETCH"
         )
+        self.latency_p99 = Metric(
+            "fetch.latency.p99", 4090, 7, PmType.DOUBLE, units=msec,
+            oneline="99th percentile of the time to answer a FETCH (last 4096 fetches)",
+        )  # fmt: skip
+        self.rss = Metric(
+            "rss", 4092, 3, PmType.U64, units=units(space=1, scale_space=1),
+            oneline="resident set size of the daemon",
+        )  # fmt: skip
         self.errors = Metric(
             "table.errors", 4091, 0, PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
             oneline="table calls that raised or returned bad values",
@@ -106,6 +125,10 @@ class ControlTable(Table):
                 out[m] = st.fetch_time_total * 1000.0 / st.fetches if st.fetches else 0.0
             elif m is self.latency_max:
                 out[m] = st.fetch_time_max * 1000.0
+            elif m is self.latency_p99:
+                out[m] = st.percentile(0.99) * 1000.0
+            elif m is self.rss:
+                out[m] = _rss_kb()
             elif m is self.errors:
                 out[m] = {k: st.table_errors.get(n, 0) for n, k in tables.items()}
             elif m is self.timeouts:
