@@ -44,6 +44,24 @@ _CONTROL_HELP = {
 }
 
 
+def _uids(spec: str) -> set[int] | None:
+    if not spec.strip():
+        return None
+    import pwd
+
+    out: set[int] = set()
+    for item in spec.split(","):
+        item = item.strip()
+        if item.isdigit():
+            out.add(int(item))
+        elif item:
+            try:
+                out.add(pwd.getpwnam(item).pw_uid)
+            except KeyError:
+                log.warning("mmv_unknown_user", user=item)
+    return out
+
+
 def _pid_alive(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
@@ -54,8 +72,19 @@ class MmvTable(Table):
     name = "mmv"
     accepts_options = True
 
-    def __init__(self, dir: str | None = None, compat: str = "0", prefix_files: str = "1", **_options: str) -> None:
+    def __init__(
+        self,
+        dir: str | None = None,
+        compat: str = "0",
+        prefix_files: str = "1",
+        allowed_users: str = "",
+        **_options: str,
+    ) -> None:
+        """``allowed_users``: comma-separated user names or uids whose files
+        are read; others are skipped with a log line (empty: any owner, as
+        pmdammv, which checks nothing)."""
         self.dir = dir or os.path.join(pcp_conf()["PCP_TMP_DIR"], "mmv")
+        self.allowed_uids = _uids(allowed_users)
         self.compat = compat not in ("0", "", "no", "false")
         self.prefix_files = prefix_files not in ("0", "no", "false")
         self.reload_flag = 0
@@ -145,6 +174,12 @@ class MmvTable(Table):
                 if not os.path.isfile(path):
                     continue
                 with open(path, "rb") as f:
+                    if self.allowed_uids is not None:
+                        owner = os.fstat(f.fileno()).st_uid
+                        if owner not in self.allowed_uids:
+                            log.warning("mmv_file_owner_refused", file=name, uid=owner,
+                                        allowed=sorted(self.allowed_uids))  # fmt: skip
+                            continue
                     data = f.read()
             except OSError as err:
                 log.warning("mmv_file_unreadable", file=name, error=err.strerror)

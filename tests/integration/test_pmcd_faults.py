@@ -83,3 +83,50 @@ def test_notready_start(workdir: Path, pcp_env: dict[str, str]) -> None:
         assert "Cleanup" not in pmcd.log_text()
     finally:
         pmcd.stop()
+
+
+def test_pmcd_killed_mid_fetch_then_restarted(workdir: Path, pcp_env: dict[str, str]) -> None:
+    """pmcd dies (SIGKILL) while our agent is answering a slow fetch: the agent
+    notices the closed pipe and exits cleanly (no orphan); a new pmcd starts
+    a new agent that serves normally."""
+    import signal as _signal
+    import subprocess as _sp
+
+    cfg = workdir / "t.conf"
+    cfg.write_text(
+        "[pmda]\nname = faulty\ndomain = 251\n[table simple]\nmount = t.simple\n"
+        "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 3\nsleep = 1.5\n"
+    )
+    line = f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} --state-dir {workdir}"
+    pmcd = PrivatePmcd(workdir, [line], _pmns("t", 251), env=pcp_env)
+    pmcd.start()
+    try:
+        pmcd.wait("t.simple.numfetch", desc_only=True)
+        agent = _agent_pid(workdir)
+        client = _sp.Popen(["pminfo", "-h", pmcd.host, "-f", "t.slow.value"], stdout=_sp.PIPE, stderr=_sp.PIPE)
+        time.sleep(0.5)  # the agent is inside the slow fetch now
+        assert pmcd.proc is not None
+        pmcd.proc.send_signal(_signal.SIGKILL)
+        pmcd.proc.wait()
+        client.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and Path(f"/proc/{agent}").exists():
+            time.sleep(0.1)
+        assert not Path(f"/proc/{agent}").exists() or "Z" in Path(f"/proc/{agent}/stat").read_text().split()[2], \
+            "the agent outlived pmcd"  # fmt: skip
+        log = (workdir / "t.log").read_text()
+        assert "exit" in log.splitlines()[-1] or "channel_error" in log, log[-500:]
+        # pmcd comes back: a fresh agent serves
+        pmcd.start()
+        pmcd.wait("t.simple.numfetch", desc_only=True)
+        assert "value 1" in pmcd.tool("pminfo", "-f", "t.simple.numfetch").stdout
+        assert _agent_pid(workdir) != agent
+    finally:
+        pmcd.stop()
+
+
+def _agent_pid(workdir: Path) -> int:
+    import re as _re
+
+    text = (workdir / "t.log").read_text()
+    return int(_re.findall(r"pid=(\d+)", text)[-1])

@@ -77,3 +77,30 @@ def test_huge_file_claims_are_refused_cheaply(tmp_path: Path) -> None:
     data = bytearray(GOOD[0])
     struct.pack_into("=I", data, 40 + 4, 0xFFFFFFFF)
     _exercise(bytes(data))
+
+
+async def test_files_of_other_owners_are_skipped_when_configured(tmp_path: Path) -> None:
+    import os
+
+    from structlog.testing import capture_logs
+
+    from pmda_py.tables.mmv import MmvTable
+    from pmda_py.testing.harness import open_table_pmda
+    from tests.mmv.corpus import MMV
+
+    d = tmp_path / "mmv"
+    d.mkdir()
+    shutil_copy = (MMV / "qa_v1_simple.mmv").read_bytes()
+    (d / "mine").write_bytes(shutil_copy)
+    (d / "theirs").write_bytes(shutil_copy.replace(b"\x7b\x00\x00\x00", b"\x7c\x00\x00\x00", 1))
+    if os.geteuid() == 0:
+        os.chown(d / "theirs", 4242, 4242)
+    else:
+        pytest.skip("needs root to give a file to another user")
+    me = str(os.geteuid())
+    with capture_logs() as logs:
+        async with open_table_pmda(MmvTable(dir=str(d), compat="1", allowed_users=me), mount="mmv", domain=70) as pmda:
+            names = await pmda.traverse("mmv")
+    assert any(n.startswith("mmv.mine.") for n in names)
+    assert not any(n.startswith("mmv.theirs.") for n in names)
+    assert any(e["event"] == "mmv_file_owner_refused" and e["file"] == "theirs" and e["uid"] == 4242 for e in logs)
