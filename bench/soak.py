@@ -163,7 +163,10 @@ def main() -> int:
     print(f"agent FETCHes answered: {int(end.get('soak.control.fetch.count', 0))}")
     print(f"soak agent RSS by its own control metric: {rss0:.0f} -> {rss1:.0f} kB")
     print(f"p99 fetch latency (agent side): {end.get('soak.control.fetch.latency.p99', 0):.3f} ms")
-    print(f"pmcd cleaned up an agent: {'yes' if 'Cleanup' in pmcd_log else 'no'}")
+    cleanups = [ln for ln in pmcd_log.splitlines() if "Cleanup" in ln or "terminated" in ln or "HUP" in ln]
+    print(f"pmcd cleaned up an agent: {'yes' if any('Cleanup' in ln for ln in cleanups) else 'no'}")
+    for ln in cleanups[:10]:
+        print(f"  pmcd log: {ln.strip()}")
     shutil.rmtree(root, ignore_errors=True)
     return 0
 
