@@ -216,6 +216,8 @@ class Dispatcher:
         self._names: dict[int, list[str]] = {}
         self._root = _Node()
         self._instance_cache: dict[int, tuple[dict[int, str], EncodedReply]] = {}
+        #: the last fetch's value-set section, reused when the next has the same shape
+        self._result_cache: dict[str, Any] = {}
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
@@ -427,7 +429,7 @@ class Dispatcher:
         if self.names_changed:
             flags |= 0x10  # PMDA_EXT_NAMES_CHANGE
             self.names_changed = False
-        data = builder.encode(flags)
+        data = builder.encode(flags, cache=self._result_cache)
         dt = time.perf_counter() - t0
         st = self.stats
         st.fetches += 1

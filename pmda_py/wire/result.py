@@ -14,7 +14,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import PmType
@@ -166,12 +166,71 @@ class ResultBuilder:
         else:
             raise TypeError(f"cannot encode values of type {type_}")
 
-    def encode(self, flags: int = 0, from_: int = 0) -> bytes:
+    def shape(self) -> tuple[object, ...] | None:
+        """A key for the value-set section when it does not depend on the
+        values (every set is an error or fixed-size blocks), else None.
+        Instance lists are compared by identity: callers that reuse the same
+        instance ``array`` between fetches get the section reused."""
+        key: list[object] = []
+        for it in self._items:
+            if it.kind == "err":
+                key.append((it.pmid, it.code))
+            elif it.kind == "fixed":
+                key.append((it.pmid, it.vtype, it.size, id(it.insts), len(it.insts)))
+            else:
+                return None
+        return tuple(key)
+
+    def encode(self, flags: int = 0, from_: int = 0, cache: dict[str, Any] | None = None) -> bytes:
         """The RESULT PDU; ``flags`` are the state-change flags (timestamp sec).
 
         The value-set section is one preallocated native-order ``array`` filled
         by slice assignment and byte-swapped once; blocks follow in order.
+        With ``cache`` (a dict the caller keeps between fetches), a value-set
+        section whose :meth:`shape` repeats is reused and only the value
+        blocks are rebuilt.
         """
+        if cache is not None:
+            key = self.shape()
+            if (
+                key is not None
+                and cache.get("key") == key
+                and cache.get("insts") == [it.insts for it in self._items if it.kind == "fixed"]
+            ):
+                return self._encode_blocks_only(flags, from_, cache["sets"])
+        data = self._encode(flags, from_)
+        if cache is not None:
+            key = self.shape()
+            if key is not None:
+                nsets = 4 * sum(2 if it.kind == "err" else 3 + 2 * len(it.insts) for it in self._items)
+                cache.clear()
+                cache.update(key=key, sets=data[24 : 24 + nsets],
+                             insts=[it.insts for it in self._items if it.kind == "fixed"])  # fmt: skip
+        return data
+
+    def _encode_blocks_only(self, flags: int, from_: int, sets: bytes) -> bytes:
+        blocks: list[bytes] = []
+        items = [it for it in self._items if it.kind == "fixed"]
+        k = 0
+        while k < len(items):
+            it = items[k]
+            run_end = k
+            while run_end < len(items) and items[run_end].vtype == it.vtype and items[run_end].size == it.size:
+                run_end += 1
+            total = sum(len(items[j].insts) for j in range(k, run_end))
+            step = (4 + it.size) // 4
+            words = array("I")
+            words.frombytes(b"".join(items[j].packed for j in range(k, run_end)))
+            out = array("I", bytes(4 * step * total))
+            out[0::step] = array("I", [_bswap(((it.vtype & 0xFF) << 24) | (4 + it.size))]) * total
+            for w in range(step - 1):
+                out[1 + w :: step] = words[w :: step - 1]
+            blocks.append(out.tobytes())
+            k = run_end
+        body_len = len(sets) + sum(len(b) for b in blocks)
+        return b"".join((_HDR.pack(24 + body_len, PduType.RESULT, from_, flags, 0, len(self._items)), sets, *blocks))
+
+    def _encode(self, flags: int, from_: int) -> bytes:
         items = self._items
         nwords = 0
         for it in items:

@@ -82,3 +82,32 @@ def test_builder_events_and_big_sets() -> None:
 def test_builder_rejects_bad_values(type_: int, value: object, exc: type[BaseException]) -> None:
     with pytest.raises(exc):
         ResultBuilder().add_values(1, type_, [0], [value])
+
+
+def test_section_reuse_gives_identical_bytes() -> None:
+    """The cached value-set section must give exactly the bytes of a full
+    encode, and must not be reused when the shape changes."""
+    from array import array
+
+    insts = array("I", range(5))
+    cache: dict[str, object] = {}
+    for k in range(4):
+        b = ResultBuilder()
+        b.add_values(1, PmType.U64, insts, [k * 10 + i for i in range(5)])
+        b.add_values(2, PmType.DOUBLE, insts, [k + 0.5] * 5)
+        b.add_error(3, -12358)
+        cached = b.encode(cache=cache)
+        assert cached == b.encode()
+        assert decode_pdu(cached).vsets[0].values[4].value.value() == k * 10 + 4  # type: ignore[union-attr]
+    # a different shape: full encode, still right
+    b = ResultBuilder()
+    b.add_values(1, PmType.U64, array("I", range(3)), [7, 8, 9])
+    assert b.encode(cache=cache) == b.encode()
+    # INSITU values live in the section: never cached
+    b = ResultBuilder()
+    b.add_values(1, PmType.U32, insts, [1, 2, 3, 4, 5])
+    first = b.encode(cache=cache)
+    b2 = ResultBuilder()
+    b2.add_values(1, PmType.U32, insts, [6, 7, 8, 9, 10])
+    assert b2.encode(cache=cache) != first
+    assert b2.encode(cache=cache) == b2.encode()
