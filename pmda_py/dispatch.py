@@ -64,7 +64,7 @@ from pmda_py.wire import (
     ValueBlock,
     ValueSet,
 )
-from pmda_py.wire.result import ResultBuilder
+from pmda_py.wire.result import PackedColumn, ResultBuilder
 
 __all__ = [
     "DispatchStats",
@@ -480,9 +480,16 @@ class Dispatcher:
                 insts, vals = _columns(value)
                 ind = metric.indom.id
                 if not _includes_all(profile, ind):
-                    keep = [k for k, i in enumerate(insts) if profile.includes(ind, i)]
-                    insts = [insts[k] for k in keep]
-                    vals = [vals[k] for k in keep]
+                    if isinstance(vals, PackedColumn):
+                        size = vals.size
+                        vals = [vals.data[k * size : (k + 1) * size] for k in range(len(vals))]
+                        keep = [k for k, i in enumerate(insts) if profile.includes(ind, i)]
+                        insts = [insts[k] for k in keep]
+                        vals = PackedColumn(b"".join(vals[k] for k in keep), size)  # type: ignore[assignment]
+                    else:
+                        keep = [k for k, i in enumerate(insts) if profile.includes(ind, i)]
+                        insts = [insts[k] for k in keep]
+                        vals = [vals[k] for k in keep]
             _check_range(metric.type, vals)
             builder.add_values(p, metric.type, insts, vals)
             return len(insts)
@@ -795,6 +802,8 @@ _ARRAY_CODES: dict[int, tuple[str, ...]] = {
 
 
 def _check_range(type_: int, vals: Sequence[Any]) -> None:
+    if isinstance(vals, PackedColumn):
+        return  # already encoded for the type
     if isinstance(vals, array) and vals.typecode in _ARRAY_CODES.get(type_, ()):
         return  # a typed array of the metric's own type: in range by construction
     rng = _RANGES.get(type_)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 import time
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from pmda_py.harvest.reader import (
     cstring,
 )
 from pmda_py.pmapi import PmSem, PmType, PmUnits
+from pmda_py.wire.result import PackedColumn
 
 __all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "build", "read_values"]
 
@@ -325,12 +327,26 @@ def _metric(
     return m
 
 
+def swapped_values(m: ExportMetric, image: bytes) -> memoryview | None:
+    """The file's VALUES section as big-endian 64-bit words (one byte swap per
+    file and fetch), for :func:`read_values`'s packed fast path."""
+    if m.values_offset < 0:
+        return None
+    nslots = (len(image) - m.values_offset) // VALUE.size
+    words = array("Q")
+    words.frombytes(memoryview(image)[m.values_offset : m.values_offset + nslots * VALUE.size])
+    if sys.byteorder == "little":
+        words.byteswap()
+    return memoryview(words)
+
+
 def read_values(
     m: ExportMetric,
     image: bytes | memoryview,
     order: Sequence[int] | None = None,
     now: float | None = None,
-) -> tuple[Sequence[int], Sequence[Any]]:
+    swapped: memoryview | None = None,
+) -> tuple[Sequence[int], Any]:
     """The metric's current values from a file image (a private copy).
 
     Returns ``(insts, values)`` in instance order (``order``: the indom's
@@ -351,6 +367,9 @@ def read_values(
     ):
         # the fast path: one strided cast, no per-value Python work
         first, n = m.strided
+        if swapped is not None and t in (PmType.I64, PmType.U64, PmType.DOUBLE):
+            # 64-bit values, already big-endian: hand the encoder its bytes
+            return m.insts_u32, PackedColumn(swapped[first * 4 : (first + n) * 4 : 4].tobytes(), 8)
         code, per = _CODES.get(t, ("q", 4))
         view: memoryview = buf[base : base + nslots * VALUE.size].cast(code)  # type: ignore[call-overload]
         column = array(code)

@@ -22,7 +22,7 @@ import structlog
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, read_values
+from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, read_values, swapped_values
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table
 
@@ -241,6 +241,7 @@ class MmvTable(Table):
     async def fetch(self, request: FetchRequest) -> FetchResult:
         out: dict[Metric, Any] = {}
         images: dict[str, bytes | None] = {}
+        swapped: dict[str, memoryview | None] = {}
         for m in request.metrics:
             if m is self.c_reload:
                 out[m] = self.reload_flag
@@ -261,7 +262,9 @@ class MmvTable(Table):
                 if img is None:
                     out[m] = PmdaError(code=PmErr.AGAIN)
                     continue
-                out[m] = self._values(m, em, img)
+                if em.file not in swapped:
+                    swapped[em.file] = swapped_values(em, img) if len(request.metrics) > 16 else None
+                out[m] = self._values(m, em, img, swapped[em.file])
         return out
 
     def _read(self, name: str) -> bytes | None:
@@ -275,13 +278,14 @@ class MmvTable(Table):
             log.warning("mmv_file_unreadable", file=name, error=err.strerror)
             return None
 
-    def _values(self, m: Metric, em: ExportMetric, img: bytes) -> Any:
+    def _values(self, m: Metric, em: ExportMetric, img: bytes, swapped: memoryview | None = None) -> Any:
         if em.type == PmType.NOSUPPORT:
             return PmdaError(code=PmErr.APPVERSION)
         order = None
         if m.indom is not None and not self._ordered.get(id(m), False):
             order = list(m.indom.instances)
-        insts, vals = read_values(em, img, order)
+        # the packed fast path is for columns of values (metrics with instances)
+        insts, vals = read_values(em, img, order, swapped=swapped if m.indom is not None else None)
         if m.indom is None:
             if not em.slots:
                 return PmdaError(code=PmErr.INST)

@@ -20,7 +20,7 @@ from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import PmType
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
-__all__ = ["ResultBuilder"]
+__all__ = ["PackedColumn", "ResultBuilder"]
 
 _LITTLE: Final = sys.byteorder == "little"
 _HDR = struct.Struct("!iiiiii")  # len, type, from, sec, usec, numpmid
@@ -65,6 +65,20 @@ class _Set:
         self.packed = b""
         self.valfmt = 0
         self.raws: list[bytes] = []
+
+
+class PackedColumn:
+    """Values already packed big-endian, ``size`` bytes each (a fast path
+    for tables that can produce them without Python objects per value)."""
+
+    __slots__ = ("data", "size")
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data = data
+        self.size = size
+
+    def __len__(self) -> int:
+        return len(self.data) // self.size
 
 
 class ResultBuilder:
@@ -115,6 +129,13 @@ class ResultBuilder:
         if len(insts) != len(values):
             raise ValueError("insts and values differ in length")
         code, size = _FIXED[type_]
+        if isinstance(values, PackedColumn):
+            if values.size != size or len(values) != len(insts):
+                raise ValueError("packed column of the wrong size")
+            item = _Set(pmid, "fixed", _u32(insts))
+            item.vtype, item.size, item.packed = type_, size, values.data
+            self._items.append(item)
+            return
         try:
             if isinstance(values, array) and values.typecode == code:
                 arr = array(code)

@@ -104,3 +104,23 @@ async def test_files_of_other_owners_are_skipped_when_configured(tmp_path: Path)
     assert any(n.startswith("mmv.mine.") for n in names)
     assert not any(n.startswith("mmv.theirs.") for n in names)
     assert any(e["event"] == "mmv_file_owner_refused" and e["file"] == "theirs" and e["uid"] == 4242 for e in logs)
+
+
+async def test_packed_fast_path_matches_the_plain_path(tmp_path: Path) -> None:
+    """A fetch of many metrics takes the byte-swapped packed path: its values
+    must equal those of single-metric fetches (the plain path)."""
+    import shutil
+
+    from pmda_py.tables.mmv import MmvTable
+    from pmda_py.testing.harness import open_table_pmda
+    from tests.mmv.corpus import MMV
+
+    d = tmp_path / "mmv"
+    d.mkdir()
+    shutil.copy(MMV / "py_v1_many.mmv", d / "many")
+    async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+        names = [n for n in await pmda.traverse("mmv.many") if not n.startswith("mmv.control")]
+        assert len(names) > 100
+        together = await pmda.fetch_values(names[:200])
+        for n in names[:200:7]:
+            assert (await pmda.fetch_values([n]))[n] == together[n], n
