@@ -15,10 +15,10 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pmda_py import logconfig
-from pmda_py.config import Config, ConfigFileError, parse_args
+from pmda_py.config import Config, parse_args
 from pmda_py.daemon import load_table
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import write_fragment
@@ -94,28 +94,25 @@ def _write(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def pmns_main(argv: Sequence[str]) -> int:
-    """``pmda-py pmns [-c CONFIG] [--table ...] [--symdom S] [-o FILE]``."""
-    ns, rest = _common("pmda-py pmns", argv)
+def _generate(prog: str, argv: Sequence[str], render: Callable[[Config, list[Mount], str], str]) -> int:
+    ns, rest = _common(prog, argv)
     try:
         config, mounts = _mounts(rest)
-        _write(pmns_text(config, mounts, ns.symdom or config.name.upper()), ns.output)
-    except (ConfigFileError, Exception) as err:
-        print(f"pmda-py pmns: {err}", file=sys.stderr)
+        _write(render(config, mounts, ns.symdom or config.name.upper()), ns.output)
+    except Exception as err:  # a bad config or table: one clear line, exit 1
+        print(f"{prog}: {err}", file=sys.stderr)
         return 1
     return 0
+
+
+def pmns_main(argv: Sequence[str]) -> int:
+    """``pmda-py pmns [-c CONFIG] [--table ...] [--symdom S] [-o FILE]``."""
+    return _generate("pmda-py pmns", argv, pmns_text)
 
 
 def help_main(argv: Sequence[str]) -> int:
     """``pmda-py help [-c CONFIG] [--table ...] [--symdom S] [-o FILE]``."""
-    ns, rest = _common("pmda-py help", argv)
-    try:
-        config, mounts = _mounts(rest)
-        _write(help_text(config, mounts, ns.symdom or config.name.upper()), ns.output)
-    except (ConfigFileError, Exception) as err:
-        print(f"pmda-py help: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return _generate("pmda-py help", argv, help_text)
 
 
 def pmcdconf_main(argv: Sequence[str]) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PDUS
-from tests.integration.pcpbed import SAMPLE, SIMPLE_PY, free_port
+from tests.integration.pcpbed import SAMPLE, SIMPLE_PY, free_port, mask_simple_times
 
 pytestmark = pytest.mark.pcp
 
@@ -90,23 +90,7 @@ quit
 def _mask(text: str) -> str:
     text = re.sub(r"dump from 0x[0-9a-f]+", "dump from ADDR", text)
     text = re.sub(r"timestamps? [0-9:.]+(\.\.\.[0-9:.]+)?\]", "timestamp TS]", text)
-    out: list[str] = []
-    in_now = in_time = False
-    for line in text.splitlines():
-        if line.startswith(("  253.2.4 (simple.now)",)):
-            in_now, in_time = True, False
-        elif line.startswith(("  253.1.2 (simple.time.user)", "  253.1.3 (simple.time.sys)")):
-            in_now, in_time = False, True
-        elif line.startswith("   value ") and in_time:
-            line = "   value <cpu time>"
-        elif line.startswith("    inst") and in_now:
-            line = line.split(" value ")[0] + " value <time of day>"
-        elif re.match(r"^253\.1\.2: \S+ -> 1$", line):
-            line = "253.1.2: <cpu time> -> 1"
-        else:
-            in_now = in_time = False
-        out.append(line)
-    return "\n".join(out)
+    return mask_simple_times(text)
 
 
 def _run(cmd: list[str], script: str, env: dict[str, str]) -> tuple[str, str]:

@@ -157,3 +157,27 @@ def mask(text: str, *patterns: str) -> str:
     for p in patterns:
         text = re.sub(p, "<masked>", text, flags=re.M)
     return text
+
+
+def mask_simple_times(text: str) -> str:
+    """Mask what changes between runs of the simple PMDA in a dbpmda
+    transcript: CPU times (simple.time.*), the time of day (simple.now) and
+    the old CPU time in a store dialogue.  Each mask is narrow: value lines
+    of those metrics only."""
+    out: list[str] = []
+    in_now = in_time = False
+    for line in text.splitlines():
+        if line.startswith("  253.2.4 (simple.now)"):
+            in_now, in_time = True, False
+        elif line.startswith(("  253.1.2 (simple.time.user)", "  253.1.3 (simple.time.sys)")):
+            in_now, in_time = False, True
+        elif line.startswith("   value ") and in_time:
+            line = "   value <cpu time>"
+        elif line.startswith("    inst") and in_now:
+            line = line.split(" value ")[0] + " value <time of day>"
+        elif re.match(r"^253\.1\.2: \S+ -> 1$", line):
+            line = "253.1.2: <cpu time> -> 1"
+        else:
+            in_now = in_time = False
+        out.append(line)
+    return "\n".join(out)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pcpbed import PMDA_PY, SIMPLE_PY, free_port, mask, run_dbpmda
+from tests.integration.pcpbed import PMDA_PY, SIMPLE_PY, free_port, mask, mask_simple_times, run_dbpmda
 
 pytestmark = pytest.mark.pcp
 
@@ -85,30 +85,11 @@ quit
 
 
 def _normalise(transcript: str) -> str:
-    """Mask what changes between runs: addresses, CPU times, time of day.
-
-    Each mask is narrow: only the value lines of simple.time.* and
-    simple.now, and the old value in the store dialogue of simple.time.user.
-    """
-    out: list[str] = []
-    in_now = in_time = False
-    for line in mask(transcript).splitlines():
-        if line.startswith(("open ", "Start ", "Connect to PMDA on ")):  # these lines name the channel
-            continue
-        if line.startswith("  253.2.4 (simple.now)"):
-            in_now, in_time = True, False
-        elif line.startswith(("  253.1.2 (simple.time.user)", "  253.1.3 (simple.time.sys)")):
-            in_now, in_time = False, True
-        elif line.startswith("   value ") and in_time:
-            line = "   value <cpu time>"
-        elif line.startswith("    inst") and in_now:
-            line = line.split(" value ")[0] + " value <time of day>"
-        elif line.startswith("253.1.2: ") and line.endswith(" -> 1"):
-            line = "253.1.2: <cpu time> -> 1"
-        else:
-            in_now = in_time = False
-        out.append(line)
-    return "\n".join(out)
+    """Drop the lines that name the channel; mask addresses, CPU times and the time of day."""
+    lines = [
+        ln for ln in mask(transcript).splitlines() if not ln.startswith(("open ", "Start ", "Connect to PMDA on "))
+    ]
+    return mask_simple_times("\n".join(lines))
 
 
 @pytest.fixture
