@@ -6,6 +6,7 @@ domain labels) and one ``[table NAME]`` section per mounted table::
     [pmda]
     name = pypmda
     domain = 310
+    pythonpath = .              ; dirs (relative to this file) for module:Class tables
 
     [table simple]
     table = simple              ; built-in name, entry point, or module:Class
@@ -86,6 +87,7 @@ class Config:
     config_path: str | None = None
     mmv_compat: bool = False
     mmv_dir: str = ""
+    python_path: tuple[str, ...] = ()  #: directories searched first for ``module:Class`` tables
 
 
 def pcp_conf() -> dict[str, str]:
@@ -133,7 +135,7 @@ def _line_of(path: str, text: str, section: str, key: str | None) -> int | None:
     return None
 
 
-_PMDA_KEYS = {"name", "domain", "log_format", "log_level", "labels", "state_dir", "helpfile", "user"}
+_PMDA_KEYS = {"name", "domain", "log_format", "log_level", "labels", "state_dir", "helpfile", "user", "pythonpath"}
 
 
 def load_file(path: str) -> dict[str, Any]:
@@ -198,6 +200,14 @@ def load_file(path: str) -> dict[str, Any]:
                     out["name"] = value
                 elif key == "user":
                     out["username"] = value
+                elif key == "pythonpath":
+                    dirs = []
+                    for entry in value.replace(":", " ").split():
+                        full = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), entry))
+                        if not os.path.isdir(full):
+                            raise fail(section, key, f"not a directory: {entry!r} ({full})")
+                        dirs.append(full)
+                    out["python_path"] = tuple(dirs)
                 else:
                     out[key] = value
             continue

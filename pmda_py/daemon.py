@@ -25,7 +25,7 @@ import structlog
 import trio
 
 from pmda_py import logconfig
-from pmda_py.config import Config, ConfigFileError, TableSpec, parse_args, pcp_conf
+from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, EncodedReply, HelpSource, Mount, TableTimeout
 from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session, SessionState
@@ -81,19 +81,38 @@ def load_table(spec: TableSpec, config: Config) -> Table:
             if ":" not in target:
                 raise TableLoadError(f"table {spec.name}: unknown table {spec.table!r} (not built-in, no entry point)")
             mod, _, attr = target.partition(":")
+            for directory in reversed(config.python_path):  # the config's pythonpath, searched first
+                if directory not in sys.path:
+                    sys.path.insert(0, directory)
             factory = getattr(importlib.import_module(mod), attr)
         table = factory(**spec.options) if _accepts_options(factory) else factory()
-    except TableLoadError:
-        raise
+    except TableLoadError as err:
+        raise TableLoadError(_where(spec, config) + str(err)) from err
     except Exception as err:
-        raise TableLoadError(f"table {spec.name} ({spec.table}): {type(err).__name__}: {err}") from err
+        raise TableLoadError(
+            f"{_where(spec, config)}table {spec.name} ({spec.table}): {type(err).__name__}: {err}"
+        ) from err
     if not isinstance(table, Table):
-        raise TableLoadError(f"table {spec.name}: {spec.table} is not a pmda_py Table")
+        raise TableLoadError(f"{_where(spec, config)}table {spec.name}: {spec.table} is not a pmda_py Table")
     if spec.deadline is not None:
         table.deadline = spec.deadline
     table.config = config  # type: ignore[attr-defined]
     table.options = dict(spec.options)  # type: ignore[attr-defined]
     return table
+
+
+def _where(spec: TableSpec, config: Config) -> str:
+    """``file:line: [table NAME] table: `` for a table from the config file."""
+    if not config.config_path:
+        return ""
+    try:
+        with open(config.config_path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    section = f"table {spec.name}"
+    line = _line_of(config.config_path, text, section, "table") or _line_of(config.config_path, text, section, None)
+    return f"{config.config_path}:{line}: [{section}] table: " if line else ""
 
 
 def _accepts_options(factory: Any) -> bool:

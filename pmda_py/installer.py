@@ -1,12 +1,16 @@
-"""Install-time generators: ``pmda-py pmns`` and ``pmda-py help``, and the
-pmcd.conf edit of the MMV drop-in (``pmda-py help --mmv-line`` helpers).
+"""Install-time helpers of the ``Install``/``Remove`` scripts.
 
-``pmda-py pmns [-c CONFIG] [--symdom NAME]`` writes the PMNS fragment of the
-configured tables: static leaves as ``SYMDOM:cluster:item``, and
-``SYMDOM:*:*`` for dynamic tables (those whose metrics change, e.g. MMV).
+``pmda-py pmns [-c CONFIG] [--symdom NAME] [--under NAME]`` writes the PMNS
+fragment of the configured tables: static leaves as ``SYMDOM:cluster:item``,
+and ``SYMDOM:*:*`` for dynamic tables (those whose metrics change, e.g. MMV).
 ``pmda-py help [-c CONFIG] [--symdom NAME]`` writes the help source for
 ``newhelp``: ``@ name oneline`` then the long text, indoms as ``@ SYMDOM.serial``.
 pmdaproc.sh replaces ``SYMDOM`` with the domain number.
+
+``pmda-py pmcdconf CONF NAME DOMAIN [LINE]`` shows or replaces an agent's
+pmcd.conf line (the MMV drop-in), and ``python -m pmda_py.installer configure
+SRC DEST NAME DOMAIN`` installs a config file with the agent's name and
+domain, refusing a bad one (file, line, key) before anything is written.
 """
 
 from __future__ import annotations
@@ -14,16 +18,27 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 
 from pmda_py import logconfig
-from pmda_py.config import Config, parse_args
+from pmda_py.config import DEFAULT_NAME, Config, parse_args
 from pmda_py.daemon import load_table
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import write_fragment
 
-__all__ = ["help_main", "help_text", "main", "pmcdconf_main", "pmns_main", "pmns_text"]
+__all__ = [
+    "configure_main",
+    "configured_text",
+    "help_main",
+    "help_text",
+    "main",
+    "pmcdconf_main",
+    "pmns_main",
+    "pmns_text",
+]
 
 
 def _mounts(argv: Sequence[str]) -> tuple[Config, list[Mount]]:
@@ -41,13 +56,18 @@ class _NoRunner:
         raise RuntimeError("no table calls at install time")
 
 
+def _dynamic(m: Mount) -> bool:
+    """A table whose names change while it runs (answered through PMNS PDUs)."""
+    return m.table.name == "mmv" or bool(getattr(m.table, "dynamic_names", False))
+
+
 def pmns_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     """The PMNS fragment of the mounted tables, rooted at the PMDA name."""
     Dispatcher(config.domain, mounts, _NoRunner(), name=config.name)  # validates collisions
     leaves: dict[str, tuple[int, int]] = {}
     dynamic: list[str] = []
     for m in mounts:
-        if m.table.name == "mmv" or getattr(m.table, "dynamic_names", False):
+        if _dynamic(m):
             dynamic.append(m.prefix)
             continue
         for metric in m.table.metrics():
@@ -64,24 +84,49 @@ def pmns_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     return "".join(out)
 
 
+_NEWHELP_LINE = 120  # newhelp reads lines of at most 127 characters ...
+_NEWHELP_ENTRY = 1000  # ... and entries of at most 1024 bytes (the tables serve the full text)
+
+
+def _help_entry(ident: str, oneline: str, text: str | None) -> str:
+    """One newhelp entry: ``@ ident oneline`` then the long text, kept within
+    newhelp's limits; text lines that newhelp would take for an entry or a
+    comment (``@``, ``#``) are indented."""
+    head = f"@ {ident} {' '.join(oneline.split())}"
+    if len(head.encode()) > _NEWHELP_LINE:
+        head = head.encode()[: _NEWHELP_LINE - 3].decode(errors="ignore") + "..."
+    body: list[str] = []
+    size = len(head.encode()) + 1
+    for raw in (text or "").splitlines():
+        for ln in textwrap.wrap(raw, _NEWHELP_LINE, break_long_words=True) or [""]:
+            ln = " " + ln if ln.startswith(("@", "#")) else ln
+            if size + len(ln.encode()) + 1 > _NEWHELP_ENTRY - 8:
+                body.append("[...]")
+                return "\n".join([head, *body]) + "\n\n"
+            body.append(ln)
+            size += len(ln.encode()) + 1
+    return "\n".join([head, *body]) + "\n\n"
+
+
 def help_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     """The newhelp source of the mounted tables (static metrics and indoms)."""
     out = [f"# help text for the {config.name} PMDA (pmda_py), written by 'pmda-py help'\n"]
     for m in mounts:
-        if m.table.name == "mmv":
+        if _dynamic(m):
             continue
         for ind in m.table.indoms():
             if ind.oneline is not None:
-                out.append(f"@ {symdom}.{ind.serial} {ind.oneline}\n{ind.help or ''}\n\n")
+                out.append(_help_entry(f"{symdom}.{ind.serial}", ind.oneline, ind.help))
         for metric in m.table.metrics():
             if metric.oneline is not None:
-                out.append(f"@ {m.full(metric)} {metric.oneline}\n{metric.help or ''}\n\n")
+                out.append(_help_entry(m.full(metric), metric.oneline, metric.help))
     return "".join(out)
 
 
 def _common(prog: str, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(prog=prog)
     p.add_argument("--symdom", help="symbolic domain written in the output (default: the name in upper case)")
+    p.add_argument("--under", help="refuse tables mounted outside this subtree (pmdaproc.sh installs one)")
     p.add_argument("-o", "--output", help="write here instead of stdout")
     return p.parse_known_args(list(argv))
 
@@ -98,6 +143,9 @@ def _generate(prog: str, argv: Sequence[str], render: Callable[[Config, list[Mou
     ns, rest = _common(prog, argv)
     try:
         config, mounts = _mounts(rest)
+        for m in mounts:
+            if ns.under and m.prefix != ns.under and not m.prefix.startswith(ns.under + "."):
+                raise ValueError(f"table {m.name} is mounted at {m.prefix!r}, outside {ns.under!r}")
         _write(render(config, mounts, ns.symdom or config.name.upper()), ns.output)
     except Exception as err:  # a bad config or table: one clear line, exit 1
         print(f"{prog}: {err}", file=sys.stderr)
@@ -160,9 +208,95 @@ def pmcdconf_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str]) -> int:
-    """Dispatch for ``python -m pmda_py.installer pmns|help|pmcdconf``."""
-    if not argv:
-        print("usage: pmda-py pmns|help|pmcdconf ...", file=sys.stderr)
+_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.*?)\s*(;.*)?$")
+_HEADER = re.compile(r"^\[(.+)\]\s*$")
+
+
+def configured_text(text: str, name: str, domain: int) -> str:
+    """The config ``text`` with ``name`` and ``domain`` set in ``[pmda]``
+    (added when missing), and the mount points under the file's own name
+    moved under ``name``; everything else (comments, order) is kept."""
+    lines = text.splitlines()
+    old, section = DEFAULT_NAME, None
+    for ln in lines:
+        h, k = _HEADER.match(ln.strip()), _KEY.match(ln)
+        if h:
+            section = h.group(1).strip()
+        elif k and section == "pmda" and k.group(1) == "name":
+            old = k.group(2)
+    out: list[str] = []
+    pending: dict[str, str] = {}
+    section, have_pmda = None, False
+    for ln in lines:
+        h, k = _HEADER.match(ln.strip()), _KEY.match(ln)
+        if h:
+            section = h.group(1).strip()
+            out.append(ln)
+            if section == "pmda":
+                have_pmda = True
+                pending = {"name": name, "domain": str(domain)}
+                out += [f"{key} = {value}" for key, value in pending.items()]
+            continue
+        if k and section == "pmda" and k.group(1) in ("name", "domain"):
+            continue  # written right after the header
+        if k and section and section.startswith("table") and k.group(1) == "mount":
+            mount = k.group(2)
+            if mount == old or mount.startswith(old + "."):
+                ln = f"mount = {name}{mount[len(old) :]}"
+        out.append(ln)
+    if not have_pmda:
+        out = ["[pmda]", f"name = {name}", f"domain = {domain}", "", *out]
+    return "\n".join(out) + "\n"
+
+
+def configure_main(argv: Sequence[str]) -> int:
+    """``python -m pmda_py.installer configure SRC DEST NAME DOMAIN``: check
+    SRC (every table loaded), write it to DEST with the agent's name and
+    domain, check that too, and only then put it in place."""
+    prog = "pmda-py configure"
+    if len(argv) != 4 or not argv[3].isdigit():
+        print(f"usage: {prog} SRC DEST NAME DOMAIN", file=sys.stderr)
         return 2
-    return {"pmns": pmns_main, "help": help_main, "pmcdconf": pmcdconf_main}.get(argv[0], lambda a: 2)(argv[1:])
+    src, dest, name, domain = argv[0], argv[1], argv[2], int(argv[3])
+    tmp = f"{dest}.new"
+    try:
+        _mounts(["-c", src])
+        with open(src, encoding="utf-8") as f:
+            text = configured_text(f.read(), name, domain)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        # a fresh interpreter: tables imported while checking SRC must load from DEST's pythonpath too
+        check = subprocess.run(
+            [sys.executable, "-m", "pmda_py", "pmns", "-c", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, check=False,
+        )  # fmt: skip
+        if check.returncode:
+            why = check.stderr.strip().replace("pmda-py pmns: ", "", 1).replace(tmp, dest)
+            raise ValueError(why or f"{dest} would be bad")
+        os.replace(tmp, dest)
+    except (Exception, SystemExit) as err:  # one clear line, nothing installed
+        print(f"{prog}: {err}", file=sys.stderr)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch for ``python -m pmda_py.installer pmns|help|pmcdconf|configure``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    commands: dict[str, Callable[[Sequence[str]], int]] = {
+        "pmns": pmns_main,
+        "help": help_main,
+        "pmcdconf": pmcdconf_main,
+        "configure": configure_main,
+    }
+    if not args or args[0] not in commands:
+        print(f"usage: python -m pmda_py.installer {'|'.join(commands)} ...", file=sys.stderr)
+        return 2
+    return commands[args[0]](args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
