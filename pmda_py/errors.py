@@ -103,8 +103,9 @@ class PmErr(enum.IntEnum):
     NYI = -21344  #: functionality not yet implemented
 
 
-# Messages exactly as PCP's pmErrStr() prints them (libpcp err.c), used by the
-# dbpmda-compatible transcript.
+# Messages exactly as PCP 6.0.3's pmErrStr() prints them (checked against
+# ``pmerr -l``; ARG, 7.x only, as in 7.x err.c), used by the dbpmda-compatible
+# transcript.
 _MESSAGES: dict[int, str] = {
     PmErr.GENERIC: "Generic error, already reported above",
     PmErr.PMNS: "Problems parsing PMNS definitions",
@@ -133,7 +134,7 @@ _MESSAGES: dict[int, str] = {
     PmErr.LABEL: "Illegal label record at start of a PCP archive log file",
     PmErr.LOGREC: "Corrupted record in a PCP archive log",
     PmErr.NOTARCHIVE: "Operation requires context with archive source of metrics",
-    PmErr.LOGFILE: "Missing archive file",
+    PmErr.LOGFILE: "Missing PCP archive log file",
     PmErr.NOCONTEXT: "Attempt to use an illegal context",
     PmErr.PROFILESPEC: "NULL pmInDom with non-NULL instlist",
     PmErr.PMID_LOG: "Metric not defined in the PCP archive log",
@@ -154,24 +155,24 @@ _MESSAGES: dict[int, str] = {
     PmErr.BADSTORE: "Bad input to pmstore",
     PmErr.LOGOVERLAP: "Archives overlap in time",
     PmErr.LOGHOST: "Archives differ by host",
-    PmErr.LOGCHANGETYPE: "The type of a metric differs among archives",
-    PmErr.LOGCHANGESEM: "The semantics of a metric differs among archives",
-    PmErr.LOGCHANGEINDOM: "The indom of a metric differs among archives",
-    PmErr.LOGCHANGEUNITS: "The units of a metric differs among archives",
+    PmErr.LOGCHANGETYPE: "The type of a metric has changed in an archive",
+    PmErr.LOGCHANGESEM: "The semantics of a metric has changed in an archive",
+    PmErr.LOGCHANGEINDOM: "The instance domain of a metric has changed in an archive",
+    PmErr.LOGCHANGEUNITS: "The units of a metric have changed in an archive",
     PmErr.NEEDCLIENTCERT: "PMCD requires a client certificate",
     PmErr.BADDERIVE: "Derived metric definition failed",
-    PmErr.NOLABELS: "No support for label metadata",
+    PmErr.NOLABELS: "No support for metric label metadata",
     PmErr.PMDAFENCED: "PMDA is currently fenced and unable to respond to requests",
     PmErr.RECTYPE: "Incorrect record type in an archive",
     PmErr.FEATURE: "Archive feature not supported",
     PmErr.TLS: "TLS protocol failure",
-    PmErr.ARG: "Bad function argument",
-    PmErr.BOTCH: "Internal inconsistency in PCP library",
+    PmErr.ARG: "Bad value for function argument",
+    PmErr.BOTCH: "Internal inconsistency detected or assertion failed",
     PmErr.TOOSMALL: "Insufficient elements in list",
     PmErr.TOOBIG: "Result size exceeded",
     PmErr.FAULT: "QA fault injected",
-    PmErr.PMDAREADY: "PMDA now ready",
-    PmErr.PMDANOTREADY: "PMDA is not ready to respond to requests",
+    PmErr.PMDAREADY: "PMDA is now responsive to requests",
+    PmErr.PMDANOTREADY: "PMDA is not yet ready to respond to requests",
     PmErr.NYI: "Functionality not yet implemented",
 }
 

@@ -87,6 +87,105 @@ _ATTR_KEYS = {
 }  # fmt: skip
 _ATTR_NAMES = {v: k for k, v in _ATTR_KEYS.items()}
 
+# dbpmda's lexer: several spellings of one command
+_ALIASES = {"q": "quit", "exit": "quit", "attribute": "attr", "?": "help"}
+
+# util.c dohelp(): usage lines, and the text "help COMMAND" adds
+_HELP: dict[str, tuple[str, str]] = {
+    "attr": ("attr name [value]\nattr attr# [value]",
+             "Set a security attribute. These set aspects of per-user authentication,\n"
+             "allowing a PMDA to provide different metric views for different users.\n"),
+    "children": ("children metric-name",
+                 "Fetch and print the next name component of the direct decendents of\n"
+                 "metric-name in the PMNS, reporting for each if it is a leaf node or a\n"
+                 "non-leaf node.\nMost useful for PMDAs that support dynamic metrics in the PMNS.\n"),
+    "close": ("close", "Close the pipe to a daemon PMDA or dlclose(3) a DSO PMDA. dbpmda does not\n"
+                       "exit, allowing another PMDA to be opened.\n"),
+    "debug": ("debug all | none\ndebug [-]flag [ [-]flag ... ] (- prefix to clear)",
+              "Specify which debugging options should be active (see pmdbg(1)).  Options\n"
+              "may be specified by name (or number for the old bit-field options), with\n"
+              "multiple options separated by white space.  All options may be selected or\n"
+              "deselected if 'all' or 'none' is specified.  The current setting is\n"
+              "displayed by the status command.\n\n"),
+    "desc": ("desc metric", "Print out the meta data description for the 'metric'.  The metric may be\n"
+                            "specified by name, or as a PMID of the form N, N.N or N.N.N.\n"),
+    "fetch": ("fetch metric [ metric ... ]",
+              "Fetch metrics from the PMDA.  The metrics may be specified as a list of\n"
+              "metric names, or PMIDs of the form N, N.N or N.N.N.\n"),
+    "getdesc": ("getdesc on | off", "Before doing a fetch, get the descriptor so that the result of a fetch\n"
+                                    "can be printed out correctly.\n"),
+    "getiname": ("getiname on | off",
+                 "After a fetch if the metric has an associated instance domain then lookup\n"
+                 "the external names of any instances returned, rather than reporting the\n"
+                 "instance name as ???.\n"),
+    "instance": ('instance indom# [ number | name | "name" ]',
+                 "List the instances in 'indom'.  The list may be restricted to a specific\n"
+                 "instance 'name' or 'number'.\n"),
+    "label": ("label context\nlabel domain\nlabel indom indom#\nlabel cluster cluster#\nlabel item metric\n"
+              "label instances indom#", ""),
+    "name": ("name pmid#", "Print the name of the metric with PMID pmid#.  The pmid# syntax follows\n"
+                           "the source PMNS syntax, namely 3 numbers separated by '.' to encode\n"
+                           "the domain, cluster and item components of the PMID, e.g.\n"
+                           "    name 29.0.1004\n"
+                           "Most useful for PMDAs that support dynamic metrics in the PMNS.\n"),
+    "namespace": ("namespace fname", "Unload the current Name Space and load up the given Name Space.\n"
+                                     "If unsuccessful then will try to reload the previous Name Space.\n"),
+    "open": ("open dso dsoname init_routine [ domain# ]\nopen pipe execname [ arg ... ]\n"
+             "open socket unix sockname\nopen socket inet port#|service\nopen socket ipv6 port#|service",
+             "Open a PMDA as either a DSO, via a network socket (unix/inet/ipv6), or as a\n"
+             "daemon (connected with a pipe).  The 'dsoname' and 'execname' fields are\n"
+             "the path to the PMDA shared object file or executable.  The first socket PMDA\n"
+             "field is the type - either unix (if supported), inet or ipv6.  The 'sockname'\n"
+             "argument for unix sockets is a path of a named pipe where a PMDA is listening\n"
+             "for connections.  The 'port' argument is a port number, 'serv' a service name\n"
+             "typically defined in /etc/services (resolved to a port via getservent(3)).\n"
+             "The arguments to this command are similar to a line in the pmcd.conf file.\n"),
+    "pmid": ("pmid metric-name", "Print the PMID for the named metric\n"
+                                 "Most useful for PMDAs that support dynamic metrics in the PMNS.\n"),
+    "profile": ("profile indom# [ all | none ]\nprofile indom# [ add | delete ] number",
+                "For the instance domain specified, the profile may be changed to include\n"
+                "'all' instances, no instances, add an instance or delete an instance.\n"),
+    "quit": ("quit", "Exit dbpmda.  This also closes any open PMDAs.\n"),
+    "status": ("status", "Display the state of dbpmda, including which PMDA is connected, which\n"
+                         "debug options are set, and the current profile.\n"),
+    "store": ('store metric "value"',
+              "Store the value (int, real or string) into the 'metric'.  The metric may be\n"
+              "specified by name or as a PMID with the format N, N.N, N.N.N.  The value to\n"
+              "be stored must be enclosed in quotes.  Unlike the other commands, a store\n"
+              "must request a metric description and fetch the metric to determine how to\n"
+              "interpret the value, and to allocate the PDU for transmitting the value,\n"
+              "respectively.  The current profile will be used.\n"),
+    "text": ("text metric\ntext indom indom#",
+             "Retrieve the help text for the 'metric' or 'indom' from the PMDA.  The one\n"
+             "line message is shown between '[' and ']' with the long message on the next\n"
+             "line.  To get the help text for an instance domain requires the word\n"
+             "``indom'' before the indom number\n"),
+    "timer": ("timer on | off", "Report the response time of the PMDA when sending and receiving PDUs.\n"),
+    "traverse": ("traverse metric-name", "Fetch and print all of the decendent metric names below metric-name\n"
+                                         "in the PMNS.\n"
+                                         "Most useful for PMDAs that support dynamic metrics in the PMNS.\n"),
+    "wait": ("wait seconds", "Sleep for this number of seconds\n"),
+    "watch": ("watch logfilename", "An xterm window is opened which tails the specified log file.  This window\n"
+                                   "must be closed by the user when no longer required.\n"),
+}  # fmt: skip
+# the order of "help" with no command
+_HELP_ORDER = ("attr", "children", "close", "debug", "desc", "fetch", "getdesc", "getiname", "instance", "label",
+               "name", "namespace", "open", "pmid", "profile", "quit", "status", "store", "text", "timer",
+               "traverse", "wait", "watch")  # fmt: skip
+# commands that, given no arguments, print their usage (gram.y: "CMD EOL" -> HELP_USAGE)
+_USAGE_WHEN_BARE = frozenset(("open", "desc", "fetch", "store", "text", "instance", "profile", "watch", "name",
+                              "pmid", "children", "traverse", "attr", "label", "debug", "timer", "getdesc",
+                              "getiname", "wait"))  # fmt: skip
+# libpcp's debug options (pmdbg -l, PCP 6.0.3) in the order "status" lists them
+_DEBUG_FLAGS = ("pdu", "fetch", "profile", "value", "context", "indom", "pdubuf", "log", "logmeta", "optfetch", "af",
+                "appl0", "appl1", "appl2", "pmns", "libpmda", "timecontrol", "pmc", "derive", "lock", "interp",
+                "config", "pmapi", "fault", "auth", "discovery", "attr", "http", "desperate", "deprecated", "exec",
+                "labels", "series", "libweb", "alloc", "services", "appl3", "appl4", "appl5", "access", "qa",
+                "search", "query", "compress", "dev0", "dev1", "dev2", "pmlc", "appl6", "appl7", "appl8", "appl9",
+                "tls")  # fmt: skip
+# pmSetDebug("N"): the old bit-field options
+_DEBUG_BITS = {**dict(enumerate(_DEBUG_FLAGS[:28])), 30: "desperate"}
+
 _TYPE_NAMES: dict[int, str] = {
     PmType.I32: "32-bit int", PmType.U32: "32-bit unsigned int", PmType.I64: "64-bit int",
     PmType.U64: "64-bit unsigned int", PmType.FLOAT: "float", PmType.DOUBLE: "double", PmType.STRING: "string",
@@ -343,6 +442,13 @@ class DbpmdaSession:
         self.getiname = False
         self.timer = False
         self.done = False
+        #: what ``status`` shows: the PMNS file, the PMDA, its pid, its PDU version
+        self.pmns_name: str | None = None
+        self.pmda_name: str | None = None
+        self.pid = 0
+        self.pmda_version: int | None = None
+        self.debug: set[str] = set()
+        self._captured: list[str] | None = None
         #: optional replacement for starting/connecting a PMDA: called with
         #: ("pipe", argv) or ("unix"|"inet"|"ipv6", address) and returns a stream
         self.connector: Any = None
@@ -350,6 +456,8 @@ class DbpmdaSession:
     # -- output
     def p(self, text: str = "") -> None:
         self.out.write(text + "\n")
+        if self._captured is not None:
+            self._captured.append(text + "\n")
 
     def warn(self, msg: str) -> None:
         self.out.flush()
@@ -407,8 +515,17 @@ class DbpmdaSession:
             return True
         return False
 
-    async def execute(self, line: str) -> None:
-        """Run one command line (already echoed if ``echo``)."""
+    async def execute(self, line: str) -> str:
+        """Run one command line (already echoed if ``echo``); returns what it
+        printed on ``out`` (it is written there too)."""
+        self._captured = []
+        try:
+            await self._execute(line)
+        finally:
+            captured, self._captured = self._captured, None
+        return "".join(captured)
+
+    async def _execute(self, line: str) -> None:
         try:
             lex = _Lex(line)
         except SyntaxError as err:
@@ -418,7 +535,7 @@ class DbpmdaSession:
         if not toks:
             return
         words = [t[1] for t in toks if t[0] != "COMMA"]
-        cmd = words[0]
+        cmd = _ALIASES.get(words[0], words[0]) if toks[0][0] == "WORD" else words[0]
         args = words[1:]
         t0 = time.monotonic()
         self._lex = lex
@@ -432,6 +549,22 @@ class DbpmdaSession:
             self.p(f"Timer: {time.monotonic() - t0:f} seconds")
 
     async def _dispatch(self, cmd: str, args: list[str], toks: list[tuple[str, str]], line: str) -> None:
+        if cmd in _USAGE_WHEN_BARE and len(toks) == 1:
+            self.p(_HELP[cmd][0])
+            return
+        if cmd == "help":
+            self._help(args, toks)
+            return
+        if cmd == "status":
+            if len(toks) > 1:
+                raise _ParseError("syntax error", 1)
+            self._status()
+            return
+        if cmd == "debug":
+            self._debug(toks)
+            return
+        if cmd == "watch":
+            return  # dbpmda starts an xterm tailing the file: nothing to print
         if cmd == "quit":
             await self.close()
             self.done = True
@@ -453,10 +586,7 @@ class DbpmdaSession:
             await trio.sleep(int(args[0]) if args else 0)
             return
         if cmd == "namespace":
-            try:
-                self.pmns = load(args[0])
-            except PmnsError as err:
-                self.error(str(err))
+            await self._namespace(args)
             return
         if cmd == "profile":
             if len(args) < 2:
@@ -483,6 +613,105 @@ class DbpmdaSession:
             self.warn("No PMDA currently opened")
             return
         await getattr(self, f"_do_{cmd}")(args, toks)
+
+    def _help(self, args: list[str], toks: list[tuple[str, str]]) -> None:
+        """util.c ``dohelp``."""
+        if len(toks) == 1:
+            self.p("help [ command ]\n")
+            for name in _HELP_ORDER:
+                self.p(_HELP[name][0])
+            self.p()
+            return
+        name = _ALIASES.get(args[0], args[0]) if toks[1][0] == "WORD" else ""
+        if len(toks) > 2 or name not in _HELP:
+            raise _ParseError("syntax error", 1 if name not in _HELP else 2)
+        usage, text = _HELP[name]
+        self.p()
+        self.p(usage)
+        self.p()
+        if text:
+            self.p(text)
+
+    def _status(self) -> None:
+        """util.c ``dostatus``."""
+        self.p()
+        self.p(f"Namespace:              {self.pmns_name or '(default)'}")
+        if self.client is None or self.pmda_name is None:
+            self.p("PMDA:                   none")
+        else:
+            self.p(f"PMDA:                   {self.pmda_name}")
+            self.p(f"Connection:             daemon (pid: {self.pid})")
+            version = "unknown!" if self.pmda_version is None else str(self.pmda_version)
+            self.p(f"PMDA PMAPI Version:     {version}")
+        if len(self.debug) == len(_DEBUG_FLAGS):
+            flags = "(all)"
+        else:
+            flags = " ".join(f for f in _DEBUG_FLAGS if f in self.debug) or "(none)"
+        self.p(f"Debug options:          {flags}")
+        self.p(f"Timer:                  {'on' if self.timer else 'off'}")
+        self.p(f"Getdesc:                {'on' if self.getdesc else 'off'}")
+        self.p(f"Getiname:               {'on' if self.getiname else 'off'}")
+        self.p()
+        entries = self.profile.entries
+        self.p(f"Dump Instance Profile state=INCLUDE, {len(entries)} profiles")
+        for k, (ind, (state, insts)) in enumerate(entries.items()):
+            signed = ind - (1 << 32) if ind & 0x80000000 else ind
+            self.p(f"\tProfile [{k}] indom={signed} [{indom_str(ind)}] state={'EXCLUDE' if state else 'INCLUDE'} "
+                   f"{len(insts)} instances")  # fmt: skip
+            if insts:
+                self.p("\t\tInstances:" + "".join(f" [{i}]" for i in insts))
+        self.p()
+
+    def _debug(self, toks: list[tuple[str, str]]) -> None:
+        """``debug all | none | [-]flag ...``: kept for ``status``.  (Real
+        dbpmda also turns on libpcp's diagnostics, which are not imitated.)
+        Each flag takes effect as it is parsed, so those before an error stay."""
+        words = [(k, w) for k, (kind, w) in enumerate(toks) if k and kind != "COMMA"]
+        if [w for _, w in words] in (["all"], ["none"]):
+            self.debug = set(_DEBUG_FLAGS) if words[0][1] == "all" else set()
+            return
+        for k, w in words:
+            if w in ("all", "none") and k == 1:  # "debug all|none" then more: the parser fails on the next token
+                raise _ParseError("syntax error", 2)
+            if w in ("all", "none") or re.fullmatch(r"-\d+", w) or toks[k][0] != "WORD":
+                raise _ParseError("syntax error", k)
+            if w.isdigit():
+                value = int(w)
+                if value < 1 << 31:  # atoi() of a bigger one: no flags, as observed
+                    self.debug |= {f for b, f in _DEBUG_BITS.items() if value >> b & 1}
+                continue
+            clear, name = (True, w[1:]) if w.startswith("-") else (False, w)
+            if name not in _DEBUG_FLAGS:
+                raise _ParseError(f"Bad debug flag ({w})", k)
+            if clear:
+                self.debug.discard(name)
+            else:
+                self.debug.add(name)
+
+    async def _namespace(self, args: list[str]) -> None:
+        """dbpmda.c NAMESPACE: load another PMNS, else reload the previous one."""
+        if not args:
+            raise _ParseError("syntax error", 0)
+        path = args[0]
+        previous = self.pmns_name
+        self.pmns_name = path  # dbpmda shows the new name even when loading fails
+        try:
+            new = await trio.to_thread.run_sync(load, path)
+        except PmnsError as err:
+            self.out.flush()
+            if not await trio.Path(path).exists():
+                self.err.write(f'Error Parsing ASCII PMNS: Cannot open "{path}"\n')
+                why = os.strerror(2)
+            else:
+                where = f"[{err.file}:{err.line}] " if err.line > 0 else ""
+                self.err.write(f"{where}Error Parsing ASCII PMNS: {err.reason}\n")
+                why = errstr(PmErr.PMNS)
+            self.err.write(f'dbpmda: Cannot load namespace from "{path}": {why}\n')
+            self.err.write(f'dbpmda: Reload namespace from "{previous}"\n' if previous
+                           else "dbpmda: Reload default namespace\n")  # fmt: skip
+            self.err.flush()
+            return
+        self.pmns = new
 
     def _check_args(self, cmd: str, args: list[str], toks: list[tuple[str, str]]) -> None:
         if cmd in ("desc", "fetch", "store") or (cmd == "text" and args and args[0] != "indom"):
@@ -526,6 +755,7 @@ class DbpmdaSession:
                     [fname, *argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
                 )
                 self.client = PmdaClient(_ProcessStream(self.process), timeout=None)
+                self.pid = self.process.pid
             name = fname
         elif args[0] == "socket":
             kind = args[1] if len(args) > 2 else "unix"
@@ -535,6 +765,12 @@ class DbpmdaSession:
                     stream = await self.connector(kind, target)
                     label = f"socket {target}" if kind == "unix" else f"{kind} port {int(target)}"
                 elif kind == "unix":
+                    try:
+                        await trio.Path(target).stat()
+                    except OSError as err:
+                        self.out.flush()
+                        self.err.write(f"opensocket: {target}: {err.strerror}\n")
+                        return
                     stream = await connect_socket_pmda(unix=target, retry_for=0)
                     label = f"socket {target}"
                 else:
@@ -548,16 +784,18 @@ class DbpmdaSession:
             await self.close()
             self.client = PmdaClient(stream, timeout=None)
             self.p(f"Connect to PMDA on {label}")
-            name = label
+            name = target if kind == "unix" else label
         else:
             self.error("Unrecognized command")
             return
         self.profile = _Profile()
         self.profile_changed = True
+        self.pmda_name, self.pmda_version = name, None
         try:
             with trio.fail_after(3):
                 creds = await self.client.receive(timeout=None)
             if isinstance(creds, CredsPdu):
+                self.pmda_version = creds.version
                 await self.client.send(CredsPdu.cversion(0, from_=os.getpid()))
             else:
                 self.out.flush()
@@ -968,4 +1206,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     text = open(ns.script).read() if ns.script else sys.stdin.read()  # noqa: SIM115
     session = DbpmdaSession(sys.stdout, sys.stderr, pmns, echo=ns.echo)
+    session.pmns_name = ns.pmns
     return trio.run(_run, text.splitlines(keepends=True), session)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -185,3 +187,166 @@ def _rm(p: Path) -> None:
         p.unlink()
     except FileNotFoundError:
         pass
+
+
+# the commands that talk to no PMDA: usage of bare commands, help, status,
+# debug, namespace (good and bad), aliases; status with a PMDA and a profile.
+# (Multi-flag debug lines come first: after some error lines, real dbpmda's
+# parser refuses them or puts the caret elsewhere: history-dependent quirks
+# not imitated.)
+EXTRA_LOCAL = """\
+debug 3
+debug appl1, appl2 -pdu
+status
+debug none appl0
+open
+desc
+fetch
+store
+text
+instance
+profile
+name
+pmid
+children
+traverse
+attr
+label
+debug
+timer
+getdesc
+getiname
+wait
+help
+?
+help attr
+help attribute
+help close
+help debug
+help desc
+help fetch
+help getdesc
+help getiname
+help text
+help instance
+help label
+help namespace
+help open
+help children
+help name
+help pmid
+help traverse
+help profile
+help quit
+help q
+help status
+help store
+help timer
+help wait
+help watch
+help nonesuch
+help fetch desc
+status
+status extra
+debug nonesuch
+debug all
+status
+debug none
+debug 1073741824 134217728 8388608
+status
+debug none
+{open}
+status
+profile 29.1 none
+profile 29.2 add 3
+profile 29.2 add 4
+profile 29.3 delete 7
+status
+getdesc on
+getiname on
+timer on
+status
+desc sample.long.one
+attribute "username" "x"
+timer off
+namespace /nonexistent/root
+status
+desc sample.long.one
+namespace {simple_pmns}
+status
+desc simple.numfetch
+desc sample.long.one
+namespace {sample_pmns}
+close
+status
+exit
+"""
+
+
+def _mask_status(text: str) -> str:
+    text = re.sub(r"(?m)^(Connection: +daemon \(pid: )\d+\)$", r"\1PID)", text)
+    return re.sub(r"(?m)^Timer: \d+\.\d+ seconds$", "Timer: T seconds", text)
+
+
+def test_local_commands_help_status_debug_namespace(pcp_env: dict[str, str], tmp_path: Path) -> None:
+    script = EXTRA_LOCAL.format(open=f"open pipe {SAMPLE} -d 29 -l {tmp_path}/l.log", simple_pmns=SIMPLE_PMNS,
+                                sample_pmns=SAMPLE_PMNS)  # fmt: skip
+    real = _run(["dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
+    ours = _run([sys.executable, "-m", "pmda_py", "dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
+    assert _mask_status(ours[0]) == _mask_status(real[0]), "stdout differs"
+    assert ours[1] == real[1], "stderr differs"
+    for needle in ("Debug options:          fetch appl1 appl2", "Debug options:          (all)",
+                   "\t\tInstances: [3] [4]", "Namespace:              /nonexistent/root",
+                   "PMDA PMAPI Version:     2", "Attribute: username=x"):  # fmt: skip
+        assert needle in real[0], needle
+    assert 'dbpmda: Cannot load namespace from "/nonexistent/root"' in real[1]
+
+
+def _socket_pmda(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([SAMPLE, "-d", "29", *args, "-l", str(log)], env={**os.environ, **env})
+    time.sleep(0.5)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+SOCKET_SCRIPT = """\
+{open}
+status
+desc sample.long.one
+fetch sample.long.one sample.string.hullo
+instance 29.1
+label domain
+close
+quit
+"""
+
+
+@pytest.mark.parametrize("family", ["unix", "ipv6"])
+def test_sample_unix_and_ipv6_sockets(family: str, pcp_env: dict[str, str], tmp_path: Path) -> None:
+    """pmdasample accepts one connection: one run each, real dbpmda first."""
+    sockdir = Path(tempfile.mkdtemp(prefix="pmda_py-dbpmda-"))  # the PMDA may run as user pcp
+    sockdir.chmod(0o777)
+    outputs = []
+    for who, cmd in (("real", ["dbpmda"]), ("ours", [sys.executable, "-m", "pmda_py", "dbpmda"])):
+        if family == "unix":
+            target = str(sockdir / f"{who}.socket")
+            proc = _socket_pmda(["-u", target], tmp_path / f"{who}.log", pcp_env)
+            open_line = f"open socket unix {target}"
+        else:
+            port = free_port()
+            proc = _socket_pmda(["-6", str(port)], tmp_path / f"{who}.log", pcp_env)
+            open_line = f"open socket ipv6 {port}"
+        try:
+            out = _run([*cmd, "-n", SAMPLE_PMNS, "-e"], SOCKET_SCRIPT.format(open=open_line), pcp_env)
+        finally:
+            _stop(proc)
+            shutil.rmtree(sockdir, ignore_errors=True) if who == "ours" else None
+        outputs.append((out[0].replace(open_line.split()[-1], "TARGET"), out[1]))
+    (real, ours) = outputs
+    assert _mask_status(ours[0]) == _mask_status(real[0])
+    assert ours[1] == real[1]
+    assert "Connect to PMDA on " in real[0] and "value 1" in real[0]
