@@ -395,7 +395,7 @@ class Dispatcher:
             req = FetchRequest(tuple(metrics), profile, context, attributes)
             calls.append((mount.table, "fetch", _bind_fetch(mount.table, req)))
         outcomes = await self.runner.gather(calls) if calls else []
-        results: dict[int, Any] = {}  # id(metric) -> value or exception
+        answers: dict[int, Mapping[Metric, Any]] = {}  # id(mount) -> metric -> value or exception
         for (mount, _metrics), outcome in zip(wanted.values(), outcomes):
             if isinstance(outcome, PmdaNotReady):
                 self.not_ready.append(mount.table)
@@ -406,25 +406,22 @@ class Dispatcher:
             tname = mount.name or type(mount.table).__name__
             if isinstance(outcome, BaseException):
                 failed = PmdaError(code=self._table_failed(tname, "fetch", outcome))
-                for m in metrics:
-                    results[id(m)] = failed
-                continue
-            if not isinstance(outcome, Mapping):
+                answers[id(mount)] = dict.fromkeys(metrics, failed)
+            elif not isinstance(outcome, Mapping):
                 self._table_failed(tname, "fetch", TypeError(f"fetch returned {type(outcome).__name__}"))
-                for m in metrics:
-                    results[id(m)] = PmdaError(code=PmErr.TYPE)
-                continue
-            for m in metrics:
-                results[id(m)] = outcome.get(m)
+                answers[id(mount)] = dict.fromkeys(metrics, PmdaError(code=PmErr.TYPE))
+            else:
+                answers[id(mount)] = outcome
         builder = ResultBuilder()
         nvalues = 0
+        by_pmid, add_values = self._by_pmid, self._add_values
         for p in pdu.pmids:
-            found = self._by_pmid.get(p)
+            found = by_pmid.get(p)
             if found is None:
                 builder.add_error(p, PmErr.PMID)
                 continue
             mount, metric = found
-            nvalues += self._add_values(builder, p, mount, metric, results.get(id(metric)), profile)
+            nvalues += add_values(builder, p, mount, metric, answers[id(mount)].get(metric), profile)
         flags = 0
         if self.names_changed:
             flags |= 0x10  # PMDA_EXT_NAMES_CHANGE
@@ -461,6 +458,16 @@ class Dispatcher:
     def _add_values(
         self, builder: ResultBuilder, p: int, mount: Mount, metric: Metric, value: Any, profile: ProfilePdu
     ) -> int:
+        if type(value) is Columns and metric.indom is not None:
+            packed: Any = value.values
+            if (
+                type(packed) is PackedColumn  # the packed fast path (e.g. MMV): values already encoded
+                and _PACKED_SIZE.get(metric.type) == packed.size
+                and len(value.insts) == len(packed)
+                and _includes_all(profile, metric.indom.id)
+            ):
+                builder.add_fixed(p, metric.type, value.insts, packed)
+                return len(packed)
         if metric.type == PmType.NOSUPPORT:
             builder.add_error(p, PmErr.APPVERSION)
             return 0
@@ -759,6 +766,10 @@ def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[Any]]
 
 def _bind_store(table: Table, req: StoreRequest) -> Callable[[], Awaitable[None]]:
     return lambda: table.store(req)
+
+
+# types a PackedColumn can carry (DPTR blocks of fixed size), and that size
+_PACKED_SIZE: dict[int, int] = {PmType.I64: 8, PmType.U64: 8, PmType.DOUBLE: 8, PmType.FLOAT: 4}
 
 
 def _includes_all(profile: ProfilePdu, indom: int) -> bool:

@@ -49,6 +49,9 @@ def _u32(values: Sequence[int]) -> array[int]:
         return array("I", [v & 0xFFFFFFFF for v in values])
 
 
+_NO_WORDS: Final[array[int]] = array("I")
+
+
 class _Set:
     """One pending value set (kind: err, insitu, fixed or var)."""
 
@@ -59,7 +62,7 @@ class _Set:
         self.kind = kind
         self.insts: array[int] = insts if insts is not None else array("I")
         self.code = 0
-        self.words: array[int] = array("I")
+        self.words: array[int] = _NO_WORDS  # replaced, never changed in place
         self.vtype = 0
         self.size = 0
         self.packed = b""
@@ -117,7 +120,9 @@ class ResultBuilder:
         item.words = _u32(words)
         self._items.append(item)
 
-    def add_fixed(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[int | float]) -> None:
+    def add_fixed(
+        self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[int | float] | PackedColumn
+    ) -> None:
         """64-bit integer, FLOAT or DOUBLE values as DPTR blocks.
 
         Raises:
@@ -126,16 +131,16 @@ class ResultBuilder:
         if not insts:
             self.add_error(pmid, 0)
             return
-        if len(insts) != len(values):
-            raise ValueError("insts and values differ in length")
         code, size = _FIXED[type_]
-        if isinstance(values, PackedColumn):
-            if values.size != size or len(values) != len(insts):
-                raise ValueError("packed column of the wrong size")
+        if type(values) is PackedColumn:  # the hot path: no per-value work at all
+            if values.size != size or len(values.data) != size * len(insts):
+                raise ValueError("packed column of the wrong size or length")
             item = _Set(pmid, "fixed", _u32(insts))
             item.vtype, item.size, item.packed = type_, size, values.data
             self._items.append(item)
             return
+        if len(insts) != len(values):
+            raise ValueError("insts and values differ in length")
         try:
             if isinstance(values, array) and values.typecode == code:
                 arr = array(code)

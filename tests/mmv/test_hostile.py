@@ -124,3 +124,23 @@ async def test_packed_fast_path_matches_the_plain_path(tmp_path: Path) -> None:
         together = await pmda.fetch_values(names[:200])
         for n in names[:200:7]:
             assert (await pmda.fetch_values([n]))[n] == together[n], n
+        # a profile naming one instance of a 64-bit metric's indom: the packed
+        # column is cut to it (the dispatcher's fast path is for "all")
+        from pmda_py.pmapi import PmType
+        from pmda_py.wire import ProfileEntry
+
+        ids = await pmda.lookup(names[:200])
+        descs = {n: await pmda.desc(ids[n]) for n in names[:200]}
+        wide = [n for n in names[:200] if descs[n].type == PmType.U64 and descs[n].indom != 0xFFFFFFFF]
+        assert wide and isinstance(together[wide[0]], dict) and len(together[wide[0]]) > 1
+        indom = descs[wide[0]].indom
+        keep = sorted(together[wide[0]])[1]
+        await pmda.profile([ProfileEntry(indom, 1, (keep,))])  # exclude all but one
+        cut = await pmda.fetch_values(names[:200])
+        same = [n for n in names[:200] if descs[n].indom == indom]
+        assert len(same) > 16
+        for n in same:
+            assert cut[n] == {keep: together[n][keep]}, n
+        for n in names[:200]:
+            if descs[n].indom != indom:
+                assert cut[n] == together[n], n
