@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pmda_py.config import pcp_conf
+from tests.integration import pcpbed
 
 __all__ = [
     "NEWHELP",
@@ -37,13 +37,8 @@ PMSIGNAL = str(BINADM / "pmsignal")
 
 
 def require_pcp() -> None:
-    """Skip loudly without real PCP; a skip in CI (CI=true) is a failure
-    (the project-wide helper when there is one, else the integration tests')."""
-    try:
-        module = importlib.import_module("pmda_py.testing.pcp")
-    except ImportError:  # pragma: no cover - depends on the checkout
-        module = importlib.import_module("tests.integration.pcpbed")
-    module.require_pcp()
+    """Skip loudly without real PCP; a skip in CI (CI=true) is a failure."""
+    pcpbed.require_pcp()
 
 
 def require_root_pcp() -> None:
