@@ -91,6 +91,15 @@ def system_pmcd() -> Iterator[dict[str, int]]:
     for name in ("pypmda", TEST_NAME):
         if (SYSCONF / name).exists():
             shutil.move(str(SYSCONF / name), str(saved / name))
+    # a run that died half way may have left our agents in pmcd.conf: take
+    # them out first (loudly), so the tests start from pmcd's own configuration
+    for env, name in (({}, "pypmda"), ({"PYPMDA_NAME": TEST_NAME}, TEST_NAME)):
+        if any(a.split()[0] == name for a in _agents(PMCD_CONF.read_text())):
+            print(f"install tests: removing the {name} agent an earlier run left in {PMCD_CONF}")
+            run([REMOVE], env)
+    if str(PMDAS / "pypmda-mmv") in PMCD_CONF.read_text():
+        print(f"install tests: restoring pmdammv, an earlier run left the MMV drop-in in {PMCD_CONF}")
+        run([REMOVE], {"PYPMDA_MMV": "1"})
     conf, root = PMCD_CONF.read_text(), (PMNS_DIR / "root").read_bytes()
     pmns_files = set(os.listdir(PMNS_DIR))
     before = _agent_status()
