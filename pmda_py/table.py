@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, ClassVar, Union
 
 import attrs
@@ -50,6 +50,7 @@ from pmda_py.pmapi import (
     pmid,
 )
 from pmda_py.wire import ProfilePdu, ValueSet
+from pmda_py.wire.result import PackedColumn
 
 __all__ = [
     "Columns",
@@ -58,6 +59,7 @@ __all__ = [
     "InDom",
     "InstanceCache",
     "Metric",
+    "PackedFetch",
     "Scalar",
     "StoreRequest",
     "Table",
@@ -76,6 +78,56 @@ class Columns:
 
     insts: Sequence[int]
     values: Sequence[Any]
+
+
+class PackedFetch(Mapping["Metric", Any]):
+    """A FETCH answer in one piece (the fast path of tables such as MMV):
+    ``metrics`` exactly as the request gave them, each with an instance
+    array ``insts[k]`` and type ``vtypes[k]`` (I64, U64 or DOUBLE), and
+    ``blob`` holding every value, big-endian, 8 bytes each, in that order.
+    ``indoms`` are the metrics' instance domains; ``token`` stays the same
+    object while metrics, types and instances do.
+
+    The dispatcher encodes it without looking at each metric when the
+    client's profile takes every instance; otherwise it reads it as the
+    usual ``{metric: Columns}`` mapping."""
+
+    __slots__ = ("_as_dict", "blob", "indoms", "insts", "metrics", "token", "vtypes")
+
+    def __init__(
+        self,
+        metrics: Sequence[Metric],
+        vtypes: Sequence[int],
+        insts: Sequence[Any],
+        blob: Any,
+        indoms: frozenset[int],
+        token: object,
+    ) -> None:
+        self.metrics, self.vtypes, self.insts, self.blob = metrics, vtypes, insts, blob
+        self.indoms, self.token = indoms, token
+        self._as_dict: dict[Metric, Any] | None = None
+
+    def _mapping(self) -> dict[Metric, Any]:
+        if self._as_dict is None:
+            raw = memoryview(self.blob).cast("B")
+            out: dict[Metric, Any] = {}
+            off = 0
+            for m, insts in zip(self.metrics, self.insts):
+                n = 8 * len(insts)
+                column: Any = PackedColumn(bytes(raw[off : off + n]), 8)
+                out[m] = Columns(insts, column)
+                off += n
+            self._as_dict = out
+        return self._as_dict
+
+    def __getitem__(self, m: Metric) -> Any:
+        return self._mapping()[m]
+
+    def __iter__(self) -> Iterator[Metric]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self.metrics)
 
 
 Values = Union[Scalar, Mapping[int, Scalar], Iterable[tuple[int, Scalar]], Columns, PmdaError, ValueSet, None]

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 import structlog
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, read_values, swapped_values
+from pmda_py.harvest.reader import VALUE
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table
+from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, PackedFetch, StoreRequest, Table
 from pmda_py.wire.result import PackedColumn
 
 __all__ = ["MmvTable"]
@@ -67,6 +71,55 @@ def _pid_alive(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
 
+@attrs.frozen(eq=False)
+class _PackedPlan:
+    """What a request shape needs for :meth:`MmvTable._fetch_packed`
+    (``file`` None: the shape cannot take that path)."""
+
+    metrics: Sequence[Metric]
+    generation: int
+    file: str | None = None
+    values_offset: int = 0
+    runs: tuple[tuple[int, int], ...] = ()  # (first slot, count), slots consecutive within a run
+    end: int = 0  # one past the last slot read
+    vtypes: tuple[int, ...] = ()
+    insts: tuple[Any, ...] = ()
+    indoms: frozenset[int] = frozenset()
+
+    @classmethod
+    def make(
+        cls,
+        metrics: Sequence[Metric],
+        by_metric: Mapping[int, ExportMetric],
+        packed: Mapping[int, tuple[int, int, Any]],
+        generation: int,
+    ) -> _PackedPlan:
+        files: set[str] = set()
+        runs: list[tuple[int, int]] = []
+        vtypes: list[int] = []
+        insts: list[Any] = []
+        indoms: set[int] = set()
+        offset = 0
+        for m in metrics:
+            em, fast = by_metric.get(id(m)), packed.get(id(m))
+            if em is None or fast is None or m.indom is None:
+                return cls(metrics, generation)
+            files.add(em.file)
+            offset = em.values_offset
+            first, n, ins = fast
+            if runs and runs[-1][0] + runs[-1][1] == first:
+                runs[-1] = (runs[-1][0], runs[-1][1] + n)
+            else:
+                runs.append((first, n))
+            vtypes.append(em.type)
+            insts.append(ins)
+            indoms.add(m.indom.id)
+        if len(files) != 1 or offset < 0:
+            return cls(metrics, generation)
+        return cls(metrics, generation, files.pop(), offset, tuple(runs), max(a + n for a, n in runs),
+                   tuple(vtypes), tuple(insts), frozenset(indoms))  # fmt: skip
+
+
 class MmvTable(Table):
     """Memory Mapped Value files, as PCP's pmdammv exports them."""
 
@@ -96,6 +149,7 @@ class MmvTable(Table):
         self._by_metric: dict[int, ExportMetric] = {}
         self._ordered: dict[int, bool] = {}
         self._packed: dict[int, tuple[int, int, Any]] = {}
+        self._plan: _PackedPlan | None = None
         self._files: dict[str, tuple[str, int, int, int]] = {}  # name -> (path, g1, flags, pid)
         self._dir_state: tuple[int, int] | None = None
         self._sticky: dict[str, int] = {}
@@ -255,6 +309,10 @@ class MmvTable(Table):
         images: dict[str, bytes | None] = {}
         swapped: dict[str, memoryview | None] = {}
         bulk = len(request.metrics) > 16  # swap a file's values section once, then slice it per metric
+        if bulk:
+            whole = self._fetch_packed(request.metrics, images)
+            if whole is not None:
+                return whole
         by_metric, packed = self._by_metric, self._packed
         for m in request.metrics:
             em = by_metric.get(id(m))
@@ -278,6 +336,30 @@ class MmvTable(Table):
             else:
                 out[m] = self._values(m, em, img, sw)
         return out
+
+    def _fetch_packed(self, metrics: Sequence[Metric], images: dict[str, bytes | None]) -> PackedFetch | None:
+        """The whole answer in one piece when every metric asked for is one
+        of a single file's packed-path metrics (the plan is made once per
+        scan and request shape); None sends the request down the metric by
+        metric path (``images`` keeps the file read here)."""
+        plan = self._plan
+        if plan is None or plan.metrics != metrics or plan.generation != self.generation:
+            plan = self._plan = _PackedPlan.make(metrics, self._by_metric, self._packed, self.generation)
+        if plan.file is None:
+            return None
+        img = images[plan.file] = self._read(plan.file)
+        if img is None:
+            return None
+        nslots = (len(img) - plan.values_offset) // VALUE.size
+        if plan.end > nslots:  # the file shrank under us: the careful path says what is left
+            return None
+        section = memoryview(img)[plan.values_offset : plan.values_offset + nslots * VALUE.size].cast("Q")
+        blob = array("Q")
+        for first, n in plan.runs:  # each value's first 8 bytes: a strided slice per run of slots
+            blob.frombytes(section[first * 4 : (first + n) * 4 : 4].tobytes())
+        if sys.byteorder == "little":
+            blob.byteswap()
+        return PackedFetch(metrics, plan.vtypes, plan.insts, blob, plan.indoms, plan)
 
     def _control_value(self, m: Metric) -> Any:
         if m is self.c_reload:

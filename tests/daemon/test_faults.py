@@ -107,3 +107,46 @@ async def test_table_not_ready_then_ready() -> None:
         assert await pmda.receive() == ErrorPdu(PmErr.PMDANOTREADY)
         assert await pmda.receive(timeout=5) == ErrorPdu(PmErr.PMDAREADY)
         assert (await pmda.fetch_values(["w.m"]))["w.m"] == 9
+
+
+async def test_packed_fetch_from_a_table_whole_and_broken() -> None:
+    """A table may answer a FETCH in one piece (PackedFetch): the values
+    arrive as from a plain mapping; a blob of the wrong size is the table's
+    bug: logged, and its metrics get PM_ERR_TYPE, nothing else breaks."""
+    import struct
+    from array import array
+
+    import trio
+
+    from pmda_py.pmapi import PmType
+    from pmda_py.table import FetchRequest, InDom, Metric, PackedFetch, Table
+    from pmda_py.wire import ResultPdu
+
+    class Packed(Table):
+        def __init__(self) -> None:
+            self.ind = InDom(1, {0: "a", 7: "b"})
+            self.u = Metric("u", 0, 0, PmType.U64, indom=self.ind)
+            self.d = Metric("d", 0, 1, PmType.DOUBLE, indom=self.ind)
+            self.short = False
+            self.token = object()
+
+        async def fetch(self, request: FetchRequest):  # type: ignore[no-untyped-def]
+            await trio.lowlevel.checkpoint()
+            insts = array("I", [0, 7])
+            blob = struct.pack("!QQdd", 5, 2**64 - 1, 0.5, -2.25)
+            return PackedFetch(request.metrics, [m.type for m in request.metrics], [insts] * len(request.metrics),
+                               blob[: 8 if self.short else 8 * 2 * len(request.metrics)], frozenset({1}),
+                               self.token)  # fmt: skip
+
+    table = Packed()
+    async with open_table_pmda(table, mount="p", domain=250) as pmda:
+        assert await pmda.fetch_values(["p.u", "p.d"]) == {"p.u": {0: 5, 7: 2**64 - 1}, "p.d": {0: 0.5, 7: -2.25}}
+        assert await pmda.fetch_values(["p.u", "p.d"]) == {"p.u": {0: 5, 7: 2**64 - 1}, "p.d": {0: 0.5, 7: -2.25}}
+        table.short = True
+        with capture_logs() as logs:
+            reply = await pmda.fetch([pmid(250, 0, 0), pmid(250, 0, 1)])
+        assert isinstance(reply, ResultPdu)
+        assert [v.numval for v in reply.vsets] == [PmErr.TYPE, PmErr.TYPE]
+        assert any(e["event"] == "table_bad_packed_fetch" for e in logs), logs
+        table.short = False
+        assert (await pmda.fetch_values(["p.u"]))["p.u"] == {0: 5, 7: 2**64 - 1}

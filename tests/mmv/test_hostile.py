@@ -118,7 +118,8 @@ async def test_packed_fast_path_matches_the_plain_path(tmp_path: Path) -> None:
     d = tmp_path / "mmv"
     d.mkdir()
     shutil.copy(MMV / "py_v1_many.mmv", d / "many")
-    async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+    table = MmvTable(dir=str(d), compat="1")
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
         names = [n for n in await pmda.traverse("mmv.many") if not n.startswith("mmv.control")]
         assert len(names) > 100
         together = await pmda.fetch_values(names[:200])
@@ -133,6 +134,14 @@ async def test_packed_fast_path_matches_the_plain_path(tmp_path: Path) -> None:
         descs = {n: await pmda.desc(ids[n]) for n in names[:200]}
         wide = [n for n in names[:200] if descs[n].type == PmType.U64 and descs[n].indom != 0xFFFFFFFF]
         assert wide and isinstance(together[wide[0]], dict) and len(together[wide[0]]) > 1
+        # only packed-path metrics of one file: the table answers in one piece
+        # (PackedFetch) and the dispatcher encodes it whole
+        assert len(wide) > 16
+        whole = await pmda.fetch_values(wide)
+        assert table._plan is not None and table._plan.file == "many", "the one-piece path was not taken"
+        assert whole == {n: together[n] for n in wide}
+        twice = wide + wide[:3]  # a repeated PMID: the dispatcher's general path, same values
+        assert await pmda.fetch_values(twice) == whole
         indom = descs[wide[0]].indom
         keep = sorted(together[wide[0]])[1]
         await pmda.profile([ProfileEntry(indom, 1, (keep,))])  # exclude all but one
@@ -141,6 +150,9 @@ async def test_packed_fast_path_matches_the_plain_path(tmp_path: Path) -> None:
         assert len(same) > 16
         for n in same:
             assert cut[n] == {keep: together[n][keep]}, n
+        cut_whole = await pmda.fetch_values(wide)  # the one-piece answer, read through the profile
+        for n in wide:
+            assert cut_whole[n] == ({keep: together[n][keep]} if descs[n].indom == indom else together[n]), n
         for n in names[:200]:
             if descs[n].indom != indom:
                 assert cut[n] == together[n], n
