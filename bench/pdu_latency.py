@@ -8,6 +8,8 @@ References, each started as pmcd would (pipe, CREDS, then requests):
   * pcp.pmda  -- bench/pcp_pmda_bench.python on PCP's python binding (same metric shape)
   * pmdasample (C, libpcp_pmda) -- DESC of sample.long.ten, INSTANCE of sample.colour
   * pmdasimple.python -- DESC of simple.color, INSTANCE of simple.color's indom
+  * pre-built replies -- bench/prebuilt_replies.py answering with our daemon's
+    recorded replies (Python, blocking I/O, no work): the floor of this driver
 Prints p50/p90 per request in microseconds and ratios (reference p50 / ours p50:
 above 1 means we are faster).  A benchmark, run on purpose; the tests never time anything.
 """
@@ -15,9 +17,11 @@ above 1 means we are faster).  A benchmark, run on purpose; the tests never time
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from driver import PipeDriver
@@ -33,16 +37,23 @@ def stats(samples: list[float]) -> tuple[float, float]:
     return statistics.median(s) * 1e6, s[int(len(s) * 0.9)] * 1e6
 
 
+def requests(desc_pmid: int, ind: int, fetch_pmid: int | None) -> dict[str, bytes]:
+    out = {"DESC": DescReqPdu(desc_pmid).encode(), "INSTANCE (all)": InstanceReqPdu(ind).encode()}
+    if fetch_pmid is not None:
+        out["FETCH"] = FetchPdu((fetch_pmid,)).encode()
+    return out
+
+
 def measure(cmd: list[str], env: dict[str, str], desc_pmid: int, ind: int, fetch_pmid: int | None,
-            iterations: int) -> dict[str, tuple[float, float]]:  # fmt: skip
+            iterations: int, record: dict[str, str] | None = None) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """p50/p90 per request; ``record`` collects the replies (hex) for the floor."""
     d = PipeDriver(cmd, env)
     try:
-        res = {
-            "DESC": stats(d.time(DescReqPdu(desc_pmid).encode(), iterations)),
-            "INSTANCE (all)": stats(d.time(InstanceReqPdu(ind).encode(), iterations)),
-        }
-        if fetch_pmid is not None:
-            res["FETCH"] = stats(d.time(FetchPdu((fetch_pmid,)).encode(), iterations))
+        res = {}
+        for name, req in requests(desc_pmid, ind, fetch_pmid).items():
+            if record is not None:
+                record[req.hex()] = d.request(req).hex()
+            res[name] = stats(d.time(req, iterations))
         return res
     finally:
         d.close()
@@ -57,7 +68,17 @@ def main() -> int:
     log = f"/tmp/pmda_py-bench-{os.getpid()}.log"
     runs: dict[str, dict[str, tuple[float, float]]] = {}
     ours = [sys.executable, "-m", "pmda_py", "run", "-d", "254", "-l", log, "--table", "bench_table:BenchTable=bench"]
-    runs["pmda-py run"] = measure(ours, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations)
+    recorded: dict[str, str] = {}
+    runs["pmda-py run"] = measure(ours, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations,
+                                  recorded)  # fmt: skip
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(recorded, f)
+    try:
+        floor = [sys.executable, str(HERE / "prebuilt_replies.py"), f.name]
+        runs["pre-built replies"] = measure(floor, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0),
+                                            args.iterations)  # fmt: skip
+    finally:
+        os.unlink(f.name)
     if not Path("/var/lib/pcp/pmdas/sample/pmdasample").exists():
         print("PCP is not installed: only our figures are shown", file=sys.stderr)
     else:
