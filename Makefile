@@ -21,7 +21,7 @@ test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: venv
-	$(BIN)/ruff check pmda_py tests bench
+	$(BIN)/ruff check pmda_py tests bench scripts
 	$(BIN)/ruff format --check pmda_py || true
 
 typecheck: venv

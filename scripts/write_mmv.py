@@ -12,6 +12,9 @@ With --strings every 10th metric is a STRING.  The file is written in a
 private PCP_TMP_DIR and copied to OUTFILE while the writer still lives (the
 binding unlinks it on stop), so OUTFILE is exactly what libpcp_mmv wrote.
 """
+
+from __future__ import annotations
+
 import argparse
 import os
 import shutil
@@ -32,11 +35,11 @@ tmp = tempfile.mkdtemp(prefix="pmda_py-mmvw-")
 os.environ["PCP_TMP_DIR"] = tmp
 os.makedirs(os.path.join(tmp, "mmv"), exist_ok=True)
 
-from pcp import mmv, pmapi  # noqa: E402
 import cmmv  # noqa: E402
+from pcp import mmv, pmapi  # noqa: E402
 
 indoms = []
-instances = [mmv.mmv_instance(i, "inst%d" % i) for i in range(args.instances)]
+instances = [mmv.mmv_instance(i, f"inst{i}") for i in range(args.instances)]
 if args.instances:
     ind = mmv.mmv_indom(serial=1, shorttext="bench instances", helptext="Instances of the benchmark indom.")
     ind.set_instances(instances)
@@ -45,25 +48,25 @@ metrics = []
 for item in range(1, args.metrics + 1):
     is_string = args.strings and item % 10 == 0
     metrics.append(mmv.mmv_metric(
-        name="m%d" % item,
+        name=f"m{item}",
         item=item,
         typeof=cmmv.MMV_TYPE_STRING if is_string else cmmv.MMV_TYPE_U64,
         semantics=cmmv.MMV_SEM_INSTANT if is_string else cmmv.MMV_SEM_COUNTER,
         dimension=pmapi.pmUnits(0, 0, 0 if is_string else 1, 0, 0, 0),
         indom=1 if args.instances else 0,
-        shorttext="metric %d" % item,
-        helptext="Benchmark metric number %d." % item,
+        shorttext=f"metric {item}",
+        helptext=f"Benchmark metric number {item}.",
     ))
 values = mmv.MemoryMappedValues(args.name, flags=args.flags, cluster=args.cluster)
 values.add_indoms(indoms)
 values.add_metrics(metrics)
 values.start()
-names = ["inst%d" % i for i in range(args.instances)] or [None]
+names = [f"inst{i}" for i in range(args.instances)] or [None]
 for item in range(1, args.metrics + 1):
     for k, inst in enumerate(names):
-        m = values.lookup_mapping("m%d" % item, inst)
+        m = values.lookup_mapping(f"m{item}", inst)
         if args.strings and item % 10 == 0:
-            values.set_string(m, "s%d.%d" % (item, k))
+            values.set_string(m, f"s{item}.{k}")
         else:
             values.set(m, item * 1000 + k)
 src = os.path.join(tmp, "mmv", args.name)
