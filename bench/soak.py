@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pmda_py.tables.control import rss_kb  # noqa: E402
 from tests.integration.pcpbed import PrivatePmcd  # noqa: E402
 
 
@@ -111,10 +112,8 @@ def main() -> int:
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
                 if "pmda_py run" in cmd and str(root) in cmd:
-                    status = Path(f"/proc/{pid}/status").read_text()
-                    rss = int(next(ln for ln in status.splitlines() if ln.startswith("VmRSS:")).split()[1])
-                    out["mmv" if "--mmv-compat" in cmd else "soak"] = rss
-            except (OSError, StopIteration, ValueError):
+                    out["mmv" if "--mmv-compat" in cmd else "soak"] = rss_kb(pid)
+            except (OSError, ValueError):
                 continue
         return out
 

@@ -23,9 +23,10 @@ _LEVELS = ("debug", "info", "warning", "error")
 _PDU_KINDS = [t.name for t in PduType] + ["BAD"]
 
 
-def _rss_kb() -> int:
+def rss_kb(pid: int | str = "self") -> int:
+    """Resident set size of a process in kB (Linux ``/proc``), 0 if unknown."""
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
@@ -128,7 +129,7 @@ class ControlTable(Table):
             elif m is self.latency_p99:
                 out[m] = st.percentile(0.99) * 1000.0
             elif m is self.rss:
-                out[m] = _rss_kb()
+                out[m] = rss_kb()
             elif m is self.errors:
                 out[m] = {k: st.table_errors.get(n, 0) for n, k in tables.items()}
             elif m is self.timeouts:

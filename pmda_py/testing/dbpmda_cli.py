@@ -371,19 +371,18 @@ class _Profile:
         return self.entries.setdefault(ind, [1, []])
 
     def add(self, ind: int, insts: Sequence[int]) -> None:
-        e = self._entry(ind)
-        if not insts:
-            e[0], e[1] = 0, []
-        elif e[0] == 0:  # INCLUDE: the list holds exclusions
-            e[1] = [i for i in e[1] if i not in insts]
-        else:
-            e[1] += [i for i in insts if i not in e[1]]
+        self._change(ind, insts, 0)  # no instances: INCLUDE all
 
     def delete(self, ind: int, insts: Sequence[int]) -> None:
+        self._change(ind, insts, 1)  # no instances: EXCLUDE all
+
+    def _change(self, ind: int, insts: Sequence[int], state: int) -> None:
+        """Move ``insts`` towards ``state`` (0 INCLUDE, 1 EXCLUDE); the
+        entry's list holds the exceptions to its own state."""
         e = self._entry(ind)
         if not insts:
-            e[0], e[1] = 1, []
-        elif e[0] == 1:  # EXCLUDE: the list holds inclusions
+            e[0], e[1] = state, []
+        elif e[0] == state:
             e[1] = [i for i in e[1] if i not in insts]
         else:
             e[1] += [i for i in insts if i not in e[1]]

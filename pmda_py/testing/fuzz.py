@@ -36,6 +36,7 @@ import attrs
 
 from pmda_py.errors import PmErr, WireFormatError
 from pmda_py.pmapi import PM_ID_NULL, indom, pmid
+from pmda_py.tables.control import rss_kb
 from pmda_py.wire import (
     AttrPdu,
     CredsPdu,
@@ -276,14 +277,7 @@ class Fuzzer:
             self.buf += chunk
 
     def rss_kb(self) -> int:
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return rss_kb(self.proc.pid)
 
     def run_batch(self, cases: Sequence[Case], rng: random.Random, sentinel_pmid: int) -> None:
         stream = b"".join(c.data for c in cases)

@@ -30,19 +30,32 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, str]) -> None:
-    cfg = workdir / "t.conf"
-    cfg.write_text(
-        "[pmda]\nname = faulty\ndomain = 251\n"
-        "[table simple]\nmount = t.simple\n"
-        "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 1.0\nsleep = 30\n"
-        "[table crash]\ntable = crash\nmount = t.crash\n"
-    )
-    line = f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} --state-dir {workdir}"
+def _start(workdir: Path, pcp_env: dict[str, str], line: str) -> PrivatePmcd:
+    """A private pmcd with one agent line for ``t`` (domain 251), once
+    ``t.simple.numfetch`` is described (no FETCH reaches the agent yet)."""
     pmcd = PrivatePmcd(workdir, [line], _pmns("t", 251), env=pcp_env)
     pmcd.start()
     try:
         pmcd.wait("t.simple.numfetch", desc_only=True)
+    except BaseException:
+        pmcd.stop()
+        raise
+    return pmcd
+
+
+def _start_config(workdir: Path, pcp_env: dict[str, str], tables: str) -> PrivatePmcd:
+    """:func:`_start` with ``pmda-py run -c`` of a config mounting ``tables``."""
+    cfg = workdir / "t.conf"
+    cfg.write_text("[pmda]\nname = faulty\ndomain = 251\n[table simple]\nmount = t.simple\n" + tables)
+    return _start(workdir, pcp_env,
+                  f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} "
+                  f"--state-dir {workdir}")  # fmt: skip
+
+
+def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, str]) -> None:
+    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 1.0\nsleep = 30\n"
+                                           "[table crash]\ntable = crash\nmount = t.crash\n")  # fmt: skip
+    try:
         t0 = time.monotonic()
         r = pmcd.tool("pminfo", "-f", "t.slow.value", "t.crash.boom", "t.simple.numfetch", check=False)
         elapsed = time.monotonic() - t0
@@ -71,10 +84,8 @@ def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, s
 def test_notready_start(workdir: Path, pcp_env: dict[str, str]) -> None:
     line = (f"t 251 pipe binary notready {sys.executable} -m pmda_py run -d 251 --notready "
             f"--table simple=t.simple -l {workdir / 't.log'} --state-dir {workdir}")  # fmt: skip
-    pmcd = PrivatePmcd(workdir, [line], _pmns("t", 251), env=pcp_env)
-    pmcd.start()
+    pmcd = _start(workdir, pcp_env, line)
     try:
-        pmcd.wait("t.simple.numfetch", desc_only=True)
         r = pmcd.tool("pminfo", "-f", "t.simple.numfetch")
         assert "value 1" in r.stdout
         ours = (workdir / "t.log").read_text()
@@ -92,16 +103,8 @@ def test_pmcd_killed_mid_fetch_then_restarted(workdir: Path, pcp_env: dict[str, 
     import signal as _signal
     import subprocess as _sp
 
-    cfg = workdir / "t.conf"
-    cfg.write_text(
-        "[pmda]\nname = faulty\ndomain = 251\n[table simple]\nmount = t.simple\n"
-        "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 3\nsleep = 1.5\n"
-    )
-    line = f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} --state-dir {workdir}"
-    pmcd = PrivatePmcd(workdir, [line], _pmns("t", 251), env=pcp_env)
-    pmcd.start()
+    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 3\nsleep = 1.5\n")
     try:
-        pmcd.wait("t.simple.numfetch", desc_only=True)
         agent = _agent_pid(workdir)
         client = _sp.Popen(["pminfo", "-h", pmcd.host, "-f", "t.slow.value"], stdout=_sp.PIPE, stderr=_sp.PIPE)
         time.sleep(0.5)  # the agent is inside the slow fetch now
