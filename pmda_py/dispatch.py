@@ -25,6 +25,7 @@ import attrs
 import structlog
 
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename, errstr
+from pmda_py.namespace import Namespace, Node
 from pmda_py.pmapi import (
     PM_IN_NULL,
     PM_INDOM_NULL,
@@ -170,16 +171,6 @@ class Mount:
         return f"{self.prefix}.{metric.name}" if self.prefix else metric.name
 
 
-@attrs.define(eq=False)
-class _Node:
-    children: dict[str, _Node] = attrs.field(factory=dict)  # insertion order
-    pmid: int | None = None
-
-    @property
-    def leaf(self) -> bool:
-        return self.pmid is not None
-
-
 class Dispatcher:
     """Answers every request of one PMDA domain from its mounted tables.
 
@@ -213,8 +204,7 @@ class Dispatcher:
         self._by_pmid: dict[int, tuple[Mount, Metric]] = {}
         self._by_indom: dict[int, tuple[Mount, InDom]] = {}
         self._by_name: dict[str, int] = {}
-        self._names: dict[int, list[str]] = {}
-        self._root = _Node()
+        self._pmns = Namespace()  # the mounted names, for the PMNS PDUs
         self._instance_cache: dict[int, tuple[dict[int, str], EncodedReply]] = {}
         #: the last fetch's value-set section, reused when the next has the same shape
         self._result_cache: dict[str, Any] = {}
@@ -238,9 +228,8 @@ class Dispatcher:
         by_pmid: dict[int, tuple[Mount, Metric]] = {}
         by_indom: dict[int, tuple[Mount, InDom]] = {}
         cluster_owner: dict[int, Mount] = {}
-        root = _Node()
+        pmns = Namespace()
         by_name: dict[str, int] = {}
-        names: dict[int, list[str]] = {}
 
         def problem(msg: str) -> None:
             if strict:
@@ -277,35 +266,18 @@ class Dispatcher:
                 if full in by_name:
                     problem(f"{tname}: metric name {full} declared twice")
                     continue
-                if not self._insert(root, full, p):
+                try:
+                    pmns.add(full, p)
+                except ValueError:
                     problem(f"{tname}: metric name {full} clashes with a non-leaf or leaf of the same name")
                     continue
                 by_pmid[p] = (mount, m)
                 by_name[full] = p
-                names.setdefault(p, []).append(full)
         old_names = set(self._by_name)
-        self._by_pmid, self._by_indom, self._root = by_pmid, by_indom, root
-        self._by_name, self._names = by_name, names
+        self._by_pmid, self._by_indom, self._pmns, self._by_name = by_pmid, by_indom, pmns, by_name
         self._generations = [m.table.generation for m in self.mounts]
         if old_names and old_names != set(by_name):
             self.names_changed = True
-
-    @staticmethod
-    def _insert(root: _Node, name: str, p: int) -> bool:
-        node = root
-        parts = name.split(".")
-        for part in parts[:-1]:
-            child = node.children.get(part)
-            if child is None:
-                child = node.children[part] = _Node()
-            elif child.leaf:
-                return False
-            node = child
-        last = parts[-1]
-        if last in node.children:
-            return False
-        node.children[last] = _Node(pmid=p)
-        return True
 
     def _refresh_index(self) -> None:
         for k, m in enumerate(self.mounts):
@@ -721,21 +693,10 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- PMNS
 
-    def _lookup(self, name: str) -> _Node | None:
-        node = self._root
-        if name == "":
-            return node
-        for part in name.split("."):
-            child = node.children.get(part)
-            if child is None:
-                return None
-            node = child
-        return node
-
     def _pmns_names(self, pdu: PmnsNamesPdu) -> Pdu:
         if len(pdu.names) != 1:
             return ErrorPdu(PmErr.IPC)
-        node = self._lookup(pdu.names[0])
+        node = self._pmns.node(pdu.names[0])
         if node is None or node.pmid is None:
             return ErrorPdu(PmErr.NAME)
         return PmnsIdsPdu((node.pmid,), 0)
@@ -743,24 +704,24 @@ class Dispatcher:
     def _pmns_ids(self, pdu: PmnsIdsPdu) -> Pdu:
         if len(pdu.pmids) != 1:
             return ErrorPdu(PmErr.IPC)
-        names = self._names.get(pdu.pmids[0])
+        names = self._pmns.names(pdu.pmids[0])
         if not names:
             return ErrorPdu(PmErr.PMID)
         return PmnsNamesPdu(tuple(names))
 
     def _children(self, pdu: PmnsChildPdu) -> Pdu:
-        node = self._lookup(pdu.name)
+        node = self._pmns.node(pdu.name)
         if node is None or not pdu.name:
             return ErrorPdu(PmErr.NAME)
         # libpcp_pmda's tree lists the newest child first
         kids = list(reversed(node.children.items()))
         names = tuple(k for k, _ in kids)
         if pdu.subtype:
-            return PmnsNamesPdu(names, tuple(0 if c.leaf else 1 for _, c in kids))
+            return PmnsNamesPdu(names, tuple(0 if c.is_leaf else 1 for _, c in kids))
         return PmnsNamesPdu(names)
 
     def _traverse(self, pdu: PmnsTraversePdu) -> Pdu:
-        node = self._lookup(pdu.name)
+        node = self._pmns.node(pdu.name)
         if node is None or not pdu.name:
             return ErrorPdu(PmErr.NAME)
         out: list[str] = []
@@ -788,8 +749,9 @@ class Dispatcher:
                 self._table_failed(m.name or type(m.table).__name__, "end_context", exc)
 
 
-def _walk(node: _Node, prefix: str, out: list[str]) -> None:
-    if node.leaf:
+def _walk(node: Node, prefix: str, out: list[str]) -> None:
+    """Leaves at and below ``node``, newest child first (libpcp_pmda's order)."""
+    if node.is_leaf:
         out.append(prefix)
         return
     for name, child in reversed(node.children.items()):

@@ -46,6 +46,7 @@ from pmda_py.pmapi import DYNAMIC_PMID, pmid, pmid_cluster, pmid_domain, pmid_it
 
 __all__ = [
     "Namespace",
+    "Node",
     "PmnsError",
     "Resolver",
     "is_dynamic_root",
@@ -281,10 +282,12 @@ def preprocess(
 
 
 @attrs.define(eq=False)
-class _Node:
+class Node:
+    """One PMNS node: a leaf has a PMID (a dynamic subtree's root is ``511.DOMAIN.0``)."""
+
     name: str
-    parent: Optional[_Node] = attrs.field(default=None, repr=False)
-    children: dict[str, _Node] = attrs.field(factory=dict, repr=False)
+    parent: Optional[Node] = attrs.field(default=None, repr=False)
+    children: dict[str, Node] = attrs.field(factory=dict, repr=False)
     pmid: Optional[int] = None  # leaves; a dynamic subtree is 511.DOMAIN.0
 
     @property
@@ -297,7 +300,7 @@ class _Node:
 
     def full_name(self) -> str:
         parts: list[str] = []
-        node: Optional[_Node] = self
+        node: Optional[Node] = self
         while node is not None and node.parent is not None:
             parts.append(node.name)
             node = node.parent
@@ -313,7 +316,7 @@ class Namespace:
     answer.  Children keep the order of the file.
     """
 
-    root: _Node = attrs.field(factory=lambda: _Node("root"))
+    root: Node = attrs.field(factory=lambda: Node("root"))
     _by_pmid: dict[int, list[str]] = attrs.field(factory=dict, repr=False)
 
     # -- building
@@ -327,12 +330,12 @@ class Namespace:
         node = self.root
         parts = name.split(".")
         for part in parts[:-1]:
-            node = node.children.setdefault(part, _Node(part, node))
+            node = node.children.setdefault(part, Node(part, node))
             if node.is_leaf:
                 raise ValueError(f"{node.full_name()} is a leaf")
         if parts[-1] in node.children:
             raise ValueError(f"{name} is already in the namespace")
-        node.children[parts[-1]] = _Node(parts[-1], node, pmid=p)
+        node.children[parts[-1]] = Node(parts[-1], node, pmid=p)
         self._by_pmid.setdefault(p, []).append(name)
 
     def _index(self) -> None:
@@ -342,7 +345,7 @@ class Namespace:
             self._by_pmid.setdefault(node.pmid, []).append(name)
 
     # -- queries
-    def node(self, name: str) -> Optional[_Node]:
+    def node(self, name: str) -> Optional[Node]:
         """The node of ``name`` ("" is the root), or None."""
         node = self.root
         if not name:
@@ -424,7 +427,7 @@ class Namespace:
         """Dynamic subtrees: ``{name: domain}``."""
         return {n: d for n, nd in self._leaf_nodes(self.root) if (d := nd.dynamic_domain) is not None}
 
-    def _leaf_nodes(self, node: _Node) -> Iterator[tuple[str, _Node]]:
+    def _leaf_nodes(self, node: Node) -> Iterator[tuple[str, Node]]:
         prefix = node.full_name()
         for k, child in node.children.items():
             full = f"{prefix}.{k}" if prefix else k
@@ -539,9 +542,9 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
         raise PmnsError(fname, 0, 'Multiple name space entries for "root"')
     ns = Namespace()
 
-    def attach(base: str, node: _Node, block: _Block) -> None:
+    def attach(base: str, node: Node, block: _Block) -> None:
         for child, p in block.children:
-            sub = node.children[child] = _Node(child, node, pmid=p)  # duplicates: the last wins, as libpcp
+            sub = node.children[child] = Node(child, node, pmid=p)  # duplicates: the last wins, as libpcp
             if p is None:
                 path = f"{base}.{child}" if base else child
                 found = findseen(path)
@@ -630,7 +633,7 @@ def write(ns: Namespace, top: str = "", symdom: Optional[str] = None) -> str:
         raise KeyError(top)
     out: list[str] = []
 
-    def block(path: str, nd: _Node) -> None:
+    def block(path: str, nd: Node) -> None:
         out.append(f"{path or 'root'} {{")
         for k, child in nd.children.items():
             out.append(f"    {k}\t{_spec(child.pmid, symdom)}" if child.pmid is not None else f"    {k}")

@@ -54,6 +54,24 @@ def test_cluster_collision_is_refused_at_startup(tmp_path) -> None:  # type: ign
         Dispatcher(253, [Mount(a, "a", "a"), Mount(b, "b", "b")], TrioRunner())
 
 
+def test_leaf_and_non_leaf_of_one_name_are_refused() -> None:
+    from pmda_py.pmapi import PmType
+    from pmda_py.table import Metric, Table
+
+    class Clash(Table):
+        def __init__(self, names: list[str]) -> None:
+            self.ms = [Metric(n, 0, k, PmType.U32) for k, n in enumerate(names)]
+
+        def metrics(self) -> list[Metric]:
+            return self.ms
+
+    for names in (["a", "a.b"], ["a.b", "a"]):
+        with pytest.raises(ConfigError, match="clashes with a non-leaf or leaf of the same name"):
+            Dispatcher(253, [Mount(Clash(names), "t", "t")], TrioRunner())
+    d = Dispatcher(253, [Mount(Clash(["a.b", "a.c", "d"]), "t", "t")], TrioRunner())
+    assert d.all_names == {"t.a.b": pmid(253, 0, 0), "t.a.c": pmid(253, 0, 1), "t.d": pmid(253, 0, 2)}
+
+
 def test_bad_mount_point_is_refused() -> None:
     with pytest.raises(ConfigError, match="bad mount point"):
         Dispatcher(253, [Mount(CrashTable(), "1bad..x", "c")], TrioRunner())
