@@ -35,7 +35,6 @@ from pmda_py.harvest.reader import (
     cstring,
 )
 from pmda_py.pmapi import PmSem, PmType, PmUnits
-from pmda_py.wire.result import PackedColumn
 
 __all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "build", "read_values"]
 
@@ -327,17 +326,23 @@ def _metric(
     return m
 
 
-def swapped_values(m: ExportMetric, image: bytes) -> memoryview | None:
-    """The file's VALUES section as big-endian 64-bit words (one byte swap per
-    file and fetch), for :func:`read_values`'s packed fast path."""
-    if m.values_offset < 0:
+def packed_values(image: bytes, values_offset: int, runs: Sequence[tuple[int, int]]) -> array[int] | None:
+    """The first 8 bytes of the value slots ``runs`` (``(first, count)``
+    each, consecutive slots) of a file image, big-endian, in one array: the
+    encoder's bytes for 64-bit values.  None when the image no longer holds
+    them (a file that shrank: :func:`read_values` says what is left)."""
+    if values_offset < 0:
         return None
-    nslots = (len(image) - m.values_offset) // VALUE.size
-    words = array("Q")
-    words.frombytes(memoryview(image)[m.values_offset : m.values_offset + nslots * VALUE.size])
+    nslots = (len(image) - values_offset) // VALUE.size
+    if any(first + n > nslots for first, n in runs):
+        return None
+    section = memoryview(image)[values_offset : values_offset + nslots * VALUE.size].cast("Q")
+    out = array("Q")
+    for first, n in runs:  # one strided slice per run
+        out.frombytes(section[first * 4 : (first + n) * 4 : 4].tobytes())
     if sys.byteorder == "little":
-        words.byteswap()
-    return memoryview(words)
+        out.byteswap()
+    return out
 
 
 def read_values(
@@ -345,7 +350,6 @@ def read_values(
     image: bytes | memoryview,
     order: Sequence[int] | None = None,
     now: float | None = None,
-    swapped: memoryview | None = None,
 ) -> tuple[Sequence[int], Any]:
     """The metric's current values from a file image (a private copy).
 
@@ -367,9 +371,6 @@ def read_values(
     ):
         # the fast path: one strided cast, no per-value Python work
         first, n = m.strided
-        if swapped is not None and t in (PmType.I64, PmType.U64, PmType.DOUBLE):
-            # 64-bit values, already big-endian: hand the encoder its bytes
-            return m.insts_u32, PackedColumn(swapped[first * 4 : (first + n) * 4 : 4].tobytes(), 8)
         code, per = _CODES.get(t, ("q", 4))
         view: memoryview = buf[base : base + nslots * VALUE.size].cast(code)  # type: ignore[call-overload]
         column = array(code)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import struct
-import sys
-from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,8 +23,7 @@ import structlog
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, read_values, swapped_values
-from pmda_py.harvest.reader import VALUE
+from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed_values, read_values
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, PackedFetch, StoreRequest, Table
 from pmda_py.wire.result import PackedColumn
@@ -81,7 +78,6 @@ class _PackedPlan:
     file: str | None = None
     values_offset: int = 0
     runs: tuple[tuple[int, int], ...] = ()  # (first slot, count), slots consecutive within a run
-    end: int = 0  # one past the last slot read
     vtypes: tuple[int, ...] = ()
     insts: tuple[Any, ...] = ()
     indoms: frozenset[int] = frozenset()
@@ -116,7 +112,7 @@ class _PackedPlan:
             indoms.add(m.indom.id)
         if len(files) != 1 or offset < 0:
             return cls(metrics, generation)
-        return cls(metrics, generation, files.pop(), offset, tuple(runs), max(a + n for a, n in runs),
+        return cls(metrics, generation, files.pop(), offset, tuple(runs),
                    tuple(vtypes), tuple(insts), frozenset(indoms))  # fmt: skip
 
 
@@ -263,7 +259,7 @@ class MmvTable(Table):
         self._metrics = []
         self._by_metric = {}
         self._ordered = {}
-        self._packed = {}  # id(metric) -> (first slot, count, insts): read_values' packed fast path
+        self._packed = {}  # id(metric) -> (first slot, count, insts): the packed path
         for em in export.metrics:
             ind = None
             if em.indom is not None:  # a missing indom still gets one (no instances)
@@ -294,7 +290,7 @@ class MmvTable(Table):
                     and not (em.sentinel or em.elapsed)
                     and em.type in (PmType.I64, PmType.U64, PmType.DOUBLE)
                 ):
-                    # read_values' packed fast path, decided once per scan
+                    # the packed path (packed_values), decided once per scan
                     self._packed[id(m)] = (em.strided[0], em.strided[1], em.insts_u32)
         self.reload_flag = 1 if export.reload else 0
         self.generation += 1
@@ -305,14 +301,12 @@ class MmvTable(Table):
 
     # ------------------------------------------------------------- fetch
     async def fetch(self, request: FetchRequest) -> FetchResult:
-        out: dict[Metric, Any] = {}
         images: dict[str, bytes | None] = {}
-        swapped: dict[str, memoryview | None] = {}
-        bulk = len(request.metrics) > 16  # swap a file's values section once, then slice it per metric
-        if bulk:
+        if len(request.metrics) > 16:  # worth a plan: the whole answer in one piece
             whole = self._fetch_packed(request.metrics, images)
             if whole is not None:
                 return whole
+        out: dict[Metric, Any] = {}
         by_metric, packed = self._by_metric, self._packed
         for m in request.metrics:
             em = by_metric.get(id(m))
@@ -324,17 +318,13 @@ class MmvTable(Table):
             if img is None:
                 out[m] = PmdaError(code=PmErr.AGAIN)
                 continue
-            if not bulk:
-                out[m] = self._values(m, em, img)
-                continue
-            sw = swapped[f] if f in swapped else swapped.setdefault(f, swapped_values(em, img))
             fast = packed.get(id(m))
-            if fast is not None and sw is not None and fast[0] + fast[1] <= len(sw) // 4:
-                first, n, insts = fast  # big-endian 64-bit words: the encoder's bytes as they are
-                column: Any = PackedColumn(sw[first * 4 : (first + n) * 4 : 4].tobytes(), 8)
-                out[m] = Columns(insts, column)
+            words = None if fast is None else packed_values(img, em.values_offset, (fast[:2],))
+            if fast is not None and words is not None:
+                column: Any = PackedColumn(words.tobytes(), 8)
+                out[m] = Columns(fast[2], column)
             else:
-                out[m] = self._values(m, em, img, sw)
+                out[m] = self._values(m, em, img)
         return out
 
     def _fetch_packed(self, metrics: Sequence[Metric], images: dict[str, bytes | None]) -> PackedFetch | None:
@@ -348,17 +338,9 @@ class MmvTable(Table):
         if plan.file is None:
             return None
         img = images[plan.file] = self._read(plan.file)
-        if img is None:
+        blob = None if img is None else packed_values(img, plan.values_offset, plan.runs)
+        if blob is None:
             return None
-        nslots = (len(img) - plan.values_offset) // VALUE.size
-        if plan.end > nslots:  # the file shrank under us: the careful path says what is left
-            return None
-        section = memoryview(img)[plan.values_offset : plan.values_offset + nslots * VALUE.size].cast("Q")
-        blob = array("Q")
-        for first, n in plan.runs:  # each value's first 8 bytes: a strided slice per run of slots
-            blob.frombytes(section[first * 4 : (first + n) * 4 : 4].tobytes())
-        if sys.byteorder == "little":
-            blob.byteswap()
         return PackedFetch(metrics, plan.vtypes, plan.insts, blob, plan.indoms, plan)
 
     def _control_value(self, m: Metric) -> Any:
@@ -383,14 +365,13 @@ class MmvTable(Table):
             log.warning("mmv_file_unreadable", file=name, error=err.strerror)
             return None
 
-    def _values(self, m: Metric, em: ExportMetric, img: bytes, swapped: memoryview | None = None) -> Any:
+    def _values(self, m: Metric, em: ExportMetric, img: bytes) -> Any:
         if em.type == PmType.NOSUPPORT:
             return PmdaError(code=PmErr.APPVERSION)
         order = None
         if m.indom is not None and not self._ordered.get(id(m), False):
             order = list(m.indom.instances)
-        # the packed fast path is for columns of values (metrics with instances)
-        insts, vals = read_values(em, img, order, swapped=swapped if m.indom is not None else None)
+        insts, vals = read_values(em, img, order)
         if m.indom is None:
             if not em.slots:
                 return PmdaError(code=PmErr.INST)
