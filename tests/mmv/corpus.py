@@ -12,9 +12,9 @@ from pmda_py.pmapi import LabelType, TextType
 from pmda_py.tables.mmv import MmvTable
 from pmda_py.testing.client import PmdaClient, PmdaReplyError
 from pmda_py.testing.harness import open_table_pmda
-from tests.conftest import SHARED
+from tests.conftest import MMV_DATA
 
-MMV = SHARED / "testdata" / "mmv"
+MMV = MMV_DATA
 
 NOPREFIX_NAMES = {"py_v1_noprefix": "rsnp", "foreign_large_parfait": "spacex", "qa_v1_instances_dogs": "animals"}
 
