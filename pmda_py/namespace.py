@@ -318,6 +318,9 @@ class Namespace:
 
     root: Node = attrs.field(factory=lambda: Node("root"))
     _by_pmid: dict[int, list[str]] = attrs.field(factory=dict, repr=False)
+    #: a PMID got a second name by add(): its names' order is rebuilt from
+    #: the tree at the next names() (insertion order is not PMNS order)
+    _stale: bool = attrs.field(default=False, repr=False)
 
     # -- building
     def add(self, name: str, p: int) -> None:
@@ -336,9 +339,12 @@ class Namespace:
         if parts[-1] in node.children:
             raise ValueError(f"{name} is already in the namespace")
         node.children[parts[-1]] = Node(parts[-1], node, pmid=p)
-        self._by_pmid.setdefault(p, []).append(name)
+        names = self._by_pmid.setdefault(p, [])
+        names.append(name)
+        self._stale = self._stale or len(names) > 1
 
     def _index(self) -> None:
+        self._stale = False
         self._by_pmid.clear()
         for name, node in self._leaf_nodes(self.root):
             assert node.pmid is not None
@@ -391,6 +397,8 @@ class Namespace:
     def names(self, p: int) -> list[str]:
         """Every name of PMID ``p``, in PMNS order (libpcp's ``pmNameAll``
         lists them the other way round); empty if none."""
+        if self._stale:
+            self._index()
         return list(self._by_pmid.get(p, ()))
 
     def children(self, name: str) -> list[tuple[str, bool]]:

@@ -38,3 +38,43 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     seed = config.getoption("hypothesis_seed", None)
     return f"hypothesis seed: {seed} (re-run with --hypothesis-seed={seed})"
+
+
+def require(ok: bool, why: str) -> None:
+    """Skip (loudly, with ``why``) when the machine lacks something a test
+    needs; under CI=true that is a failure: CI must run every test."""
+    if not ok:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {why}")
+        pytest.skip(why)
+
+
+#: tests that change the system pmcd (Install/Remove, pmcd.conf, the rc script)
+#: run only when this is 1 or CI=true
+SYSTEM_TESTS = "PMDA_PY_SYSTEM_TESTS"
+
+
+def system_tests_enabled() -> bool:
+    return os.environ.get("CI") == "true" or os.environ.get(SYSTEM_TESTS) == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if system_tests_enabled():
+        return
+    skip = pytest.mark.skip(
+        reason=f"changes the system pmcd (Install/Remove, pmcd.conf, rc script): set {SYSTEM_TESTS}=1 to run"
+    )
+    for item in items:
+        if item.get_closest_marker("system"):
+            item.add_marker(skip)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No private pmcd (or its agents) outlives the run: stop what is left,
+    and fail the run if a process group still survives."""
+    from tests.integration import pcpbed
+
+    alive = pcpbed.kill_leftovers()
+    if alive:
+        print(f"\nLEFTOVER PROCESSES: private pmcd process groups {alive} survived SIGKILL")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pmda_py.namespace import Namespace, PmnsError, Resolver, load, loads, parse, preprocess, write, write_fragment
@@ -270,6 +270,9 @@ def _trees(draw: st.DrawFn) -> dict[str, int]:
 
 
 @given(_trees())
+# found by a random seed: one PMID's names added out of PMNS order came back
+# from write() in PMNS order, while names() had kept the order of add()
+@example({"a.a": 0, "b": 0, "a.a0": 0})
 def test_write_then_read_gives_the_same_tree(leaves: dict[str, int]) -> None:
     ns = Namespace()
     for name, p in leaves.items():
@@ -279,7 +282,7 @@ def test_write_then_read_gives_the_same_tree(leaves: dict[str, int]) -> None:
     assert sorted(ns.traverse()) == sorted(leaves)
     assert {n: again.lookup(n) for n in leaves} == leaves
     for p in set(leaves.values()):
-        assert again.names(p) == [n for n, q in leaves.items() if q == p]
+        assert again.names(p) == ns.names(p) == [n for n in ns.traverse() if leaves[n] == p]
 
 
 # --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from pmda_py.daemon import TrioRunner
 from pmda_py.dispatch import ConfigError, Dispatcher, Mount
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
+from pmda_py.tables.control import ControlTable
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.tables.testing import CrashTable, SlowTable
 from pmda_py.testing.harness import open_table_pmda
@@ -22,7 +23,8 @@ async def test_slow_and_crashing_tables_do_not_stop_others(tmp_path) -> None:  #
     conf.write_text("sec\n")
     simple, slow, crash = SimpleTable(config=str(conf)), SlowTable(sleep="30"), CrashTable()
     slow.deadline = 0.3
-    mounts = [Mount(simple, "simple", "simple"), Mount(slow, "slow", "slow"), Mount(crash, "crash", "crash")]
+    mounts = [Mount(simple, "simple", "simple"), Mount(slow, "slow", "slow"), Mount(crash, "crash", "crash"),
+              Mount(ControlTable(), "ctl", "ctl")]  # fmt: skip
     with capture_logs() as logs:
         async with open_table_pmda(*mounts, domain=253) as pmda:
             t0 = time.monotonic()
@@ -38,8 +40,15 @@ async def test_slow_and_crashing_tables_do_not_stop_others(tmp_path) -> None:  #
             assert v["crash.wrongtype"].pm_code == PmErr.TYPE
             assert v["crash.negative"].pm_code == PmErr.TYPE
             assert v["simple.numfetch"] == 2
-            # the control view of it
-            assert pmda is not None
+            # the control view of it: per table, one timeout (slow), one
+            # exception and two bad values (crash), nothing for the others
+            indom = (await pmda.desc((await pmda.lookup(["ctl.table.errors"]))["ctl.table.errors"])).indom
+            names = {e.inst: e.name for e in await pmda.instance(indom)}
+            ctl = await pmda.fetch_values(["ctl.table.timeouts", "ctl.table.errors"])
+            timeouts = {names[i]: n for i, n in ctl["ctl.table.timeouts"].items()}
+            errors = {names[i]: n for i, n in ctl["ctl.table.errors"].items()}
+            assert timeouts == {"simple": 0, "slow": 1, "crash": 0, "ctl": 0}, timeouts
+            assert errors == {"simple": 0, "slow": 0, "crash": 3, "ctl": 0}, errors
     events = [e["event"] for e in logs]
     assert "table_timeout" in events
     assert "table_exception" in events

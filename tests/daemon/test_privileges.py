@@ -7,14 +7,15 @@ import pwd
 import sys
 from pathlib import Path
 
-import pytest
-
 from pmda_py.testing.client import open_socket_pmda
+from tests.conftest import require
 
-needs_root_and_pcp = pytest.mark.skipif(
-    os.geteuid() != 0 or not any(p.pw_name == "pcp" for p in pwd.getpwall()),
-    reason="needs root and a 'pcp' user (CI runs as root with PCP installed)",
-)
+
+def needs_root_and_pcp() -> None:
+    require(
+        os.geteuid() == 0 and any(p.pw_name == "pcp" for p in pwd.getpwall()),
+        "needs root and a 'pcp' user (CI runs as root with PCP installed)",
+    )
 
 
 def _uids(pid: int) -> list[int]:
@@ -24,8 +25,8 @@ def _uids(pid: int) -> list[int]:
     raise AssertionError("no Uid line")
 
 
-@needs_root_and_pcp
 async def test_drop_to_pcp_after_binding(tmp_path: Path) -> None:
+    needs_root_and_pcp()
     os.chmod(tmp_path, 0o755)
     sock = tmp_path / "pmda.sock"
     log = tmp_path / "pmda.log"

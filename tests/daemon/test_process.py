@@ -17,6 +17,7 @@ import trio
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
 from pmda_py.testing.client import PmdaReplyError, open_pipe_pmda, open_socket_pmda
+from tests.conftest import require
 
 PMDA_PY = [sys.executable, "-m", "pmda_py"]
 
@@ -123,8 +124,7 @@ async def test_socket_transports(run_args: list[str], tmp_path: Path, transport:
         port = _free_port()
         args, where = ["-i", str(port)], {"inet": port}
     else:
-        if not socket.has_ipv6:
-            pytest.skip("no IPv6 on this machine")
+        require(socket.has_ipv6, "no IPv6 on this machine")
         port = _free_port()
         args, where = ["-6", str(port)], {"ipv6": port}
     async with open_socket_pmda(command=[*run_args, *args], **where) as pmda:  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PDUS
-from tests.integration.pcpbed import SAMPLE, SIMPLE_PY, free_port, mask_simple_times
+from tests.integration.pcpbed import SAMPLE, SIMPLE_PY, free_port, mask_simple_times, simple_cache
 
 pytestmark = pytest.mark.pcp
 
@@ -112,11 +112,8 @@ def _compare(script: str, pmns: str, env: dict[str, str], reset: object = None) 
     return real[0]
 
 
-def _reset_simple() -> None:
-    try:
-        os.unlink("/var/lib/pcp/config/pmda/253.1")
-    except FileNotFoundError:
-        pass
+def _reset_simple(env: dict[str, str]) -> None:
+    simple_cache(env).unlink(missing_ok=True)
 
 
 def _script(name: str, open_line: str) -> str:
@@ -135,7 +132,7 @@ def test_sample_capture_script(pcp_env: dict[str, str], tmp_path: Path) -> None:
 def test_simple_capture_scripts(name: str, pcp_env: dict[str, str], tmp_path: Path) -> None:
     # the C pmdasimple of the capture is not packaged: pmdasimple.python stands in
     script = _script(name, f"open pipe /usr/bin/python3 {SIMPLE_PY} -d 253 -l {tmp_path}/p.log")
-    out = _compare(script, SIMPLE_PMNS, pcp_env, _reset_simple)
+    out = _compare(script, SIMPLE_PMNS, pcp_env, lambda: _reset_simple(pcp_env))
     assert "Error PDU: Bad input to pmstore" in out
 
 
@@ -172,7 +169,7 @@ def test_every_command_and_error_path_sample(pcp_env: dict[str, str], tmp_path: 
 
 def test_every_command_and_error_path_simple(pcp_env: dict[str, str], tmp_path: Path) -> None:
     script = EXTRA_SIMPLE.format(open=f"open pipe /usr/bin/python3 {SIMPLE_PY} -d 253 -l {tmp_path}/f.log")
-    _compare(script, SIMPLE_PMNS, pcp_env, _reset_simple)
+    _compare(script, SIMPLE_PMNS, pcp_env, lambda: _reset_simple(pcp_env))
 
 
 def test_our_daemon_under_both_dbpmdas(pcp_env: dict[str, str], tmp_path: Path) -> None:

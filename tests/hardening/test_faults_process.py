@@ -17,12 +17,16 @@ from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, Table
 from pmda_py.testing.client import open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
 from pmda_py.wire import DescReqPdu
+from tests.conftest import require
 
 PMDA_PY = [sys.executable, "-m", "pmda_py", "run", "-d", "253", "--table", "control=ctl"]
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+HAVE_DEV_FULL = os.path.exists("/dev/full")
+
+
 async def test_log_on_a_full_disk_does_not_stop_the_daemon() -> None:
+    require(HAVE_DEV_FULL, "needs /dev/full")
     # every write to /dev/full fails with ENOSPC: logging must not take the PMDA down
     async with open_pipe_pmda([*PMDA_PY, "-l", "/dev/full", "--log-level", "debug"]) as pmda:
         for _ in range(20):

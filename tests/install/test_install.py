@@ -24,7 +24,7 @@ from pmda_py.helpfile import HelpFile
 from pmda_py.pmapi import TextType, pmid
 from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, PMSIGNAL, REPO, SYSCONF, require_root_pcp, run
 
-pytestmark = pytest.mark.pcp
+pytestmark = [pytest.mark.pcp, pytest.mark.system]
 
 INSTALL, REMOVE = str(REPO / "Install"), str(REPO / "Remove")
 CONF = str(REPO / "etc" / "pypmda.conf")
@@ -32,14 +32,15 @@ TEST_NAME, TEST_DOMAIN = "pypmdatest", "311"
 
 
 def _agents(text: str) -> list[str]:
-    """pmcd.conf's agent lines, whitespace-normalised, in order."""
+    """pmcd.conf's agent lines, whitespace-normalised, sorted: pmdaproc.sh
+    re-sorts the file by domain, so only the set of lines is compared."""
     out = []
     for ln in text.splitlines():
         if ln.startswith("[access]"):
             break
         if ln.strip() and not ln.startswith("#"):
             out.append(" ".join(ln.split()))
-    return out
+    return sorted(out)
 
 
 def _pminfo(*args: str) -> subprocess.CompletedProcess[str]:
@@ -149,7 +150,7 @@ def test_install_fetch_store_remove_twice(system_pmcd: dict[str, int]) -> None:
     assert len(lines) == 1, lines
     assert re.fullmatch(r"pypmda\t310\tpipe\tbinary\s+/var/lib/pcp/pmdas/pypmda/pmdapypmda -d 310\s+"
                         r"-h /var/lib/pcp/pmdas/pypmda/help", lines[0]), lines  # fmt: skip
-    assert _agents(PMCD_CONF.read_text()) == [*_agents(conf_before), " ".join(lines[0].split())]
+    assert _agents(PMCD_CONF.read_text()) == sorted([*_agents(conf_before), " ".join(lines[0].split())])
     pids = _our_pids(str(PMDAS / "pypmda" / "venv"))
     assert len(pids) == 1, pids  # the first install's agent is gone
     out = _pminfo("-f", "pypmda").stdout
@@ -295,8 +296,9 @@ def test_needinstall_picked_up_by_pmcd_rc_script(system_pmcd: dict[str, int]) ->
     r = _install({"PYPMDA_NEEDINSTALL": "1"})
     assert (PMDAS / "pypmda" / ".NeedInstall").exists() and PMCD_CONF.read_text() == before, r.stdout
     try:
-        subprocess.run(["/etc/init.d/pmcd", "restart"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=120, check=True, start_new_session=True)  # fmt: skip
+        rc = subprocess.run(["/etc/init.d/pmcd", "restart"], stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=120, start_new_session=True)  # fmt: skip
+        assert rc.returncode == 0, f"/etc/init.d/pmcd restart: exit {rc.returncode}\n{rc.stdout}{rc.stderr}"
         assert _wait(lambda: _has_values("pypmda.simple.numfetch"), 60), PMCD_CONF.read_text()
         # the rc script runs the Install in the background, then drops the marker
         assert _wait(lambda: not list((PMDAS / "pypmda").glob(".NeedInstall*")), 60)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pcpbed import private_pmdas, require_pcp
+from tests.integration.pcpbed import private_pmdas, private_var, require_pcp
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +25,13 @@ def pmdas_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def pcp_env(pmdas_dir: Path) -> dict[str, str]:
-    """Environment for PMDAs: a private PCP_PMDAS_DIR (help, simple.conf)."""
-    return {"PCP_PMDAS_DIR": str(pmdas_dir)}
+def pcp_env(pmdas_dir: Path) -> Iterator[dict[str, str]]:
+    """Environment for PMDAs: a private PCP_PMDAS_DIR (help, simple.conf) and
+    a fresh private PCP_VAR_DIR, so PCP's agents keep their pmdaCache state
+    (``config/pmda/<domain>.<serial>``) there and never in the system's
+    /var/lib/pcp."""
+    var = Path(tempfile.mkdtemp(prefix="pmda_py-var-"))
+    try:
+        yield {"PCP_PMDAS_DIR": str(pmdas_dir), "PCP_VAR_DIR": str(private_var(var))}
+    finally:
+        shutil.rmtree(var, ignore_errors=True)

@@ -3,6 +3,7 @@ loudly without it (fail when CI=true), run a private pmcd, run dbpmda."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -63,6 +64,24 @@ def private_pmdas(root: Path) -> Path:
     return pmdas
 
 
+def private_var(root: Path) -> Path:
+    """A private PCP_VAR_DIR: PCP's agents (pmdaCache) write their instance
+    caches under ``config/pmda``; world-writable, the agents run as pcp."""
+    cache = root / "config" / "pmda"
+    cache.mkdir(parents=True, exist_ok=True)
+    for d in (root, root / "config", cache):
+        d.chmod(0o777)
+    # pmcpp finds <stdpmid> under $PCP_VAR_DIR/pmns
+    if not (root / "pmns").exists():
+        (root / "pmns").symlink_to("/var/lib/pcp/pmns")
+    return root
+
+
+def simple_cache(env: dict[str, str]) -> Path:
+    """Where pmdasimple.python keeps simple.now's instance ids (pmdaCache)."""
+    return Path(env["PCP_VAR_DIR"]) / "config" / "pmda" / "253.1"
+
+
 class PrivatePmcd:
     """pmcd on its own port, config, PMNS, run dir and log; stopped by pid."""
 
@@ -91,12 +110,23 @@ class PrivatePmcd:
         self.conf.write_text("\n".join(lines) + "\n")
 
     def start(self, wait_for: str = "pmcd.version") -> PrivatePmcd:
+        """Start pmcd in its own process group (its agents with it) and wait
+        for ``wait_for``; a start judged failed kills the group before the
+        error is raised.  Every started pmcd is also killed at interpreter
+        exit (:func:`kill_leftovers`), whatever happens to the test."""
         self.proc = subprocess.Popen(
             [PMCD, "-f", "-A", "-i", "127.0.0.1", "-p", str(self.port), "-s", str(self.sock), "-c", str(self.conf),
              "-n", str(self.pmns), "-l", str(self.log), "-t", "10", "-q", "10"],
             env=self.env, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )  # fmt: skip
-        self.wait(wait_for)
+        _LIVE.add(self)
+        STARTED_GROUPS.append(self.proc.pid)
+        try:
+            self.wait(wait_for)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def wait(self, metric: str, timeout: float = 20.0, desc_only: bool = False) -> None:
@@ -135,13 +165,54 @@ class PrivatePmcd:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        """SIGTERM to pmcd and its agents (the process group), SIGKILL to
+        whatever is left after 10 s."""
+        _LIVE.discard(self)
+        proc = self.proc
+        if proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
             try:
-                self.proc.wait(timeout=10)
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                continue
+            # pmcd is gone; its agents may still be on their way out
+            deadline = time.monotonic() + wait
+            while _group_alive(proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _group_alive(proc.pid):
+                break
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+_LIVE: set[PrivatePmcd] = set()
+#: process groups of every private pmcd started in this process
+STARTED_GROUPS: list[int] = []
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@atexit.register
+def kill_leftovers() -> list[int]:
+    """Stop every private pmcd still running (an interrupted or crashed
+    test); return the process groups that are still alive after that."""
+    for pmcd in list(_LIVE):
+        pmcd.stop()
+    return [g for g in STARTED_GROUPS if _group_alive(g)]
 
 
 def run_dbpmda(script: str, pmns: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pcpbed import PMDA_PY, SIMPLE_PY, free_port, mask, mask_simple_times, run_dbpmda
+from tests.integration.pcpbed import PMDA_PY, SIMPLE_PY, free_port, mask, mask_simple_times, run_dbpmda, simple_cache
 
 pytestmark = pytest.mark.pcp
 
@@ -95,19 +95,15 @@ def _normalise(transcript: str) -> str:
 @pytest.fixture
 def reference(pcp_env: dict[str, str], tmp_path: Path) -> str:
     script = f"open pipe /usr/bin/python3 {SIMPLE_PY} -d 253 -l {tmp_path / 'ref.log'}\n" + SCRIPT
-    _clear_simple_cache()
+    _clear_simple_cache(pcp_env)
     out = run_dbpmda(script, PMNS, env=pcp_env)
     assert "253.0.0 (simple.numfetch): numval: 1" in out, out
     return _normalise(out)
 
 
-def _clear_simple_cache() -> None:
+def _clear_simple_cache(env: dict[str, str]) -> None:
     # pmdasimple.python keeps simple.now's instance ids in pmdaCache: start both fresh
-    for p in ("/var/lib/pcp/config/pmda/253.1",):
-        try:
-            os.unlink(p)
-        except FileNotFoundError:
-            pass
+    simple_cache(env).unlink(missing_ok=True)
 
 
 def _ours(tmp_path: Path, *extra: str) -> list[str]:

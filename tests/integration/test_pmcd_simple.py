@@ -6,7 +6,6 @@ sample timestamps)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pcpbed import SIMPLE_PY, PrivatePmcd, free_port
+from tests.integration.pcpbed import SIMPLE_PY, PrivatePmcd, free_port, simple_cache
 
 pytestmark = pytest.mark.pcp
 
@@ -71,10 +70,9 @@ def _run_clients(pmcd: PrivatePmcd) -> list[str]:
 def pmcd(pcp_env: dict[str, str]) -> Iterator[PrivatePmcd]:
     root = Path(tempfile.mkdtemp(prefix="pmda_py-pmcd-"))
     root.chmod(0o755)
-    # pmdasimple.python keeps simple.now's ids in pmdaCache; ours in --state-dir
-    for p in ("/var/lib/pcp/config/pmda/253.1",):
-        if os.path.exists(p):
-            os.unlink(p)
+    # pmdasimple.python keeps simple.now's ids in pmdaCache (the private
+    # PCP_VAR_DIR of pcp_env, fresh per test); ours in --state-dir
+    assert not simple_cache(pcp_env).exists()
     ref_line = f"simple 253 pipe binary /usr/bin/python3 {SIMPLE_PY} -d 253"
     server = PrivatePmcd(root, [ref_line], _pmns(), env=pcp_env).start()
     try:

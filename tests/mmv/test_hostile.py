@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pmda_py.harvest.model import FileImage, build, read_values
 from pmda_py.harvest.reader import MmvFile, MmvFormatError
+from tests.conftest import require
 from tests.mmv.corpus import corpus_files
 
 GOOD = [p.read_bytes() for p in corpus_files() if p.stat().st_size < 200_000]
@@ -93,10 +94,8 @@ async def test_files_of_other_owners_are_skipped_when_configured(tmp_path: Path)
     shutil_copy = (MMV / "qa_v1_simple.mmv").read_bytes()
     (d / "mine").write_bytes(shutil_copy)
     (d / "theirs").write_bytes(shutil_copy.replace(b"\x7b\x00\x00\x00", b"\x7c\x00\x00\x00", 1))
-    if os.geteuid() == 0:
-        os.chown(d / "theirs", 4242, 4242)
-    else:
-        pytest.skip("needs root to give a file to another user")
+    require(os.geteuid() == 0, "needs root to give a file to another user")
+    os.chown(d / "theirs", 4242, 4242)
     me = str(os.geteuid())
     with capture_logs() as logs:
         async with open_table_pmda(MmvTable(dir=str(d), compat="1", allowed_users=me), mount="mmv", domain=70) as pmda:

@@ -61,7 +61,11 @@ def test_arbitrary_bodies_into_each_decoder(pdu_type: int, body: bytes, from_: i
     except WireFormatError as err:
         assert err.pm_code == PmErr.IPC
     else:
-        assert pdu.encode() is not None
+        # whatever was accepted re-encodes to a PDU that decodes to the same
+        # value, with a header that states its true length
+        again = pdu.encode()
+        assert struct.unpack_from("!ii", again) == (len(again), pdu_type)
+        assert decode_pdu(again) == pdu
 
 
 @given(pdus, st.data())
