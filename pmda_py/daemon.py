@@ -19,7 +19,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Sequence
 from functools import partial
-from typing import Any, Callable, TypeVar
+from typing import IO, Any, Callable, TypeVar
 
 import structlog
 import trio
@@ -486,6 +486,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigFileError as err:
         print(f"pmda-py run: bad config: {err}", file=sys.stderr)
         return 1
+    # the log takes over fd 2 (as pmdaOpenLog does); a start-up failure is
+    # also said on the stderr we were given (the terminal, or pmcd's log)
+    given_stderr: IO[str] | None = None
+    if config.logfile and config.logfile != "-":
+        try:
+            given_stderr = os.fdopen(os.dup(2), "w")
+        except OSError:
+            pass
     where = logconfig.configure(config.logfile, config.log_format, config.log_level)
     log.info(
         "start",
@@ -500,12 +508,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return trio.run(partial(run, config, argv=list(sys.argv[1:] if argv is None else argv)))
     except (ConfigError, TableLoadError) as err:
+        # the log may be a file nobody is looking at: the person (or pmcd's
+        # log, where an agent's stderr goes) gets the reason too
         log.error("config_error", error=str(err))
+        _say(given_stderr, f"pmda-py run: {err}")
         return 1
     except OSError as err:
         if err.errno in (errno.EADDRINUSE, errno.EACCES, errno.ENOENT):
             log.error("transport_failed", error=str(err))
+            _say(given_stderr, f"pmda-py run: cannot open the {config.transport} channel: {err}")
             return 1
         raise
     except KeyboardInterrupt:
         return 0
+    finally:
+        if given_stderr is not None:
+            given_stderr.close()
+
+
+def _say(stream: IO[str] | None, line: str) -> None:
+    """One line to the person who started us, when the log is a file
+    (best effort)."""
+    if stream is None:
+        return
+    try:
+        print(line, file=stream, flush=True)
+    except (OSError, ValueError):
+        pass

@@ -123,8 +123,26 @@ def help_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     return "".join(out)
 
 
+_WHAT = {
+    "pmda-py pmns": "Write the PMNS fragment (names and PMIDs) of the configured tables, as Install needs it.",
+    "pmda-py help": "Write the help text source (newhelp's input) of the configured tables, as Install needs it.",
+}
+_TABLE_OPTIONS = """\
+the tables are chosen as for `pmda-py run`:
+  -c CONFIG             the agent's config file ([pmda] and [table NAME] sections)
+  --table NAME[=MOUNT]  a table (built-in, entry point or module:Class), mounted at MOUNT
+  -d DOMAIN             the domain written in the output
+  -n NAME               the agent's name (PMNS top, default pypmda)
+"""
+
+
 def _common(prog: str, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(prog=prog)
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=_WHAT.get(prog),
+        epilog=_TABLE_OPTIONS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--symdom", help="symbolic domain written in the output (default: the name in upper case)")
     p.add_argument("--under", help="refuse tables mounted outside this subtree (pmdaproc.sh installs one)")
     p.add_argument("-o", "--output", help="write here instead of stdout")
