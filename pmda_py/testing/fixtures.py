@@ -3,6 +3,8 @@ or ``pytest_plugins = ["pmda_py.testing.fixtures"]`` in a conftest).
 
 * ``pmda_command`` -- ``async with pmda_command(argv) as pmda`` starts a PMDA
   command over a pipe and yields a :class:`~pmda_py.testing.client.PmdaClient`;
+  an ``argv`` starting with ``pmda-py`` runs the pmda_py of the interpreter
+  running the tests (no activated virtualenv needed);
 * ``pmda_socket`` -- the same for a PMDA listening on a socket;
 * ``table_pmda`` -- ``async with table_pmda(MyTable()) as pmda`` serves
   tables in-process.
@@ -17,26 +19,43 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Callable
 
 import pytest
 
-from pmda_py.testing.client import open_pipe_pmda, open_socket_pmda
+from pmda_py.testing.client import PmdaClient, open_pipe_pmda, open_socket_pmda
 from pmda_py.testing.harness import open_table_pmda
 
 __all__ = ["pmda_command", "pmda_socket", "table_pmda"]
 
 
+def _resolve(command: Sequence[str]) -> list[str]:
+    if command and command[0] == "pmda-py":
+        return [sys.executable, "-m", "pmda_py", *command[1:]]
+    return list(command)
+
+
 @pytest.fixture
-def pmda_command(tmp_path: Any) -> Any:
+def pmda_command() -> Callable[..., AbstractAsyncContextManager[PmdaClient]]:
     """Factory: ``pmda_command(argv, **kw)`` -> async CM yielding a client."""
-    return open_pipe_pmda
+
+    def start(command: Sequence[str], **kw: Any) -> AbstractAsyncContextManager[PmdaClient]:
+        return open_pipe_pmda(_resolve(command), **kw)
+
+    return start
 
 
 @pytest.fixture
 def pmda_socket() -> Any:
     """Factory: ``pmda_socket(unix=|inet=|ipv6=, command=argv)`` -> async CM."""
-    return open_socket_pmda
+
+    def start(*, command: Sequence[str] | None = None, **kw: Any) -> Any:
+        return open_socket_pmda(command=_resolve(command) if command else None, **kw)
+
+    return start
 
 
 @pytest.fixture
