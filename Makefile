@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv test lint typecheck demo bench clean pcp
+.PHONY: all venv test lint format typecheck demo bench clean pcp
 
 all: test
 
@@ -20,10 +20,17 @@ venv: $(BIN)/activate
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: venv
-	$(BIN)/ruff check pmda_py tests bench scripts
-	$(BIN)/ruff format --check pmda_py || true
+LINTED := pmda_py tests bench scripts
 
+# Fails on lint findings and on unformatted code (`make format` fixes the latter).
+lint: venv
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+format: venv
+	$(BIN)/ruff format $(LINTED)
+
+# mypy --strict on the package, the tests and the benchmarks (pyproject.toml).
 typecheck: venv
 	$(BIN)/mypy
 

@@ -13,7 +13,6 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -100,10 +99,10 @@ def _command(line: str) -> tuple[dict[str, str], list[str]]:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Iterator[Path]:
+def workdir(tmp_path: Path) -> Path:
     """A fresh directory outside the repository (pytest's tmp_path is)."""
     assert REPO not in tmp_path.parents
-    yield tmp_path
+    return tmp_path
 
 
 def test_make_demo_and_make_test(workdir: Path) -> None:

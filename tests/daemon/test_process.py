@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -117,6 +118,7 @@ def test_malformed_request_answered_and_daemon_keeps_serving(run_args: list[str]
 
 @pytest.mark.parametrize("transport", ["unix", "inet", "ipv6"])
 async def test_socket_transports(run_args: list[str], tmp_path: Path, transport: str) -> None:
+    where: dict[str, Any]
     if transport == "unix":
         path = str(tmp_path / "pmda.sock")
         args, where = ["-u", path], {"unix": path}
@@ -127,10 +129,10 @@ async def test_socket_transports(run_args: list[str], tmp_path: Path, transport:
         require(socket.has_ipv6, "no IPv6 on this machine")
         port = _free_port()
         args, where = ["-6", str(port)], {"ipv6": port}
-    async with open_socket_pmda(command=[*run_args, *args], **where) as pmda:  # type: ignore[arg-type]
+    async with open_socket_pmda(command=[*run_args, *args], **where) as pmda:
         assert (await pmda.fetch_values(["simple.numfetch"]))["simple.numfetch"] == 1
         if transport == "unix":
-            assert os.stat(where["unix"]).st_mode & 0o777 == 0o660  # type: ignore[arg-type]
+            assert os.stat(where["unix"]).st_mode & 0o777 == 0o660
         with pytest.raises(PmdaReplyError):
             await pmda.desc(pmid(253, 9, 9))
 

@@ -83,7 +83,7 @@ async def test_instances_text_labels(simple: SimpleTable) -> None:
         assert [(e.inst, e.name) for e in byname] == [(1, "")]
         for bad in ({"inst": 99}, {"name": "purple"}):
             with pytest.raises(PmdaReplyError) as info:
-                await pmda.instance(indom(253, 0), **bad)  # type: ignore[arg-type]
+                await pmda.instance(indom(253, 0), **bad)
             assert info.value.pm_code == PmErr.INST
         with pytest.raises(PmdaReplyError) as info:
             await pmda.instance(indom(253, 7))

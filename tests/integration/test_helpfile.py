@@ -18,7 +18,8 @@ pytestmark = pytest.mark.pcp
 def test_reads_newhelp_output(pmdas_dir: Path) -> None:
     hf = HelpFile.open(str(pmdas_dir / "simple" / "help"))
     assert hf.text(pmid(253, 0, 0), TextType.ONELINE | TextType.PMID) == "Number of pmFetch operations."
-    assert hf.text(pmid(253, 0, 0), TextType.HELP | TextType.PMID).startswith("The cumulative number")
+    help_text = hf.text(pmid(253, 0, 0), TextType.HELP | TextType.PMID)
+    assert help_text is not None and help_text.startswith("The cumulative number")
     assert hf.text(indom(253, 0), TextType.ONELINE | TextType.INDOM) == 'Instance domain "colour" for simple PMDA'
     assert hf.text(pmid(253, 9, 9), TextType.ONELINE | TextType.PMID) is None
 

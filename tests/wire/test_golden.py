@@ -97,7 +97,7 @@ def test_decoded_values_match_dbpmda_transcript() -> None:
     assert [v.value for v in color.values] == [1, 101, 201]
     user = res.vsets[2]
     assert user.valfmt == ValFmt.DPTR
-    assert user.values[0].value.value() == 0.0  # type: ignore[union-attr]
+    assert user.values[0].value.value() == 0.0
 
 
 def test_text_ident_little_endian_quirk() -> None:

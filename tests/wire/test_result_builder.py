@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -33,7 +34,7 @@ def value_sets(draw: st.DrawFn) -> tuple[int, int, list[int], list[object]] | tu
         return (pm, draw(st.integers(-(2**31), 0)))
     type_ = draw(st.sampled_from([t for t in PmType if t in (0, 1, 2, 3, 4, 5, 6, 7)]))
     ins = draw(insts)
-    vals = [draw(typed.filter(lambda tv, t=type_: tv[0] == t))[1] for _ in ins]
+    vals = [draw(typed.filter(lambda tv: bool(tv[0] == type_)))[1] for _ in ins]
     return (pm, type_, ins, vals)
 
 
@@ -133,7 +134,8 @@ def test_packed_run_matches_the_builder(sets: list[tuple[int, int, list[int]]], 
 
     from pmda_py.wire.result import PackedColumn, PackedRun, encode_packed_run
 
-    token, cache = object(), {}
+    token: object = object()
+    cache: dict[Any, Any] = {}
     for _ in range(2):
         blobs = [data.draw(st.binary(min_size=8 * len(i), max_size=8 * len(i))) for _, _, i in sets]
         ref = ResultBuilder()
