@@ -9,7 +9,6 @@ from __future__ import annotations
 import enum
 import errno
 import os
-from typing import ClassVar
 
 __all__ = [
     "PM_ERR_BASE",
@@ -213,18 +212,19 @@ def errstr(code: int) -> str:
 class PmdaError(Exception):
     """Root of every pmda_py error; carries the PCP code sent on the wire."""
 
-    code: ClassVar[int] = PmErr.GENERIC
-    _instance_code: int | None = None
+    #: the class's default code; ``PmdaError(code=...)`` overrides it for
+    #: that instance (``.code`` and ``.pm_code`` agree)
+    code: int = PmErr.GENERIC
 
     def __init__(self, message: str = "", *, code: int | None = None) -> None:
-        super().__init__(message or errstr(code if code is not None else self.code))
         if code is not None:
-            self._instance_code = code
+            self.code = code
+        super().__init__(message or errstr(self.code))
 
     @property
     def pm_code(self) -> int:
         """The PCP error code for this error (instance override or class default)."""
-        return self._instance_code if self._instance_code is not None else type(self).code
+        return self.code
 
 
 class WireFormatError(PmdaError):

@@ -115,3 +115,12 @@ def test_notready_then_ready() -> None:
     assert decode_pdu(s.ready()) == ErrorPdu(PmErr.PMDAREADY)
     with pytest.raises(LocalProtocolError):
         s.ready()
+
+
+def test_pmda_error_code_is_the_instance_code() -> None:
+    from pmda_py.errors import PmdaError, UnknownMetric
+
+    err = PmdaError(code=PmErr.PERMISSION)
+    assert err.code == err.pm_code == PmErr.PERMISSION
+    assert PmdaError().code == PmErr.GENERIC and UnknownMetric().code == PmErr.PMID
+    assert UnknownMetric(code=PmErr.NOAGENT).code == PmErr.NOAGENT and UnknownMetric.code == PmErr.PMID
