@@ -361,6 +361,7 @@ def build_dispatcher(config: Config) -> Dispatcher:
         name=config.name,
         domain_labels=config.domain_labels,
         help_source=_helpfile(config),
+        state_dir=config.state_dir or None,
     )
     for m in mounts:
         m.table.dispatcher = dispatcher  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ Runtime-neutral: no trio here (the daemon supplies the Runner).
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from array import array
@@ -38,7 +39,7 @@ from pmda_py.pmapi import (
     pmid_str,
 )
 from pmda_py.session import BadRequest, Request, Session
-from pmda_py.table import Columns, FetchRequest, InDom, Metric, PackedFetch, StoreRequest, Table
+from pmda_py.table import Columns, FetchRequest, InDom, InstanceCache, Metric, PackedFetch, StoreRequest, Table
 from pmda_py.wire import (
     DescPdu,
     DescReqPdu,
@@ -192,8 +193,11 @@ class Dispatcher:
         name: str = "pmda_py",
         domain_labels: Mapping[str, Any] | None = None,
         help_source: HelpSource | None = None,
+        state_dir: str | None = None,
     ) -> None:
         self.domain = domain
+        #: where persistent indoms keep their instance ids (None: not kept)
+        self.state_dir = state_dir
         self.mounts = list(mounts)
         self.runner = runner
         self.name = name
@@ -247,6 +251,7 @@ class Dispatcher:
                 cluster_owner[c] = mount
             for ind in t.indoms():
                 ind.domain = self.domain
+                self._attach_cache(ind)
                 prev = by_indom.get(ind.id)
                 if prev is not None and prev[1] is not ind:
                     problem(f"tables {prev[0].name} and {tname} both use indom serial {ind.serial}")
@@ -261,6 +266,7 @@ class Dispatcher:
                     continue
                 if m.indom is not None and m.indom.id not in by_indom:
                     m.indom.domain = self.domain
+                    self._attach_cache(m.indom)
                     by_indom[m.indom.id] = (mount, m.indom)
                 full = mount.full(m)
                 if full in by_name:
@@ -278,6 +284,19 @@ class Dispatcher:
         self._generations = [m.table.generation for m in self.mounts]
         if old_names and old_names != set(by_name):
             self.names_changed = True
+
+    def _attach_cache(self, ind: InDom) -> None:
+        """A persistent indom's ids live in ``STATE_DIR/DOMAIN.SERIAL``
+        (loaded once, before the table's startup names its instances)."""
+        if not ind.persistent or ind.cache.path or not self.state_dir:
+            return
+        cache = InstanceCache(os.path.join(self.state_dir, f"{self.domain}.{ind.serial}"))
+        problem = cache.load()
+        if problem:
+            log.warning("instance_cache_rebuilt", indom=f"{self.domain}.{ind.serial}", problem=problem)
+        ind.cache = cache
+        if ind.instances:  # named before it was mounted: the saved ids win
+            ind.set_names(list(ind.instances.values()))
 
     def _refresh_index(self) -> None:
         for k, m in enumerate(self.mounts):

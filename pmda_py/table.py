@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, ClassVar, Union
 
 import attrs
+import structlog
 
 from pmda_py.errors import PmdaError, PmErr, UnknownInstance
 from pmda_py.pmapi import (
@@ -185,26 +186,47 @@ class InstanceCache:
     next_id: int = 0
     dirty: bool = False
 
-    def load(self) -> None:
-        """Read the saved map (a missing or unreadable file is an empty map)."""
+    HEADER: ClassVar[str] = "# pmda_py instance cache: id name"
+
+    def load(self) -> str | None:
+        """Read the saved map.  A missing file is an empty map.  A file that
+        is not ours, or is corrupt (no header, a bad line, an id or a name
+        twice), is moved aside to ``PATH.bad`` and the map starts empty (it
+        is rewritten at the next save); the problem is returned for the
+        caller to log.  Never raises for the file's content."""
         if not self.path:
-            return
+            return None
         try:
             with open(self.path, encoding="utf-8", errors="surrogateescape") as f:
                 lines = f.read().splitlines()
-        except OSError:
-            return
-        for line in lines:
-            if not line or line.startswith("#"):
-                continue
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeError) as err:
+            return f"cannot read {self.path}: {err}"
+        ids: dict[str, int] = {}
+        problem = None if lines[:1] == [self.HEADER] else "not a pmda_py instance cache (no header line)"
+        for n, line in enumerate(lines[1:], 2):
+            if problem:
+                break
             num, _, name = line.partition(" ")
+            if not num.isdigit() or not name:
+                problem = f"line {n}: expected 'ID NAME'"
+            elif name in ids or int(num) in ids.values():
+                problem = f"line {n}: {'name' if name in ids else 'id'} given twice"
+            else:
+                ids[name] = int(num)
+        if problem:
             try:
-                inst = int(num)
-            except ValueError:
-                continue
-            if inst >= 0 and name and name not in self.ids:
+                os.replace(self.path, self.path + ".bad")
+            except OSError:
+                pass
+            self.dirty = True
+            return f"{self.path}: {problem}; moved aside to {self.path}.bad, ids start afresh"
+        for name, inst in ids.items():
+            if name not in self.ids and inst not in self.ids.values():
                 self.ids[name] = inst
                 self.next_id = max(self.next_id, inst + 1)
+        return None
 
     def lookup(self, name: str) -> int:
         """The id of ``name``, assigning a new one if it was never seen."""
@@ -217,16 +239,22 @@ class InstanceCache:
         return inst
 
     def save(self) -> None:
-        """Write the map if it changed."""
+        """Write the map if it changed (atomically: a temporary file renamed
+        over the old one).  A write that fails is logged and tried again at
+        the next save; the ids in memory stay as they are."""
         if not self.path or not self.dirty:
             return
         tmp = f"{self.path}.tmp{os.getpid()}"
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write("# pmda_py instance cache: id name\n")
-            for name, inst in sorted(self.ids.items(), key=lambda kv: kv[1]):
-                f.write(f"{inst} {name}\n")
-        os.replace(tmp, self.path)
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(self.HEADER + "\n")
+                for name, inst in sorted(self.ids.items(), key=lambda kv: kv[1]):
+                    f.write(f"{inst} {name}\n")
+            os.replace(tmp, self.path)
+        except OSError as err:
+            structlog.get_logger("pmda_py.table").warning("instance_cache_unsaved", path=self.path, error=str(err))
+            return
         self.dirty = False
 
 
@@ -241,7 +269,11 @@ class InDom:
         labels: indom-level labels.
         instance_labels: ``{id: {name: value}}`` or a callable ``(id, name) -> dict``.
         persistent: keep name -> id assignments across restarts (dynamic
-            indoms updated with :meth:`set_names`).
+            indoms updated with :meth:`set_names`): the daemon keeps them in
+            its state directory (``--state-dir``, default
+            ``$PCP_VAR_DIR/config/pmda``) as ``DOMAIN.SERIAL``, like
+            libpcp_pmda's pmdaCache; ids of names that went away are never
+            given to another name.
     """
 
     serial: int

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import FetchRequest, FetchResult, InDom, InstanceCache, Metric, StoreRequest, Table, units
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, units
 
 __all__ = ["SimpleTable"]
 
@@ -127,10 +127,6 @@ class SimpleTable(Table):
         self.oldfetch = -1
 
     async def startup(self, config: Mapping[str, str]) -> None:
-        state_dir = getattr(getattr(self, "config", None), "state_dir", "")
-        if state_dir and self.time.domain >= 0:
-            self.time.cache = InstanceCache(os.path.join(state_dir, f"{self.time.domain}.{self.time.serial}"))
-            self.time.cache.load()
         self._timenow_check()
 
     def _timenow_check(self) -> None:

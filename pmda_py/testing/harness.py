@@ -40,11 +40,14 @@ async def open_table_pmda(
     help_source: HelpSource | None = None,
     startup: bool = True,
     timeout: float | None = 10.0,
+    state_dir: str | None = None,
 ) -> AsyncIterator[PmdaClient]:
     """Serve ``tables`` in-process and yield a connected client.
 
     A bare :class:`Table` mounts at ``mount`` (one table) or at its own
     ``name``; pass :class:`~pmda_py.dispatch.Mount` objects for more control.
+    ``state_dir`` keeps the instance ids of persistent indoms, as the
+    daemon's ``--state-dir`` does (None: they are not kept).
     """
     mounts: list[Mount] = []
     for t in tables:
@@ -53,7 +56,7 @@ async def open_table_pmda(
         else:
             prefix = mount if (mount is not None and len(tables) == 1) else (t.name or type(t).__name__.lower())
             mounts.append(Mount(t, prefix, t.name or type(t).__name__))
-    dispatcher = Dispatcher(domain, mounts, TrioRunner(), name=name, help_source=help_source)
+    dispatcher = Dispatcher(domain, mounts, TrioRunner(), name=name, help_source=help_source, state_dir=state_dir)
     for m in mounts:
         m.table.dispatcher = dispatcher  # type: ignore[attr-defined]
     if startup:

@@ -1,0 +1,25 @@
+"""A table whose instances are the names of its ``names`` option, in the
+order given, in a persistent indom: its ids must not depend on that order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pmda_py.pmapi import PmType
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, Table
+
+
+class Names(Table):
+    name = "names"
+    accepts_options = True
+
+    def __init__(self, names: str = "", **_options: str) -> None:
+        self.names = [n for n in names.split(",") if n]
+        self.indom = InDom(7, oneline="named things", persistent=True)
+        self.value = Metric("value", 0, 0, PmType.U32, indom=self.indom, oneline="length of the name")
+
+    async def startup(self, options: Mapping[str, str]) -> None:
+        self.indom.set_names(self.names)
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        return {self.value: {i: len(n) for i, n in self.indom.instances.items()}}
