@@ -19,7 +19,7 @@ import sys
 import time
 from array import array
 from collections import deque
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Callable, Protocol, TypeVar
 
 import attrs
@@ -29,11 +29,9 @@ from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename, errstr
 from pmda_py.namespace import Namespace, Node
 from pmda_py.pmapi import (
     PM_IN_NULL,
-    PM_INDOM_NULL,
     LabelType,
     PmType,
     TextType,
-    indom_serial,
     pmid_cluster,
     pmid_domain,
     pmid_str,
@@ -885,6 +883,3 @@ def _store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:
             raise PmdaError(code=PmErr.BADSTORE)
     return v
 
-
-# Unused imports kept for typing completeness.
-_ = (PM_INDOM_NULL, indom_serial, Iterable)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 import sys
 import time
 from array import array
@@ -394,7 +393,6 @@ def read_values(
             idx = [idx[k] for k in keep]
         vals = [_column(section, t, s, 1)[0] for s in idx]
     if t == PmType.STRING:
-        offs = _column(section, PmType.I64, 0, 0)  # placeholder
         extras = section.cast("q")
         vals = []
         for _, s in slots:
@@ -403,7 +401,6 @@ def read_values(
                 vals.append(None)
             else:
                 vals.append(cstring(buf, off, STRING_SIZE - 1).decode("utf-8", "replace"))
-        del offs
     if m.elapsed:
         extras = section.cast("q")
         now_usec = (time.time() if now is None else now) * 1e6
@@ -447,5 +444,3 @@ def _column(section: memoryview, t: int, first: int, n: int) -> list[Any]:
     out: list[Any] = view[first * per : (first + n) * per : per].tolist()
     return out
 
-
-_ = struct

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import trio
@@ -79,6 +79,3 @@ async def open_table_pmda(
             raise group.exceptions[0] from None
         raise
 
-
-def _unused(_: Sequence[object]) -> None:  # keep Sequence imported for typing
-    return None

@@ -22,8 +22,8 @@ from typing import Any, Callable, ClassVar, Final, Sequence, Type, TypeVar, Unio
 
 import attrs
 
-from pmda_py.errors import PmErr, WireFormatError
-from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, PmDesc, PmType, PmUnits
+from pmda_py.errors import WireFormatError
+from pmda_py.pmapi import PM_IN_NULL, PmDesc, PmType, PmUnits
 
 __all__ = [
     "CVERSION",
@@ -1458,6 +1458,3 @@ def encode_pdu(pdu: Pdu) -> bytes:
     """Encode a PDU object to bytes (same as ``pdu.encode()``)."""
     return pdu.encode()
 
-
-# Silence "imported but unused" for names kept for API completeness.
-_ = (PmErr, PM_INDOM_NULL)

@@ -14,8 +14,8 @@ from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
 from pmda_py.tables.control import ControlTable
 from pmda_py.tables.simple import SimpleTable
-from pmda_py.tables.testing import CrashTable, SlowTable
 from pmda_py.testing.harness import open_table_pmda
+from tests.tables.faults import CrashTable, SlowTable
 
 
 async def test_slow_and_crashing_tables_do_not_stop_others(tmp_path) -> None:  # type: ignore[no-untyped-def]

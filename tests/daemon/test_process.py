@@ -36,7 +36,7 @@ def run_args(tmp_path: Path) -> list[str]:
     return [
         *PMDA_PY, "run", "-d", "253", "-l", str(tmp_path / "pmda.log"), "--state-dir", str(tmp_path / "state"),
         "--table", "simple=simple", "--table", "control=simple.control",
-        "--table", "pmda_py.tables.testing:CrashTable=crash",
+        "--table", "tests.tables.faults:CrashTable=crash",
     ]  # fmt: skip
 
 

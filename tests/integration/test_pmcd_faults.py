@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.integration.pcpbed import PrivatePmcd
 
 pytestmark = pytest.mark.pcp
@@ -46,15 +47,18 @@ def _start(workdir: Path, pcp_env: dict[str, str], line: str) -> PrivatePmcd:
 def _start_config(workdir: Path, pcp_env: dict[str, str], tables: str) -> PrivatePmcd:
     """:func:`_start` with ``pmda-py run -c`` of a config mounting ``tables``."""
     cfg = workdir / "t.conf"
-    cfg.write_text("[pmda]\nname = faulty\ndomain = 251\n[table simple]\nmount = t.simple\n" + tables)
+    # the fault tables live in the test package: the repository is on the agent's path
+    cfg.write_text(f"[pmda]\nname = faulty\ndomain = 251\npythonpath = {REPO}\n[table simple]\nmount = t.simple\n"
+                   + tables)  # fmt: skip
     return _start(workdir, pcp_env,
                   f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} "
                   f"--state-dir {workdir}")  # fmt: skip
 
 
 def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, str]) -> None:
-    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 1.0\nsleep = 30\n"
-                                           "[table crash]\ntable = crash\nmount = t.crash\n")  # fmt: skip
+    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = tests.tables.faults:SlowTable\nmount = t.slow\n"
+                                           "deadline = 1.0\nsleep = 30\n[table crash]\n"
+                                           "table = tests.tables.faults:CrashTable\nmount = t.crash\n")  # fmt: skip
     try:
         t0 = time.monotonic()
         r = pmcd.tool("pminfo", "-f", "t.slow.value", "t.crash.boom", "t.simple.numfetch", check=False)
@@ -103,7 +107,8 @@ def test_pmcd_killed_mid_fetch_then_restarted(workdir: Path, pcp_env: dict[str, 
     import signal as _signal
     import subprocess as _sp
 
-    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = slow\nmount = t.slow\ndeadline = 3\nsleep = 1.5\n")
+    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = tests.tables.faults:SlowTable\nmount = t.slow\n"
+                                           "deadline = 3\nsleep = 1.5\n")  # fmt: skip
     try:
         agent = _agent_pid(workdir)
         client = _sp.Popen(["pminfo", "-h", pmcd.host, "-f", "t.slow.value"], stdout=_sp.PIPE, stderr=_sp.PIPE)

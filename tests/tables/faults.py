@@ -1,7 +1,9 @@
 """Misbehaving tables for fault tests: ``slow`` overruns its deadline,
-``crash`` raises or returns values of the wrong type.
+``crash`` raises or returns values of the wrong type.  Test code only: the
+daemon loads them by module path (``tests.tables.faults:SlowTable``) with
+the repository on its path.
 
-Cluster 4080 (slow) and 4081 (crash) are reserved for them.
+Clusters 4080 (slow) and 4081 (crash).
 """
 
 from __future__ import annotations
