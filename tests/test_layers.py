@@ -1,0 +1,122 @@
+"""The package's layer contract, checked on the source (an import-linter
+equivalent with no extra dependency):
+
+    errors <- pmapi <- wire <- session <- dispatch <- daemon <- cli
+
+with the PMNS, help-file, config and MMV reader code beside ``wire``, the
+table API beside ``session``, the built-in tables beside ``dispatch`` and
+the tools (installer, demo, testing) on top.  A module imports only modules
+of a lower layer, or of its own package.  The sans-IO core (wire, session,
+the MMV reader and model, the table API, the dispatcher) never imports trio,
+and no production module imports ``pmda_py.testing`` (``demo`` drives the
+daemon through the harness, as a user would)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "pmda_py"
+
+#: module (or package prefix) -> layer; the longest matching prefix wins
+LAYERS: dict[str, int] = {
+    "pmda_py.errors": 0,
+    "pmda_py.pmapi": 1,
+    "pmda_py.wire": 2,
+    "pmda_py.namespace": 2,
+    "pmda_py.helpfile": 2,
+    "pmda_py.config": 2,
+    "pmda_py.logconfig": 2,
+    "pmda_py.harvest": 2,
+    "pmda_py.session": 3,
+    "pmda_py.table": 3,
+    "pmda_py.dispatch": 4,
+    "pmda_py.tables": 4,
+    "pmda_py.daemon": 5,
+    "pmda_py.installer": 6,
+    "pmda_py.demo": 6,
+    "pmda_py.cli": 6,
+    "pmda_py.__main__": 7,
+    "pmda_py.testing": 6,
+    "pmda_py": 6,  # the package's own __init__: the public API re-exports
+}
+NO_TRIO = ("pmda_py.wire", "pmda_py.session", "pmda_py.harvest", "pmda_py.table", "pmda_py.dispatch",
+           "pmda_py.namespace", "pmda_py.errors", "pmda_py.pmapi")  # fmt: skip
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> tuple[str, int]:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return best, LAYERS[best]
+
+
+def _imports(path: Path) -> set[str]:
+    return _imports_of(path.read_text(), _name(path), path.name == "__init__.py")
+
+
+def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
+    """Every module ``module`` imports (``from a import b`` gives ``a.b`` when
+    that is a module of ours, else ``a``)."""
+    package = module if is_package else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(text, module)):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for a in node.names:
+                candidate = f"{base}.{a.name}"
+                mod_path = REPO.joinpath(*candidate.split("."))
+                out.add(candidate if mod_path.with_suffix(".py").exists() or mod_path.is_dir() else base)
+    return out
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_layers(path: Path) -> None:
+    module = _name(path)
+    group, layer = _layer(module)
+    bad = []
+    for dep in sorted(_imports(path)):
+        top = dep.split(".")[0]
+        if top != "pmda_py":
+            if top == "trio" and module.startswith(NO_TRIO):
+                bad.append(f"{dep} (the sans-IO core never imports trio)")
+            continue
+        if dep.startswith("pmda_py.testing") and not module.startswith(("pmda_py.testing", "pmda_py.demo")):
+            bad.append(f"{dep} (production code never imports testing)")
+            continue
+        dep_group, dep_layer = _layer(dep)
+        if dep_group == group or dep_layer < layer:
+            continue
+        bad.append(f"{dep} (layer {dep_layer} from layer {layer})")
+    assert bad == [], f"{module} imports {bad}"
+
+
+def test_every_module_has_a_layer() -> None:
+    assert len(MODULES) > 20
+    for path in MODULES:
+        assert _layer(_name(path))[0] != "pmda_py" or path.parent == PACKAGE, _name(path)
+
+
+def test_the_contract_can_fail() -> None:
+    """The checker sees the violations of a wire module that imports trio
+    and the dispatcher."""
+    probe = _imports_of("import trio\nfrom pmda_py.dispatch import Dispatcher\nfrom . import pdus\n",
+                        "pmda_py.wire._probe", False)  # fmt: skip
+    assert probe == {"trio", "pmda_py.dispatch", "pmda_py.wire.pdus"}
+    assert _layer("pmda_py.dispatch")[1] > _layer("pmda_py.wire._probe")[1]
+    assert "pmda_py.wire._probe".startswith(NO_TRIO)
