@@ -38,7 +38,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.tables": 4,
     "pmda_py.daemon": 5,
     "pmda_py.installer": 6,
-    "pmda_py.demo": 6,
+    "pmda_py.demo": 7,  # drives the daemon through the testing client
     "pmda_py.cli": 6,
     "pmda_py.__main__": 7,
     "pmda_py.testing": 6,
