@@ -235,27 +235,6 @@ def _type_name(t: int) -> str:
 # ------------------------------------------------------------------ transports
 
 
-class _PipeStream(trio.abc.Stream):
-    """pmcd's pipes: we read fd ``rfd`` (stdin) and write fd ``wfd`` (stdout)."""
-
-    def __init__(self, rfd: int, wfd: int) -> None:
-        self._r = trio.lowlevel.FdStream(rfd)
-        self._w = trio.lowlevel.FdStream(wfd)
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._w.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self._w.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self._r.receive_some(max_bytes)
-
-    async def aclose(self) -> None:
-        await self._r.aclose()
-        await self._w.aclose()
-
-
 def _grow_pipe(fd: int, size: int = 1 << 20) -> None:
     """Ask Linux for a bigger pipe buffer (F_SETPIPE_SZ), so a large RESULT
     reaches pmcd in a few writes instead of one per 64 KiB.  Best effort."""
@@ -438,7 +417,8 @@ async def run(config: Config, *, stream: trio.abc.Stream | None = None, argv: Se
     if stream is None:
         if config.transport == "pipe":
             rfd, wfd = _protect_stdio()
-            stream = _PipeStream(rfd, wfd)
+            # pmcd's pipes: we write fd wfd (stdout) and read fd rfd (stdin)
+            stream = trio.StapledStream(trio.lowlevel.FdStream(wfd), trio.lowlevel.FdStream(rfd))
         else:
             listener = await _listen(config)
             log.info("listening", transport=config.transport, address=config.address)

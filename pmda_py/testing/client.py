@@ -328,31 +328,11 @@ def _decode_value(type_: int, value: int | ValueBlock) -> Any:
 # ------------------------------------------------------------------ opening
 
 
-class _ProcessStream(trio.abc.Stream):
-    """The PMDA's stdout/stdin as one stream (we write its stdin)."""
-
-    def __init__(self, process: trio.Process) -> None:
-        assert process.stdin is not None and process.stdout is not None
-        self.process = process
-        self._send = process.stdin
-        self._recv = process.stdout
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._send.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self._send.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self._recv.receive_some(max_bytes)
-
-    async def send_eof(self) -> None:
-        await self._send.aclose()
-
-    async def aclose(self) -> None:
-        with trio.CancelScope(shield=True):
-            await self._send.aclose()
-            await self._recv.aclose()
+def process_stream(process: trio.Process) -> trio.StapledStream[trio.abc.SendStream, trio.abc.ReceiveStream]:
+    """A PMDA process as one stream: we write its stdin and read its stdout
+    (``send_eof`` closes its stdin, as pmcd does at shutdown)."""
+    assert process.stdin is not None and process.stdout is not None
+    return trio.StapledStream(process.stdin, process.stdout)
 
 
 async def _reap(process: trio.Process, timeout: float) -> None:
@@ -392,7 +372,7 @@ async def open_pipe_pmda(
         env=full_env,
         cwd=cwd,
     )
-    client = PmdaClient(_ProcessStream(process), timeout=timeout, pid=process.pid)
+    client = PmdaClient(process_stream(process), timeout=timeout, pid=process.pid)
     try:
         if handshake:
             await client.handshake(creds_flags)

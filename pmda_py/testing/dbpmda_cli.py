@@ -49,7 +49,7 @@ from pmda_py.pmapi import (
     pmid_domain,
     pmid_str,
 )
-from pmda_py.testing.client import PmdaClient, _ProcessStream, connect_socket_pmda
+from pmda_py.testing.client import PmdaClient, connect_socket_pmda, process_stream
 from pmda_py.wire import (
     AttrPdu,
     CredsPdu,
@@ -753,7 +753,7 @@ class DbpmdaSession:
                 self.process = await trio.lowlevel.open_process(
                     [fname, *argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
                 )
-                self.client = PmdaClient(_ProcessStream(self.process), timeout=None)
+                self.client = PmdaClient(process_stream(self.process), timeout=None)
                 self.pid = self.process.pid
             name = fname
         elif args[0] == "socket":
