@@ -17,7 +17,8 @@ def daemon_cmd(tmp_path: Path) -> list[str]:
     (tmp_path / "simple.conf").write_text("sec,min\n")
     cfg = tmp_path / "fz.conf"
     cfg.write_text(
-        f"[pmda]\nname = fz\ndomain = 253\npythonpath = {REPO}\n[table simple]\nmount = simple\nconfig = {tmp_path / 'simple.conf'}\n"
+        f"[pmda]\nname = fz\ndomain = 253\npythonpath = {REPO}\n"
+        f"[table simple]\nmount = simple\nconfig = {tmp_path / 'simple.conf'}\n"
         "[table control]\nmount = ctl\n[table crash]\ntable = tests.tables.faults:CrashTable\nmount = crash\n"
     )
     return [sys.executable, "-m", "pmda_py", "run", "-c", str(cfg), "-l", str(tmp_path / "fz.log"),
