@@ -29,6 +29,7 @@ from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_a
 from pmda_py.dispatch import ConfigError, Dispatcher, EncodedReply, HelpSource, Mount, TableTimeout
 from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session, SessionState
+from pmda_py.stats import PmdaStats
 from pmda_py.table import Table
 from pmda_py.wire import ErrorPdu, Pdu, PduType
 
@@ -94,8 +95,6 @@ def load_table(spec: TableSpec, config: Config) -> Table:
         raise TableLoadError(f"{_where(spec, config)}table {spec.name}: {spec.table} is not a pmda_py Table")
     if spec.deadline is not None:
         table.deadline = spec.deadline
-    table.config = config  # type: ignore[attr-defined]
-    table.options = dict(spec.options)  # type: ignore[attr-defined]
     return table
 
 
@@ -324,7 +323,7 @@ class Active:
         self.dispatcher = dispatcher
 
 
-def build_dispatcher(config: Config) -> Dispatcher:
+def build_dispatcher(config: Config, stats: PmdaStats | None = None) -> Dispatcher:
     """Load the config's tables and mount them (no table code runs yet but
     constructors).  Raises ConfigError / TableLoadError."""
     mounts: list[Mount] = []
@@ -339,26 +338,15 @@ def build_dispatcher(config: Config) -> Dispatcher:
         domain_labels=config.domain_labels,
         help_source=_helpfile(config),
         state_dir=config.state_dir or None,
+        stats=stats,
     )
-    for m in mounts:
-        m.table.dispatcher = dispatcher  # type: ignore[attr-defined]
     return dispatcher
 
 
 async def start_tables(dispatcher: Dispatcher, domain: int) -> None:
     """Run every table's startup under its deadline; failures are logged and
     the table serves what it can."""
-    for m in dispatcher.mounts:
-        t0 = trio.current_time()
-        with trio.move_on_after(max(m.table.deadline, 2.0)) as scope:
-            try:
-                await m.table.startup(m.options)
-            except Exception as exc:
-                log.error("table_startup_failed", table=m.name, error=f"{type(exc).__name__}: {exc}")
-                continue
-        if scope.cancelled_caught:
-            log.error("table_startup_timeout", table=m.name, seconds=round(trio.current_time() - t0, 3))
-    dispatcher.reindex()
+    await dispatcher.start_tables(trio.move_on_after)
     log.info(
         "tables_mounted",
         tables=[f"{m.name}@{m.prefix or '.'}" for m in dispatcher.mounts],
@@ -388,7 +376,8 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
             config.address,
         ):
             raise ConfigError("domain, name and transport cannot change on reload; restart the agent instead")
-        dispatcher = build_dispatcher(new)
+        # the counters carry over: the control table of the new tables reads them
+        dispatcher = build_dispatcher(new, stats=active.dispatcher.stats)
     except (ConfigFileError, ConfigError, TableLoadError, SystemExit) as err:
         log.error("reload_failed", error=str(err), action="keeping the running configuration")
         return config
@@ -396,7 +385,6 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
     old = active.dispatcher
     if set(old.all_names) != set(dispatcher.all_names):
         dispatcher.names_changed = True
-    dispatcher.stats = old.stats
     active.dispatcher = dispatcher
     log.info("reloaded", config=new.config_path, tables=[m.name for m in dispatcher.mounts])
     await shutdown_tables(old)

@@ -18,7 +18,6 @@ import os
 import sys
 import time
 from array import array
-from collections import deque
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Callable, Protocol, TypeVar
 
@@ -37,7 +36,18 @@ from pmda_py.pmapi import (
     pmid_str,
 )
 from pmda_py.session import BadRequest, Request, Session
-from pmda_py.table import Columns, FetchRequest, InDom, InstanceCache, Metric, PackedFetch, StoreRequest, Table
+from pmda_py.stats import PmdaStats
+from pmda_py.table import (
+    Columns,
+    FetchRequest,
+    InDom,
+    InstanceCache,
+    Metric,
+    PackedFetch,
+    StoreRequest,
+    Table,
+    TableContext,
+)
 from pmda_py.wire import (
     DescPdu,
     DescReqPdu,
@@ -129,32 +139,8 @@ class EncodedReply:
         return self.data
 
 
-@attrs.define
-class DispatchStats:
-    """Counters the ``control`` table exports."""
-
-    requests: dict[str, int] = attrs.field(factory=dict)
-    fetches: int = 0
-    fetch_values: int = 0
-    fetch_time_total: float = 0.0
-    fetch_time_last: float = 0.0
-    fetch_time_max: float = 0.0
-    table_errors: dict[str, int] = attrs.field(factory=dict)
-    table_timeouts: dict[str, int] = attrs.field(factory=dict)
-    bad_requests: int = 0
-    started: float = attrs.field(factory=time.time)
-    #: the last 4096 fetch times (bounded: memory never grows)
-    recent: deque[float] = attrs.field(factory=lambda: deque(maxlen=4096))
-
-    def percentile(self, q: float) -> float:
-        """Fetch time at quantile ``q`` (0..1) over the recent fetches, in seconds."""
-        if not self.recent:
-            return 0.0
-        s = sorted(self.recent)
-        return s[min(len(s) - 1, int(q * len(s)))]
-
-    def count(self, kind: str) -> None:
-        self.requests[kind] = self.requests.get(kind, 0) + 1
+#: the dispatcher's counters (the name this module exported before pmda_py.stats)
+DispatchStats = PmdaStats
 
 
 @attrs.define(eq=False)
@@ -192,6 +178,7 @@ class Dispatcher:
         domain_labels: Mapping[str, Any] | None = None,
         help_source: HelpSource | None = None,
         state_dir: str | None = None,
+        stats: PmdaStats | None = None,
     ) -> None:
         self.domain = domain
         #: where persistent indoms keep their instance ids (None: not kept)
@@ -200,7 +187,8 @@ class Dispatcher:
         self.runner = runner
         self.name = name
         self.help_source = help_source
-        self.stats = DispatchStats()
+        #: counters; a reloaded configuration's dispatcher gets the old one's
+        self.stats = stats if stats is not None else PmdaStats()
         self._domain_labels_override = dict(domain_labels) if domain_labels is not None else None
         self._generations: list[int] = []
         self._by_pmid: dict[int, tuple[Mount, Metric]] = {}
@@ -282,6 +270,37 @@ class Dispatcher:
         self._generations = [m.table.generation for m in self.mounts]
         if old_names and old_names != set(by_name):
             self.names_changed = True
+
+    def context(self, mount: Mount) -> TableContext:
+        """What ``mount``'s table is told at startup."""
+        name = mount.name or type(mount.table).__name__
+        return TableContext(
+            domain=self.domain,
+            mount=mount.prefix,
+            name=name,
+            pmda=self.name,
+            options=mount.options,
+            state_dir=self.state_dir,
+            log=log.bind(table=name),
+            stats=self.stats,
+            tables=[m.name or type(m.table).__name__ for m in self.mounts],
+        )
+
+    async def start_tables(self, deadline_scope: Callable[[float], Any]) -> None:
+        """Run every table's startup under its deadline (``deadline_scope``
+        is the runtime's move-on-after, e.g. ``trio.move_on_after``);
+        failures are logged and the table serves what it can."""
+        for m in self.mounts:
+            t0 = time.monotonic()
+            with deadline_scope(max(m.table.deadline, 2.0)) as scope:
+                try:
+                    await m.table.startup(self.context(m))
+                except Exception as exc:
+                    log.error("table_startup_failed", table=m.name, error=f"{type(exc).__name__}: {exc}")
+                    continue
+            if scope.cancelled_caught:
+                log.error("table_startup_timeout", table=m.name, seconds=round(time.monotonic() - t0, 3))
+        self.reindex()
 
     def _attach_cache(self, ind: InDom) -> None:
         """A persistent indom's ids live in ``STATE_DIR/DOMAIN.SERIAL``

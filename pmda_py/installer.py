@@ -58,7 +58,7 @@ class _NoRunner:
 
 def _dynamic(m: Mount) -> bool:
     """A table whose names change while it runs (answered through PMNS PDUs)."""
-    return m.table.name == "mmv" or bool(getattr(m.table, "dynamic_names", False))
+    return m.table.dynamic_names
 
 
 def pmns_text(config: Config, mounts: list[Mount], symdom: str) -> str:

@@ -35,6 +35,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Union
 
 import attrs
@@ -50,6 +51,7 @@ from pmda_py.pmapi import (
     indom,
     pmid,
 )
+from pmda_py.stats import PmdaStats
 from pmda_py.wire import ProfilePdu, ValueSet
 from pmda_py.wire.result import PackedColumn
 
@@ -64,6 +66,7 @@ __all__ = [
     "Scalar",
     "StoreRequest",
     "Table",
+    "TableContext",
     "Values",
     "units",
 ]
@@ -427,6 +430,44 @@ class StoreRequest:
     attributes: Mapping[str, str] = attrs.field(factory=dict)
 
 
+def _read_only(options: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(options))
+
+
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(names)
+
+
+@attrs.frozen(kw_only=True)
+class TableContext:
+    """What the daemon tells a table when it starts (:meth:`Table.startup`).
+
+    Attributes:
+        domain: the PMDA's domain number.
+        mount: where the table's names are mounted (``"pypmda.queues"``; ""
+            for the root).
+        name: the table's name in the configuration (``[table NAME]``).
+        pmda: the PMDA's name (``pypmda``).
+        options: the table's options from the config file (its section's
+            keys other than ``table``, ``mount`` and ``deadline``).
+        state_dir: where the PMDA keeps state across restarts (persistent
+            instance ids), or None when it keeps none.
+        log: a structlog logger bound with ``table=name``.
+        stats: the PMDA's own counters (requests, fetch times, failures).
+        tables: the names of every table mounted in this PMDA, in order.
+    """
+
+    domain: int
+    mount: str
+    name: str
+    pmda: str = "pmda_py"
+    options: Mapping[str, str] = attrs.field(factory=dict, converter=_read_only)
+    state_dir: str | None = None
+    log: Any = attrs.field(factory=lambda: structlog.get_logger("pmda_py.table"))
+    stats: PmdaStats = attrs.field(factory=PmdaStats)
+    tables: tuple[str, ...] = attrs.field(default=(), converter=_names)
+
+
 class Table:
     """Base class of every table.
 
@@ -436,6 +477,12 @@ class Table:
         cluster_labels: ``{cluster: labels}``.
         deadline: seconds a fetch/store/instances call may take before its
             metrics are answered PM_ERR_AGAIN (pmcd kills agents at 5 s).
+        accepts_options: the constructor takes the table's config-file
+            options as keyword arguments (``Table(**options)``); otherwise it
+            is called with none (the options are in the startup context).
+        dynamic_names: the table's names below its mount point appear at
+            run time (its metrics() changes): Install writes the mount as a
+            dynamic PMNS subtree (``DOMAIN:*:*``) and pmcd asks the PMDA.
 
     :class:`Metric` and :class:`InDom` objects found as class attributes
     are collected automatically; dynamic tables override :meth:`metrics` and
@@ -446,6 +493,8 @@ class Table:
     domain_labels: Mapping[str, Any] = {}
     cluster_labels: Mapping[int, Mapping[str, Any]] = {}
     deadline: float = 2.0
+    accepts_options: ClassVar[bool] = False
+    dynamic_names: ClassVar[bool] = False
     #: incremented by dynamic tables whenever metrics() or indoms() change
     generation: int = 0
 
@@ -466,9 +515,9 @@ class Table:
         """Clusters this table owns (default: those of its metrics)."""
         return {m.cluster for m in self.metrics()}
 
-    async def startup(self, config: Mapping[str, str]) -> None:
-        """Called once before the daemon reports ready; ``config`` holds the
-        table's options from the config file."""
+    async def startup(self, context: TableContext) -> None:
+        """Called once, under the table's deadline, before the daemon reports
+        ready; ``context`` says where and how the table is mounted."""
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
         """Return values for ``request.metrics`` (see the module docstring)."""

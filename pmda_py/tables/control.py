@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from pmda_py import logconfig
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, units
+from pmda_py.stats import PmdaStats
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, TableContext, units
 from pmda_py.wire import PduType
 
 __all__ = ["ControlTable"]
@@ -41,6 +41,8 @@ class ControlTable(Table):
     name = "control"
 
     def __init__(self) -> None:
+        #: the PMDA's counters (from the startup context)
+        self.stats = PmdaStats()
         self.pdus = InDom(4090, dict(enumerate(_PDU_KINDS)), oneline="PDU types received")
         self.tables = InDom(4091, oneline="tables mounted in this PMDA")
         count = units(count=1)
@@ -101,16 +103,12 @@ class ControlTable(Table):
             oneline="requests that failed to decode",
         )
 
-    def _stats(self) -> Any:
-        return self.dispatcher.stats  # type: ignore[attr-defined]
-
-    async def startup(self, config: Mapping[str, str]) -> None:
-        d = getattr(self, "dispatcher", None)
-        if d is not None:
-            self.tables.set_names([m.name or type(m.table).__name__ for m in d.mounts])
+    async def startup(self, context: TableContext) -> None:
+        self.stats = context.stats
+        self.tables.set_names(context.tables)
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
-        st = self._stats()
+        st = self.stats
         tables = {v: k for k, v in self.tables.instances.items()}
         out: dict[Metric, Any] = {}
         for m in request.metrics:

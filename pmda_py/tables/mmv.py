@@ -25,7 +25,17 @@ from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed_values, read_values
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, PackedFetch, StoreRequest, Table
+from pmda_py.table import (
+    Columns,
+    FetchRequest,
+    FetchResult,
+    InDom,
+    Metric,
+    PackedFetch,
+    StoreRequest,
+    Table,
+    TableContext,
+)
 from pmda_py.wire.result import PackedColumn
 
 __all__ = ["MmvTable"]
@@ -121,6 +131,7 @@ class MmvTable(Table):
 
     name = "mmv"
     accepts_options = True
+    dynamic_names = True  # one subtree per MMV file, appearing and going at run time
 
     def __init__(
         self,
@@ -410,5 +421,5 @@ class MmvTable(Table):
         else:
             raise PmdaError(code=PmErr.PERMISSION)
 
-    async def startup(self, config: Mapping[str, str]) -> None:
+    async def startup(self, context: TableContext) -> None:
         self.check()

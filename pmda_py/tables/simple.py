@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, units
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, TableContext, units
 
 __all__ = ["SimpleTable"]
 
@@ -126,7 +125,7 @@ class SimpleTable(Table):
         self.times = os.times()
         self.oldfetch = -1
 
-    async def startup(self, config: Mapping[str, str]) -> None:
+    async def startup(self, context: TableContext) -> None:
         self._timenow_check()
 
     def _timenow_check(self) -> None:

@@ -57,12 +57,8 @@ async def open_table_pmda(
             prefix = mount if (mount is not None and len(tables) == 1) else (t.name or type(t).__name__.lower())
             mounts.append(Mount(t, prefix, t.name or type(t).__name__))
     dispatcher = Dispatcher(domain, mounts, TrioRunner(), name=name, help_source=help_source, state_dir=state_dir)
-    for m in mounts:
-        m.table.dispatcher = dispatcher  # type: ignore[attr-defined]
     if startup:
-        for m in mounts:
-            await m.table.startup(m.options)
-        dispatcher.reindex()
+        await dispatcher.start_tables(trio.move_on_after)
     ours, theirs = trio.testing.memory_stream_pair()
     client = PmdaClient(theirs, timeout=timeout)
     try:

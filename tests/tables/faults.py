@@ -8,12 +8,10 @@ Clusters 4080 (slow) and 4081 (crash).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import trio
 
 from pmda_py.pmapi import PmType
-from pmda_py.table import FetchRequest, FetchResult, Metric, Table
+from pmda_py.table import FetchRequest, FetchResult, Metric, Table, TableContext
 
 __all__ = ["CrashTable", "SlowTable"]
 
@@ -47,7 +45,7 @@ class CrashTable(Table):
         self.negative = Metric("negative", 4082, 1, PmType.U64, oneline="returns -1 for a U64")
         self.fine = Metric("fine", 4082, 2, PmType.U32, oneline="returns 7")
 
-    async def startup(self, config: Mapping[str, str]) -> None:
+    async def startup(self, context: TableContext) -> None:
         return None
 
     async def fetch(self, request: FetchRequest) -> FetchResult:

@@ -3,10 +3,8 @@ order given, in a persistent indom: its ids must not depend on that order."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pmda_py.pmapi import PmType
-from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, Table
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, Table, TableContext
 
 
 class Names(Table):
@@ -18,7 +16,7 @@ class Names(Table):
         self.indom = InDom(7, oneline="named things", persistent=True)
         self.value = Metric("value", 0, 0, PmType.U32, indom=self.indom, oneline="length of the name")
 
-    async def startup(self, options: Mapping[str, str]) -> None:
+    async def startup(self, context: TableContext) -> None:
         self.indom.set_names(self.names)
 
     async def fetch(self, request: FetchRequest) -> FetchResult:

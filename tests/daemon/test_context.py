@@ -1,0 +1,61 @@
+"""Tables get a typed :class:`TableContext` at startup (domain, mount,
+options, state dir, logger, the PMDA's counters, the other tables); nothing
+is assigned to a table from outside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pmda_py.config import parse_args
+from pmda_py.daemon import build_dispatcher
+from pmda_py.pmapi import PmType
+from pmda_py.table import FetchRequest, FetchResult, Metric, Table, TableContext
+from pmda_py.tables.control import ControlTable
+from pmda_py.testing.harness import open_table_pmda
+
+SEEN: list[TableContext] = []
+
+
+class Probe(Table):
+    name = "probe"
+    accepts_options = True
+
+    def __init__(self, **options: str) -> None:
+        self.options = options
+        self.m = Metric("m", 3, 0, PmType.U32)
+
+    async def startup(self, context: TableContext) -> None:
+        SEEN.append(context)
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        return {self.m: 1}
+
+
+def test_context_from_the_config(tmp_path: Path) -> None:
+    conf = tmp_path / "p.conf"
+    conf.write_text(
+        "[pmda]\nname = ctx\ndomain = 260\n\n[table ctl]\ntable = control\nmount = ctx.control\n\n"
+        f"[table p]\ntable = {__name__}:Probe\nmount = ctx.probe\ncolour = blue\n"
+    )
+    config = parse_args(["-c", str(conf), "-l", str(tmp_path / "log"), "--state-dir", str(tmp_path / "st")])
+    d = build_dispatcher(config)
+    ctx = d.context(d.mounts[1])
+    assert (ctx.domain, ctx.mount, ctx.name, ctx.pmda) == (260, "ctx.probe", "p", "ctx")
+    assert dict(ctx.options) == {"colour": "blue"} and ctx.state_dir == str(tmp_path / "st")
+    assert ctx.tables == ("ctl", "p") and ctx.stats is d.stats
+    table = d.mounts[1].table
+    assert isinstance(table, Probe) and table.options == {"colour": "blue"}
+    assert set(vars(table)) == {"options", "m"}  # nothing assigned by the daemon
+
+
+async def test_startup_gets_the_context_and_control_counts(tmp_path: Path) -> None:
+    SEEN.clear()
+    probe, ctl = Probe(), ControlTable()
+    async with open_table_pmda(probe, ctl, domain=261, state_dir=str(tmp_path)) as pmda:
+        await pmda.fetch_values(["probe.m"])
+        values = await pmda.fetch_values(["control.fetch.count"])
+        assert values["control.fetch.count"] == 1  # the fetch before this one
+    (ctx,) = SEEN
+    assert (ctx.domain, ctx.mount, ctx.name, ctx.state_dir) == (261, "probe", "probe", str(tmp_path))
+    assert ctx.tables == ("probe", "control")
+    assert set(vars(probe)) == {"options", "m"}
