@@ -1,0 +1,180 @@
+"""The namespace tree: names, PMIDs, children, traversal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+import attrs
+
+from pmda_py.namespace.base import is_dynamic_root
+from pmda_py.pmapi import pmid_cluster
+
+__all__ = ["Namespace", "Node"]
+
+# --------------------------------------------------------------------------
+# the tree
+
+
+@attrs.define(eq=False)
+class Node:
+    """One PMNS node: a leaf has a PMID (a dynamic subtree's root is ``511.DOMAIN.0``)."""
+
+    name: str
+    parent: Optional[Node] = attrs.field(default=None, repr=False)
+    children: dict[str, Node] = attrs.field(factory=dict, repr=False)
+    pmid: Optional[int] = None  # leaves; a dynamic subtree is 511.DOMAIN.0
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.pmid is not None
+
+    @property
+    def dynamic_domain(self) -> Optional[int]:
+        return pmid_cluster(self.pmid) if self.pmid is not None and is_dynamic_root(self.pmid) else None
+
+    def full_name(self) -> str:
+        parts: list[str] = []
+        node: Optional[Node] = self
+        while node is not None and node.parent is not None:
+            parts.append(node.name)
+            node = node.parent
+        return ".".join(reversed(parts))
+
+
+@attrs.define(eq=False)
+class Namespace:
+    """A loaded PMNS.
+
+    Leaves carry a PMID; the root of a dynamic subtree is a leaf whose PMID
+    is ``511.DOMAIN.0`` (as in libpcp), its names below are the PMDA's to
+    answer.  Children keep the order of the file.
+    """
+
+    root: Node = attrs.field(factory=lambda: Node("root"))
+    _by_pmid: dict[int, list[str]] = attrs.field(factory=dict, repr=False)
+    #: a PMID got a second name by add(): its names' order is rebuilt from
+    #: the tree at the next names() (insertion order is not PMNS order)
+    _stale: bool = attrs.field(default=False, repr=False)
+
+    # -- building
+    def add(self, name: str, p: int) -> None:
+        """Add the leaf ``name`` with PMID ``p`` (creating non-leaves).
+
+        Raises:
+            ValueError: ``name`` or one of its ancestors is already a leaf,
+                or ``name`` is a non-leaf.
+        """
+        node = self.root
+        parts = name.split(".")
+        for part in parts[:-1]:
+            node = node.children.setdefault(part, Node(part, node))
+            if node.is_leaf:
+                raise ValueError(f"{node.full_name()} is a leaf")
+        if parts[-1] in node.children:
+            raise ValueError(f"{name} is already in the namespace")
+        node.children[parts[-1]] = Node(parts[-1], node, pmid=p)
+        names = self._by_pmid.setdefault(p, [])
+        names.append(name)
+        self._stale = self._stale or len(names) > 1
+
+    def _index(self) -> None:
+        self._stale = False
+        self._by_pmid.clear()
+        for name, node in self._leaf_nodes(self.root):
+            assert node.pmid is not None
+            self._by_pmid.setdefault(node.pmid, []).append(name)
+
+    # -- queries
+    def node(self, name: str) -> Optional[Node]:
+        """The node of ``name`` ("" is the root), or None."""
+        node = self.root
+        if not name:
+            return node
+        for part in name.split("."):
+            nxt = node.children.get(part)
+            if nxt is None:
+                return None
+            node = nxt
+        return node
+
+    def lookup(self, name: str) -> int:
+        """PMID of a leaf; for a name at or below a dynamic subtree, the
+        subtree's PMID ``511.DOMAIN.0``, as libpcp's local lookup gives.
+
+        Raises:
+            KeyError: unknown name or a non-leaf.
+        """
+        node = self.root
+        for part in name.split("."):
+            if node.is_leaf:
+                break
+            nxt = node.children.get(part)
+            if nxt is None:
+                raise KeyError(name)
+            node = nxt
+        if node.pmid is None or (node.full_name() != name and not is_dynamic_root(node.pmid)):
+            raise KeyError(name)
+        return node.pmid
+
+    def dynamic_domain(self, name: str) -> Optional[int]:
+        """The domain of the dynamic subtree ``name`` is at or below, else None."""
+        node = self.root
+        for part in name.split("."):
+            nxt = node.children.get(part)
+            if nxt is None:
+                return None
+            if nxt.dynamic_domain is not None:
+                return nxt.dynamic_domain
+            node = nxt
+        return None
+
+    def names(self, p: int) -> list[str]:
+        """Every name of PMID ``p``, in PMNS order (libpcp's ``pmNameAll``
+        lists them the other way round); empty if none."""
+        if self._stale:
+            self._index()
+        return list(self._by_pmid.get(p, ()))
+
+    def children(self, name: str) -> list[tuple[str, bool]]:
+        """``(child, is_leaf)`` for the children of the non-leaf ``name``
+        (dynamic subtree roots count as leaves here).
+
+        Raises:
+            KeyError: unknown name or a leaf.
+        """
+        node = self.node(name)
+        if node is None or node.is_leaf:
+            raise KeyError(name)
+        return [(k, v.is_leaf) for k, v in node.children.items()]
+
+    def traverse(self, name: str = "") -> list[str]:
+        """Full names of every leaf at or below ``name``, in PMNS order.
+
+        Raises:
+            KeyError: unknown name.
+        """
+        node = self.node(name)
+        if node is None:
+            raise KeyError(name)
+        if node.is_leaf:
+            return [name]
+        return [n for n, _ in self._leaf_nodes(node)]
+
+    def leaves(self) -> dict[str, int]:
+        """Every static leaf: ``{name: pmid}`` (dynamic subtrees left out)."""
+        nodes = self._leaf_nodes(self.root)
+        return {n: nd.pmid for n, nd in nodes if nd.pmid is not None and nd.dynamic_domain is None}
+
+    def dynamic_roots(self) -> dict[str, int]:
+        """Dynamic subtrees: ``{name: domain}``."""
+        return {n: d for n, nd in self._leaf_nodes(self.root) if (d := nd.dynamic_domain) is not None}
+
+    def _leaf_nodes(self, node: Node) -> Iterator[tuple[str, Node]]:
+        prefix = node.full_name()
+        for k, child in node.children.items():
+            full = f"{prefix}.{k}" if prefix else k
+            if child.is_leaf:
+                yield full, child
+            else:
+                yield from self._leaf_nodes(child)
