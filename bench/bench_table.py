@@ -16,7 +16,9 @@ class BenchTable(Table):
 
     def __init__(self) -> None:
         self.indom = InDom(0, {i: f"i{i}" for i in range(N)})
-        self.values = Metric("values", 0, 0, PmType.U64, sem=PmSem.COUNTER, units=units(count=1), indom=self.indom)
+        self.values = Metric(
+            "values", cluster=0, item=0, type=PmType.U64, sem=PmSem.COUNTER, units=units(count=1), indom=self.indom
+        )
         self._data = {i: i * 3 for i in range(N)}
 
     async def fetch(self, request: FetchRequest) -> FetchResult:

@@ -26,7 +26,7 @@ class LoadAverage(Table):
     def __init__(self) -> None:
         self.period = InDom(100, {1: "1 minute", 5: "5 minute", 15: "15 minute"}, oneline="load average periods",
                             labels={"source": "os.getloadavg"})  # fmt: skip
-        self.load = Metric("load", 100, 0, PmType.DOUBLE, sem=PmSem.INSTANT, indom=self.period,
+        self.load = Metric("load", cluster=100, item=0, type=PmType.DOUBLE, sem=PmSem.INSTANT, indom=self.period,
                            oneline="run queue length averaged over a period",
                            help="The system load average (os.getloadavg()) over 1, 5 and 15 minutes.")  # fmt: skip
 

@@ -342,12 +342,13 @@ class InDom:
         return il.get(inst, {})
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, kw_only=True)
 class Metric:
-    """A metric declared by a table.
+    """A metric declared by a table: ``Metric(name, *, cluster, item, type, ...)``.
 
     Args:
-        name: the name below the table's mount point (``"time.user"``).
+        name: the name below the table's mount point (``"time.user"``); the
+            only positional argument.
         cluster, item: the PMID fields (the domain comes from the daemon).
         type: :class:`~pmda_py.pmapi.PmType`.
         sem: semantics (default instant).
@@ -359,7 +360,7 @@ class Metric:
         min, max: range checked before :meth:`Table.store` (PM_ERR_BADSTORE).
     """
 
-    name: str
+    name: str = attrs.field(kw_only=False)
     cluster: int
     item: int
     type: int

@@ -8,6 +8,7 @@ named tests of ``tests/install``, which execute those very commands."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -19,7 +20,7 @@ import pytest
 
 from pmda_py.testing.client import open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
-from tests.conftest import REPO, SYSTEM_TESTS, system_tests_enabled
+from tests.conftest import REPO, SYSTEM_TESTS, require, system_tests_enabled
 
 pytest_plugins = ["pmda_py.testing.fixtures"]
 
@@ -169,6 +170,16 @@ async def test_table_example_serves() -> None:
         # min/max declared on the metric: refused before the table sees it
         assert await pmda.store([ValueSet.of(p, PmType.U32, [(1, 0)])]) == -12400
         assert await pmda.oneline(await pmda.pmid("queues.depth")) == "messages waiting"
+
+
+def test_table_example_type_checks(workdir: Path) -> None:
+    """The example passes ``mypy --strict`` (the package ships py.typed)."""
+    require(importlib.util.find_spec("mypy") is not None, "mypy is a dev dependency (pip install -e '.[dev]')")
+    (workdir / "queues.py").write_text(_block("class Queues(Table):"))
+    cmd = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "queues.py"]
+    env = {**os.environ, "MYPYPATH": str(REPO)}
+    r = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 async def test_run_commands(workdir: Path) -> None:

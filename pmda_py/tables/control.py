@@ -48,56 +48,90 @@ class ControlTable(Table):
         count = units(count=1)
         msec = units(time=1, scale_time=2)
         self.requests = Metric(
-            "requests", 4090, 0, PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.pdus,
+            "requests", cluster=4090, item=0, type=PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.pdus,
             oneline="requests received, by PDU type",
             help="Number of PDUs received from pmcd since the daemon started, per PDU type\n"
             '("BAD" counts requests that failed to decode and were answered PM_ERR_IPC).',
         )  # fmt: skip
         self.fetches = Metric(
-            "fetch.count", 4090, 1, PmType.U64, sem=PmSem.COUNTER, units=count, oneline="FETCH requests answered"
+            "fetch.count",
+            cluster=4090,
+            item=1,
+            type=PmType.U64,
+            sem=PmSem.COUNTER,
+            units=count,
+            oneline="FETCH requests answered",
         )
         self.values = Metric(
-            "fetch.values", 4090, 2, PmType.U64, sem=PmSem.COUNTER, units=count, oneline="values returned by fetches"
+            "fetch.values",
+            cluster=4090,
+            item=2,
+            type=PmType.U64,
+            sem=PmSem.COUNTER,
+            units=count,
+            oneline="values returned by fetches",
         )
         self.latency_last = Metric(
-            "fetch.latency.last", 4090, 3, PmType.DOUBLE, units=msec, oneline="time to answer the last FETCH"
+            "fetch.latency.last",
+            cluster=4090,
+            item=3,
+            type=PmType.DOUBLE,
+            units=msec,
+            oneline="time to answer the last FETCH",
         )
         self.latency_avg = Metric(
-            "fetch.latency.mean", 4090, 4, PmType.DOUBLE, units=msec, oneline="mean time to answer a FETCH"
+            "fetch.latency.mean",
+            cluster=4090,
+            item=4,
+            type=PmType.DOUBLE,
+            units=msec,
+            oneline="mean time to answer a FETCH",
         )
         self.latency_max = Metric(
-            "fetch.latency.max", 4090, 5, PmType.DOUBLE, units=msec, oneline="longest time to answer a FETCH"
+            "fetch.latency.max",
+            cluster=4090,
+            item=5,
+            type=PmType.DOUBLE,
+            units=msec,
+            oneline="longest time to answer a FETCH",
         )
         self.latency_p99 = Metric(
-            "fetch.latency.p99", 4090, 7, PmType.DOUBLE, units=msec,
+            "fetch.latency.p99", cluster=4090, item=7, type=PmType.DOUBLE, units=msec,
             oneline="99th percentile of the time to answer a FETCH (last 4096 fetches)",
         )  # fmt: skip
         self.rss = Metric(
-            "rss", 4092, 3, PmType.U64, units=units(space=1, scale_space=1),
+            "rss", cluster=4092, item=3, type=PmType.U64, units=units(space=1, scale_space=1),
             oneline="resident set size of the daemon",
         )  # fmt: skip
         self.errors = Metric(
-            "table.errors", 4091, 0, PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
+            "table.errors", cluster=4091, item=0, type=PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
             oneline="table calls that raised or returned bad values",
         )  # fmt: skip
         self.timeouts = Metric(
-            "table.timeouts", 4091, 1, PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
+            "table.timeouts", cluster=4091, item=1, type=PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
             oneline="table calls that overran their deadline (answered PM_ERR_AGAIN)",
         )  # fmt: skip
         self.loglevel = Metric(
-            "log.level", 4092, 0, PmType.STRING, sem=PmSem.DISCRETE, writable=True,
+            "log.level", cluster=4092, item=0, type=PmType.STRING, sem=PmSem.DISCRETE, writable=True,
             oneline="log level (debug, info, warning, error); storable",
             help="The daemon's log level.  Change it with, e.g.,\n  pmstore NAME.control.log.level debug",
         )  # fmt: skip
         self.uptime = Metric(
-            "uptime", 4092, 1, PmType.U32, units=units(time=1, scale_time=3), oneline="seconds since the daemon started"
+            "uptime",
+            cluster=4092,
+            item=1,
+            type=PmType.U32,
+            units=units(time=1, scale_time=3),
+            oneline="seconds since the daemon started",
         )
-        self.pid = Metric("pid", 4092, 2, PmType.U32, sem=PmSem.DISCRETE, oneline="process id of the daemon")
+        self.pid = Metric(
+            "pid", cluster=4092, item=2, type=PmType.U32, sem=PmSem.DISCRETE, oneline="process id of the daemon"
+        )
         self.bad = Metric(
             "bad_requests",
-            4090,
-            6,
-            PmType.U64,
+            cluster=4090,
+            item=6,
+            type=PmType.U64,
             sem=PmSem.COUNTER,
             units=count,
             oneline="requests that failed to decode",

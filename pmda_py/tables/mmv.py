@@ -169,7 +169,14 @@ class MmvTable(Table):
         def ctl(name: str, item: int, writable: bool = False) -> Metric:
             one, hlp = _CONTROL_HELP[name]
             return Metric(
-                f"control.{name}", 0, item, PmType.I32, sem=PmSem.INSTANT, oneline=one, help=hlp, writable=writable
+                f"control.{name}",
+                cluster=0,
+                item=item,
+                type=PmType.I32,
+                sem=PmSem.INSTANT,
+                oneline=one,
+                help=hlp,
+                writable=writable,
             )
 
         self.c_reload = ctl("reload", 0, True)
@@ -278,9 +285,9 @@ class MmvTable(Table):
             try:
                 m = Metric(
                     em.name,
-                    em.cluster,
-                    em.item,
-                    em.type,
+                    cluster=em.cluster,
+                    item=em.item,
+                    type=em.type,
                     sem=em.sem,
                     units=em.units,
                     indom=ind,

@@ -95,13 +95,19 @@ class SimpleTable(Table):
             persistent=True,
         )
         self.numfetch_m = Metric(
-            "numfetch", 0, 0, PmType.U32, oneline="Number of pmFetch operations.", help=_HELP_NUMFETCH, writable=True
+            "numfetch",
+            cluster=0,
+            item=0,
+            type=PmType.U32,
+            oneline="Number of pmFetch operations.",
+            help=_HELP_NUMFETCH,
+            writable=True,
         )
         self.color_m = Metric(
             "color",
-            0,
-            1,
-            PmType.I32,
+            cluster=0,
+            item=1,
+            type=PmType.I32,
             indom=self.colour,
             oneline="Metrics which increment with each fetch",
             help=_HELP_COLOR,
@@ -109,15 +115,15 @@ class SimpleTable(Table):
         )
         sec = units(time=1, scale_time=3)
         self.user_m = Metric(
-            "time.user", 1, 2, PmType.DOUBLE, sem=PmSem.COUNTER, units=sec,
+            "time.user", cluster=1, item=2, type=PmType.DOUBLE, sem=PmSem.COUNTER, units=sec,
             oneline="Time agent has spent executing user code", help=_HELP_USER,
         )  # fmt: skip
         self.sys_m = Metric(
-            "time.sys", 1, 3, PmType.DOUBLE, sem=PmSem.COUNTER, units=sec,
+            "time.sys", cluster=1, item=3, type=PmType.DOUBLE, sem=PmSem.COUNTER, units=sec,
             oneline="Time agent has spent executing system code", help=_HELP_SYS,
         )  # fmt: skip
         self.now_m = Metric(
-            "now", 2, 4, PmType.U32, indom=self.time,
+            "now", cluster=2, item=4, type=PmType.U32, indom=self.time,
             oneline="Time of day with a configurable instance domain", help=_HELP_NOW,
         )  # fmt: skip
         self.numfetch = 0

@@ -22,7 +22,7 @@ class Probe(Table):
 
     def __init__(self, **options: str) -> None:
         self.options = options
-        self.m = Metric("m", 3, 0, PmType.U32)
+        self.m = Metric("m", cluster=3, item=0, type=PmType.U32)
 
     async def startup(self, context: TableContext) -> None:
         SEEN.append(context)

@@ -69,7 +69,7 @@ def test_leaf_and_non_leaf_of_one_name_are_refused() -> None:
 
     class Clash(Table):
         def __init__(self, names: list[str]) -> None:
-            self.ms = [Metric(n, 0, k, PmType.U32) for k, n in enumerate(names)]
+            self.ms = [Metric(n, cluster=0, item=k, type=PmType.U32) for k, n in enumerate(names)]
 
         def metrics(self) -> list[Metric]:
             return self.ms
@@ -117,7 +117,7 @@ async def test_table_not_ready_then_ready() -> None:
 
     class Warming(Table):
         def __init__(self) -> None:
-            self.m = Metric("m", 0, 0, PmType.U32)
+            self.m = Metric("m", cluster=0, item=0, type=PmType.U32)
             self.warm = False
 
         async def fetch(self, request: FetchRequest):  # type: ignore[no-untyped-def]
@@ -152,8 +152,8 @@ async def test_packed_fetch_from_a_table_whole_and_broken() -> None:
     class Packed(Table):
         def __init__(self) -> None:
             self.ind = InDom(1, {0: "a", 7: "b"})
-            self.u = Metric("u", 0, 0, PmType.U64, indom=self.ind)
-            self.d = Metric("d", 0, 1, PmType.DOUBLE, indom=self.ind)
+            self.u = Metric("u", cluster=0, item=0, type=PmType.U64, indom=self.ind)
+            self.d = Metric("d", cluster=0, item=1, type=PmType.DOUBLE, indom=self.ind)
             self.short = False
             self.token = object()
 

@@ -19,7 +19,7 @@ async def test_entry_point_table(tmp_path: Path) -> None:
         "from pmda_py.table import Table, Metric\n"
         "from pmda_py.pmapi import PmType\n"
         "class Answer(Table):\n"
-        "    m = Metric('answer', 0, 0, PmType.U32, oneline='the answer')\n"
+        "    m = Metric('answer', cluster=0, item=0, type=PmType.U32, oneline='the answer')\n"
         "    async def fetch(self, request):\n"
         "        return {self.m: 42}\n"
     )

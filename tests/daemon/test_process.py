@@ -71,7 +71,7 @@ def test_nothing_but_pdus_on_stdout(tmp_path: Path) -> None:
         "from pmda_py.table import Table, Metric\n"
         "from pmda_py.pmapi import PmType\n"
         "class Noisy(Table):\n"
-        "    m = Metric('x', 0, 0, PmType.U32)\n"
+        "    m = Metric('x', cluster=0, item=0, type=PmType.U32)\n"
         "    async def fetch(self, request):\n"
         "        print('hello from a careless table')\n"
         "        return {self.m: 5}\n"

@@ -57,12 +57,19 @@ class Hostile(Table):
 
     def __init__(self) -> None:
         evil = '"},"injected":true,"x":{"'
-        self.ind = InDom(0, {0: 'quote"name', 1: "new\nline"}, labels={"note": evil},
-                         instance_labels=lambda i, n: {"name": n})  # fmt: skip
+        self.ind = InDom(
+            0, {0: 'quote"name', 1: "new\nline"}, labels={"note": evil}, instance_labels=lambda i, n: {"name": n}
+        )
         self.m = Metric(
-            "m", 0, 0, PmType.STRING, indom=self.ind, labels={"evil": evil, "uni": "\u00e9\u2603\x00"},
-            oneline="one\x00line", help="long\ntext with \x00 NUL and ~~~ padding chars",
-        )  # fmt: skip
+            "m",
+            cluster=0,
+            item=0,
+            type=PmType.STRING,
+            indom=self.ind,
+            labels={"evil": evil, "uni": "\u00e9\u2603\x00"},
+            oneline="one\x00line",
+            help="long\ntext with \x00 NUL and ~~~ padding chars",
+        )
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
         return {self.m: {0: '"},{', 1: "\x00\x01"}}
@@ -87,6 +94,6 @@ async def test_labels_and_help_cannot_inject() -> None:
 
 def test_bad_label_names_are_refused_at_declaration() -> None:
     with pytest.raises(ValueError, match="bad label name"):
-        Metric("x", 0, 0, PmType.U32, labels={"bad name": 1})
+        Metric("x", cluster=0, item=0, type=PmType.U32, labels={"bad name": 1})
     with pytest.raises(ValueError, match="not JSON-serialisable"):
-        Metric("x", 0, 0, PmType.U32, labels={"ok": object()})
+        Metric("x", cluster=0, item=0, type=PmType.U32, labels={"ok": object()})

@@ -36,8 +36,8 @@ class Bare(Table):
 
     def __init__(self) -> None:
         self.colour = InDom(0, {0: "red"})
-        self.m = Metric("numfetch", 0, 0, PmType.U32)
-        self.c = Metric("color", 0, 1, PmType.I32, indom=self.colour)
+        self.m = Metric("numfetch", cluster=0, item=0, type=PmType.U32)
+        self.c = Metric("color", cluster=0, item=1, type=PmType.I32, indom=self.colour)
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
         return {}

@@ -25,8 +25,10 @@ class SlowTable(Table):
 
     def __init__(self, sleep: str = "30", **_options: str) -> None:
         self.sleep = float(sleep)
-        self.value = Metric("value", 4080, 0, PmType.U32, oneline="answers after a long sleep")
-        self.fast = Metric("fast", 4080, 1, PmType.U32, oneline="answers at once (same table as value)")
+        self.value = Metric("value", cluster=4080, item=0, type=PmType.U32, oneline="answers after a long sleep")
+        self.fast = Metric(
+            "fast", cluster=4080, item=1, type=PmType.U32, oneline="answers at once (same table as value)"
+        )
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
         if self.value in request.metrics:
@@ -40,10 +42,12 @@ class CrashTable(Table):
     name = "crash"
 
     def __init__(self) -> None:
-        self.boom = Metric("boom", 4081, 0, PmType.U32, oneline="its fetch raises")
-        self.wrongtype = Metric("wrongtype", 4082, 0, PmType.U32, oneline="returns a string for a U32")
-        self.negative = Metric("negative", 4082, 1, PmType.U64, oneline="returns -1 for a U64")
-        self.fine = Metric("fine", 4082, 2, PmType.U32, oneline="returns 7")
+        self.boom = Metric("boom", cluster=4081, item=0, type=PmType.U32, oneline="its fetch raises")
+        self.wrongtype = Metric(
+            "wrongtype", cluster=4082, item=0, type=PmType.U32, oneline="returns a string for a U32"
+        )
+        self.negative = Metric("negative", cluster=4082, item=1, type=PmType.U64, oneline="returns -1 for a U64")
+        self.fine = Metric("fine", cluster=4082, item=2, type=PmType.U32, oneline="returns 7")
 
     async def startup(self, context: TableContext) -> None:
         return None

@@ -14,7 +14,7 @@ class Names(Table):
     def __init__(self, names: str = "", **_options: str) -> None:
         self.names = [n for n in names.split(",") if n]
         self.indom = InDom(7, oneline="named things", persistent=True)
-        self.value = Metric("value", 0, 0, PmType.U32, indom=self.indom, oneline="length of the name")
+        self.value = Metric("value", cluster=0, item=0, type=PmType.U32, indom=self.indom, oneline="length of the name")
 
     async def startup(self, context: TableContext) -> None:
         self.indom.set_names(self.names)
