@@ -328,6 +328,19 @@ def _decode_value(type_: int, value: int | ValueBlock) -> Any:
 # ------------------------------------------------------------------ opening
 
 
+@asynccontextmanager
+async def _connected(client: PmdaClient, handshake: bool, creds_flags: int | None) -> AsyncIterator[PmdaClient]:
+    """``client`` after the CREDS exchange (if ``handshake``); closed on exit,
+    even when cancelled."""
+    try:
+        if handshake:
+            await client.handshake(creds_flags)
+        yield client
+    finally:
+        with trio.CancelScope(shield=True):
+            await client.aclose()
+
+
 def process_stream(process: trio.Process) -> trio.StapledStream[trio.abc.SendStream, trio.abc.ReceiveStream]:
     """A PMDA process as one stream: we write its stdin and read its stdout
     (``send_eof`` closes its stdin, as pmcd does at shutdown)."""
@@ -372,14 +385,12 @@ async def open_pipe_pmda(
         env=full_env,
         cwd=cwd,
     )
-    client = PmdaClient(process_stream(process), timeout=timeout, pid=process.pid)
     try:
-        if handshake:
-            await client.handshake(creds_flags)
-        yield client
+        client = PmdaClient(process_stream(process), timeout=timeout, pid=process.pid)
+        async with _connected(client, handshake, creds_flags):
+            yield client
     finally:
         with trio.CancelScope(shield=True):
-            await client.aclose()
             await _reap(process, exit_timeout)
 
 
@@ -442,13 +453,8 @@ async def open_socket_pmda(
     try:
         stream = await connect_socket_pmda(unix=unix, inet=inet, ipv6=ipv6, retry_for=retry_for)
         client = PmdaClient(stream, timeout=timeout, pid=process.pid if process else 0)
-        try:
-            if handshake:
-                await client.handshake(creds_flags)
+        async with _connected(client, handshake, creds_flags):
             yield client
-        finally:
-            with trio.CancelScope(shield=True):
-                await client.aclose()
     finally:
         if process is not None:
             with trio.CancelScope(shield=True):
