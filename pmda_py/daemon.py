@@ -25,7 +25,6 @@ import importlib
 import os
 import signal
 import socket
-import stat
 import struct
 import sys
 from collections.abc import Awaitable, Sequence
@@ -486,7 +485,7 @@ class SocketServer:
 
     max_pending = 8
     takeover_grace = 1.0
-    socket_check_interval = 0.1
+    socket_check_interval = 1.0
 
     def __init__(
         self,
@@ -651,36 +650,95 @@ class SocketServer:
 
     async def _keep_socket_file(self) -> None:
         """pmcd removes an agent's unix socket when it stops or drops the
-        agent (CleanupAgent, ShutdownAgent): put a new one in its place so
-        the next pmcd can connect.  A file someone else put there is left
-        alone."""
+        agent (CleanupAgent, ShutdownAgent): put a new one in its place at
+        once, so the next pmcd (which may start a few milliseconds later)
+        can connect.  Woken by inotify on the socket's directory where
+        there is one, and every ``socket_check_interval`` seconds anyway.
+        A file someone else put there is left alone."""
         path = self.config.address
+        watch = _DirectoryWatch.open(_parent_dir(path))
         complained = False
-        while True:
-            await trio.sleep(self.socket_check_interval)
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
+        try:
+            while True:
+                if watch is not None:
+                    with trio.move_on_after(self.socket_check_interval):
+                        await watch.wait()
+                else:
+                    await trio.sleep(self.socket_check_interval)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    continue
+                else:
+                    if (st.st_dev, st.st_ino) != self._ident and not complained:
+                        log.warning("socket_replaced", path=path, action="not ours: leaving it alone")
+                        complained = True
+                    continue
+                try:
+                    sock, ident = await _bind_unix(path, None)
+                except OSError as err:
+                    if not complained:
+                        log.error("socket_recreate_failed", path=path, error=str(err), action="retrying")
+                        complained = True
+                    continue
+                old, self._sock, self._ident = self._sock, sock, ident
+                complained = False
+                if old is not None:
+                    old.close()
+                log.info("socket_recreated", path=path, reason="removed (pmcd removes it when it stops)")
+        finally:
+            if watch is not None:
+                watch.close()
+
+
+def _parent_dir(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))
+
+
+class _DirectoryWatch:
+    """inotify on a directory (Linux, through ctypes): :meth:`wait` returns
+    when a name in it is removed or renamed away."""
+
+    _IN_MOVED_FROM = 0x40
+    _IN_DELETE = 0x200
+    _IN_DELETE_SELF = 0x400
+    _IN_MOVE_SELF = 0x800
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def open(cls, directory: str) -> _DirectoryWatch | None:
+        """None where inotify is not available (the caller polls)."""
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+            if fd < 0:
+                return None
+            mask = cls._IN_MOVED_FROM | cls._IN_DELETE | cls._IN_DELETE_SELF | cls._IN_MOVE_SELF
+            if int(libc.inotify_add_watch(fd, os.fsencode(directory), mask)) < 0:
+                os.close(fd)
+                return None
+        except (OSError, AttributeError):
+            return None
+        return cls(fd)
+
+    async def wait(self) -> None:
+        await trio.lowlevel.wait_readable(self.fd)
+        try:
+            while os.read(self.fd, 65536):
                 pass
-            except OSError:
-                continue
-            else:
-                if (st.st_dev, st.st_ino) != self._ident and stat.S_ISSOCK(st.st_mode) and not complained:
-                    log.warning("socket_replaced", path=path, action="not ours: leaving it alone")
-                    complained = True
-                continue
-            try:
-                sock, ident = await _bind_unix(path, None)
-            except OSError as err:
-                if not complained:
-                    log.error("socket_recreate_failed", path=path, error=str(err), action="retrying")
-                    complained = True
-                continue
-            old, self._sock, self._ident = self._sock, sock, ident
-            complained = False
-            if old is not None:
-                old.close()
-            log.info("socket_recreated", path=path, reason="removed (pmcd removes it when it stops)")
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        trio.lowlevel.notify_closing(self.fd)
+        os.close(self.fd)
 
 
 def _drop_privileges(username: str) -> None:
