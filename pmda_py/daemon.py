@@ -354,6 +354,8 @@ async def await_creds(stream: trio.abc.Stream, session: Session, timeout: float)
         except WireFormatError as err:
             return f"not pmcd: {err}"
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+            if isinstance(err.__cause__, ConnectionResetError) or isinstance(err, ConnectionResetError):
+                return f"reset without sending CREDS ({received} bytes received)"
             return f"channel error: {err}"
     return f"no CREDS within {timeout:g} s ({received} bytes received)"
 

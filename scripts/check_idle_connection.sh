@@ -25,9 +25,11 @@ echo "== agent: pmda-py run -d 250 -i $PORT --table simple=simple (log $D/pmda.l
 AGENT=$!
 for _ in $(seq 50); do grep -q listening "$D/pmda.log" 2>/dev/null && break; sleep 0.1; done
 
-echo "== an idle TCP connection to 127.0.0.1:$PORT, closed after 3 s"
+echo "== an idle TCP connection to 127.0.0.1:$PORT, closed after 3 s; another held 5 s"
 "$PY" -c "import socket, time; s = socket.create_connection(('127.0.0.1', $PORT)); time.sleep(3); s.close()" &
 IDLE=$!
+"$PY" -c "import socket, time; s = socket.create_connection(('127.0.0.1', $PORT)); time.sleep(5); s.close()" &
+IDLE2=$!
 sleep 0.5
 
 echo "== a private pmcd on port $PMCDPORT with the line: simple 250 socket inet $PORT"
@@ -38,7 +40,7 @@ mkdir "$D/run"
 PCP_RUN_DIR="$D/run" PMCD_RESTART_AGENTS=0 "$PMCD" -f -A -i 127.0.0.1 -p "$PMCDPORT" -s "$D/pmcd.socket" \
     -c "$D/pmcd.conf" -n "$D/root" -l "$D/pmcd.log" &
 PMCDPID=$!
-wait "$IDLE"
+wait "$IDLE" "$IDLE2"
 sleep 1
 
 echo "== pminfo -f simple.numfetch simple.color through the private pmcd"
