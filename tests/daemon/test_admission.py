@@ -328,6 +328,22 @@ async def test_unix_only_pmcd_gets_a_session_and_standalone_outlives_it(root: Pa
     assert not await trio.Path(path).exists()  # our socket file goes with us
 
 
+async def test_a_new_pmcd_meeting_a_session_that_is_ending_is_served(root: Path, daemons: list[Daemon]) -> None:
+    """A restarted pmcd may complete its handshake before the old channel's
+    EOF is read: it waits (takeover grace, 1 s) instead of being refused."""
+    port = _free_port()
+    d = Daemon(root, "-i", str(port), "--standalone")
+    daemons.append(d)
+    old = await _pmcd(inet=port)
+    await _fetch(old, "simple.numfetch")
+    new = await _pmcd(inet=port)  # handshake done while the old session is live
+    await old.aclose()
+    assert (await _fetch(new, "simple.numfetch"))["simple.numfetch"] == 2
+    await new.aclose()
+    text = d.wait_log("session_end", count=2)
+    assert text.count(" session_start ") == 2 and " pmcd_refused " not in text
+
+
 async def test_started_by_pmcd_exits_with_its_session_not_with_an_intruder(root: Path, daemons: list[Daemon]) -> None:
     port = _free_port()
     d = Daemon(root, "-i", str(port), "--creds-timeout", "1")
