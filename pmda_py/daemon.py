@@ -848,6 +848,9 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
     dispatcher.stats = old.stats
     active.dispatcher = dispatcher
     log.info("reloaded", config=new.config_path, tables=[m.name for m in dispatcher.mounts])
+    kept = [k for k in ("creds_timeout", "standalone", "bind_address") if getattr(new, k) != getattr(config, k)]
+    if kept:
+        log.warning("reload_partial", not_applied=kept, detail="the listener's settings change on restart only")
     await shutdown_tables(old)
     return new
 

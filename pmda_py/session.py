@@ -20,9 +20,10 @@ returns, in order:
 With ``require_creds`` (socket transports, where anyone may connect), the
 peer must prove it is pmcd before anything else: its first PDU must be a
 CREDS with a CVERSION credential.  Anything else -- another PDU type, a
-header that cannot start a CREDS, an undecodable CREDS, more than
-:data:`MAX_CREDS_LENGTH` bytes without one -- raises :class:`HandshakeError`
-as soon as it is visible, without waiting for the rest of the PDU.  The
+declared length no CREDS can have (below 16 or above
+:data:`MAX_CREDS_LENGTH`), an undecodable CREDS -- raises
+:class:`HandshakeError` as soon as the header shows it, without waiting for
+the rest of the PDU.  The
 timeout for that first PDU is the caller's (it owns the clock).
 
 Per-context state is keyed by the PDU ``from`` field (pmcd's client slot):
