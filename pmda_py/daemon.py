@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import Any, Callable, TypeVar
 
+import attrs
 import structlog
 import trio
 
@@ -851,6 +852,9 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
     kept = [k for k in ("creds_timeout", "standalone", "bind_address") if getattr(new, k) != getattr(config, k)]
     if kept:
         log.warning("reload_partial", not_applied=kept, detail="the listener's settings change on restart only")
+        new = attrs.evolve(
+            new, creds_timeout=config.creds_timeout, standalone=config.standalone, bind_address=config.bind_address
+        )
     await shutdown_tables(old)
     return new
 

@@ -407,3 +407,19 @@ async def test_inet_listens_on_loopback_unless_told(root: Path, daemons: list[Da
     assert (await _fetch(client, "simple.control.pid"))["simple.control.pid"] == d2.proc.pid
     await client.aclose()
     assert "bind=127.0.0.2" in d2.text()
+
+
+async def test_reload_keeps_the_listener_settings(root: Path, daemons: list[Daemon]) -> None:
+    cfg = root / "pypmda.conf"
+    base = "[pmda]\nname = pypmda\ndomain = 253\nstandalone = yes\n"  # tables: the command line's
+    cfg.write_text(base)
+    port = _free_port()
+    d = Daemon(root, "-c", str(cfg), "-i", str(port))
+    daemons.append(d)
+    assert "standalone=True" in d.text() and "creds_timeout=3.0" in d.text()
+    cfg.write_text(base.replace("standalone = yes\n", "standalone = yes\ncreds_timeout = 9\n"))
+    d.proc.send_signal(signal.SIGHUP)
+    text = d.wait_log("reload_partial")
+    assert "not_applied=['creds_timeout']" in text
+    d.proc.send_signal(signal.SIGHUP)  # the running settings are still the old ones: said again
+    assert "not_applied=['creds_timeout']" in d.wait_log("reload_partial", count=2)
