@@ -883,11 +883,12 @@ async def run(config: Config, *, stream: trio.abc.Stream | None = None, argv: Se
         else:
             server = SocketServer(config, active, on_ready=on_ready)
             await server.open()
+            where = {"bind": _listen_address(config)[0]} if config.transport != "unix" else {}
             log.info(
                 "listening",
                 transport=config.transport,
                 address=config.address,
-                bind=_listen_address(config)[0] if config.transport != "unix" else None,
+                **where,
                 standalone=config.standalone,
                 creds_timeout=config.creds_timeout,
             )
