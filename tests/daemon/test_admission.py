@@ -36,7 +36,7 @@ PMDA_PY = [sys.executable, "-m", "pmda_py"]
 # ------------------------------------------------------------ await_creds
 
 
-def _gate() -> tuple[trio.testing.MemoryStapledStream, trio.testing.MemoryStapledStream, Session]:  # type: ignore[type-arg]
+def _gate() -> tuple[trio.StapledStream, trio.StapledStream, Session]:  # type: ignore[type-arg]
     ours, peer = trio.testing.memory_stream_pair()
     return ours, peer, Session(pid=4242, require_creds=True)
 
@@ -320,7 +320,7 @@ async def test_unix_only_pmcd_gets_a_session_and_standalone_outlives_it(root: Pa
     v3 = await _fetch(again, "simple.numfetch", "simple.control.pid", "simple.control.fetch.count")
     assert v3["simple.control.pid"] == d.proc.pid
     assert v3["simple.numfetch"] == v2["simple.numfetch"] + 1  # type: ignore[operator]
-    assert v3["simple.control.fetch.count"] == v2["simple.control.fetch.count"] + 1  # type: ignore[operator]
+    assert v3["simple.control.fetch.count"] == v2["simple.control.fetch.count"] + 1
     await again.aclose()
     assert d.proc.poll() is None
     d.stop()
