@@ -7,6 +7,9 @@ domain labels) and one ``[table NAME]`` section per mounted table::
     name = pypmda
     domain = 310
     pythonpath = .              ; dirs (relative to this file) for module:Class tables
+    creds_timeout = 3           ; socket modes: seconds a peer has to send pmcd's CREDS
+    standalone = no             ; socket modes: outlive pmcd sessions (systemd unit)
+    bind = 127.0.0.1            ; -i/-6: listen address (default: loopback only)
 
     [table simple]
     table = simple              ; built-in name, entry point, or module:Class
@@ -31,6 +34,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "DEFAULT_CREDS_TIMEOUT",
     "DEFAULT_DOMAIN",
     "DEFAULT_NAME",
     "Config",
@@ -42,6 +46,8 @@ __all__ = [
 
 DEFAULT_NAME = "pypmda"
 DEFAULT_DOMAIN = 310
+#: Seconds a socket peer has to send pmcd's CREDS (pmcd's own default).
+DEFAULT_CREDS_TIMEOUT = 3.0
 
 
 class ConfigFileError(Exception):
@@ -75,6 +81,9 @@ class Config:
     tables: tuple[TableSpec, ...] = ()
     transport: str = "pipe"  #: pipe | unix | inet | ipv6
     address: str = ""  #: unix path or port
+    bind_address: str = ""  #: inet/ipv6 listen address; "" is loopback (127.0.0.1 / ::1)
+    creds_timeout: float = DEFAULT_CREDS_TIMEOUT  #: socket modes: seconds for a peer's CREDS
+    standalone: bool = False  #: socket modes: back to listening when a pmcd session ends
     logfile: str | None = None
     log_format: str = "console"
     log_level: str = "info"
@@ -135,7 +144,33 @@ def _line_of(path: str, text: str, section: str, key: str | None) -> int | None:
     return None
 
 
-_PMDA_KEYS = {"name", "domain", "log_format", "log_level", "labels", "state_dir", "helpfile", "user", "pythonpath"}
+_PMDA_KEYS = {
+    "name",
+    "domain",
+    "log_format",
+    "log_level",
+    "labels",
+    "state_dir",
+    "helpfile",
+    "user",
+    "pythonpath",
+    "creds_timeout",
+    "standalone",
+    "bind",
+}
+
+_BOOLEANS = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False, "off": False}
+
+
+def creds_timeout_value(text: str) -> float:
+    """Seconds for the creds timeout: a number above 0, at most 300."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    if not 0 < value <= 300:
+        raise ValueError(f"{value:g} out of range (0, 300] seconds")
+    return value
 
 
 def load_file(path: str) -> dict[str, Any]:
@@ -200,6 +235,17 @@ def load_file(path: str) -> dict[str, Any]:
                     out["name"] = value
                 elif key == "user":
                     out["username"] = value
+                elif key == "creds_timeout":
+                    try:
+                        out["creds_timeout"] = creds_timeout_value(value)
+                    except ValueError as err:
+                        raise fail(section, key, str(err)) from None
+                elif key == "standalone":
+                    if value.lower() not in _BOOLEANS:
+                        raise fail(section, key, f"not a boolean: {value!r} (yes/no, true/false, on/off, 1/0)")
+                    out["standalone"] = _BOOLEANS[value.lower()]
+                elif key == "bind":
+                    out["bind_address"] = value
                 elif key == "pythonpath":
                     dirs = []
                     for entry in value.replace(":", " ").split():
@@ -243,6 +289,13 @@ def _table_arg(text: str) -> TableSpec:
     return TableSpec(name, name, mount)
 
 
+def _seconds_arg(text: str) -> float:
+    try:
+        return creds_timeout_value(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="pmda-py run",
@@ -258,6 +311,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-6", "--ipv6", metavar="PORT", help="listen on an IPv6 port; pmcd connects")
     g.add_argument("-u", "--unix", metavar="PATH", help="listen on a unix socket; pmcd connects")
     g.add_argument("-p", "--pipe", action="store_true", help="talk to pmcd on stdin/stdout (default)")
+    p.add_argument(
+        "--bind",
+        metavar="ADDRESS",
+        help="with -i/-6: the address to listen on (default: loopback only, 127.0.0.1 or ::1)",
+    )
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="socket modes: not started by pmcd; when pmcd goes away, keep the tables and listen for the next pmcd",
+    )
+    p.add_argument(
+        "--creds-timeout",
+        type=_seconds_arg,
+        metavar="SECONDS",
+        help="socket modes: a peer that has not sent pmcd's CREDS after this long is dropped (default 3)",
+    )
     p.add_argument("-l", "--log", metavar="FILE", help="log file (default $PCP_LOG_DIR/pmcd/NAME.log)")
     p.add_argument("-U", "--username", help="user to run as after opening the log and sockets")
     p.add_argument("-c", "--config", help="config file (tables to mount, name, domain)")
@@ -313,6 +382,14 @@ def parse_args(argv: Sequence[str]) -> Config:
         kw["transport"], kw["address"] = "inet", ns.inet
     elif ns.ipv6:
         kw["transport"], kw["address"] = "ipv6", ns.ipv6
+    if ns.bind:
+        if kw.get("transport") not in ("inet", "ipv6"):
+            raise SystemExit("pmda-py run: --bind needs -i or -6")
+        kw["bind_address"] = ns.bind
+    if ns.standalone:
+        kw["standalone"] = True
+    if ns.creds_timeout is not None:
+        kw["creds_timeout"] = ns.creds_timeout
     name = kw.get("name", DEFAULT_NAME)
     kw["logfile"] = ns.log or os.path.join(conf["PCP_LOG_DIR"], "pmcd", f"{name}.log")
     if ns.log_format:

@@ -1,12 +1,21 @@
 """``pmda-py run``: the PMDA daemon, where trio meets the sans-IO core.
 
 Opens the transport as a ``pmdaGetOpt`` daemon does (pipe by default; ``-i``
-inet, ``-6`` ipv6, ``-u`` unix socket: listen, accept one connection, close
-the listener), drops privileges (``-U``) after the log and sockets are open,
-speaks first (CREDS), then runs one receive -> dispatch -> send loop: one
-request at a time, one reply each, in order.  Table calls run under their
-deadlines so pmcd's 5 s timeout is never reached.  Exits cleanly on EOF and
-SIGTERM/SIGINT.
+inet, ``-6`` ipv6, ``-u`` unix socket), drops privileges (``-U``) after the
+log and sockets are open, speaks first (CREDS), then runs one receive ->
+dispatch -> send loop: one request at a time, one reply each, in order.
+Table calls run under their deadlines so pmcd's 5 s timeout is never
+reached.  Exits cleanly on EOF and SIGTERM/SIGINT.
+
+Socket modes (:class:`SocketServer`) serve pmcd, not whoever connects first:
+the listener stays open; every connection gets our CREDS and must answer
+with pmcd's CREDS within the creds timeout (unix sockets: from root, the PCP
+user or our own uid, checked with SO_PEERCRED before any PDU), else it is
+dropped with one log line.  One pmcd session at a time: a second pmcd is
+refused (pmcd only reconnects an agent it has lost, so it never needs to
+take over).  When the session ends the daemon exits (pmcd started it, as
+libpcp_pmda's agents do), or with ``--standalone`` goes back to listening
+with its tables intact, re-creating its unix socket when pmcd removes it.
 """
 
 from __future__ import annotations
@@ -16,11 +25,13 @@ import importlib
 import os
 import signal
 import socket
+import struct
 import sys
 from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import IO, Any, Callable, TypeVar
 
+import attrs
 import structlog
 import trio
 
@@ -28,12 +39,32 @@ from pmda_py import logconfig
 from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, EncodedReply, HelpSource, Mount, TableTimeout
 from pmda_py.errors import PmErr, WireFormatError, codename
-from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session, SessionState
+from pmda_py.session import (
+    CLOSED,
+    NEED_DATA,
+    BadRequest,
+    HandshakeError,
+    Ignored,
+    Notice,
+    Request,
+    Session,
+    SessionState,
+)
 from pmda_py.stats import PmdaStats
 from pmda_py.table import Table
 from pmda_py.wire import ErrorPdu, Pdu, PduType
 
-__all__ = ["BUILTIN_TABLES", "TrioRunner", "load_table", "main", "run", "serve_stream"]
+__all__ = [
+    "BUILTIN_TABLES",
+    "SocketServer",
+    "TrioRunner",
+    "await_creds",
+    "load_table",
+    "main",
+    "run",
+    "serve_session",
+    "serve_stream",
+]
 
 log = structlog.get_logger("pmda_py.daemon")
 
@@ -156,8 +187,21 @@ async def serve_stream(
     ``dispatcher`` may be an :class:`Active` holder, whose dispatcher is
     looked up for every request (so a reload takes effect between requests).
     """
-    active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
     await stream.send_all(session.start())
+    return await serve_session(stream, session, dispatcher, notready=notready, on_ready=on_ready)
+
+
+async def serve_session(
+    stream: trio.abc.Stream,
+    session: Session,
+    dispatcher: Dispatcher | Active,
+    *,
+    notready: bool = False,
+    on_ready: Callable[[], Awaitable[None]] | None = None,
+) -> str:
+    """:func:`serve_stream` for a session whose CREDS were already sent
+    (and pmcd's perhaps received, by :func:`await_creds`)."""
+    active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
     if notready:
         session.not_ready()
         log.info("notready", detail="pmcd.conf 'notready': starting tables before READY")
@@ -258,19 +302,102 @@ def _protect_stdio() -> tuple[int, int]:
     return rfd, wfd
 
 
-async def _listen(config: Config) -> trio.SocketListener:
-    if config.transport == "unix":
-        path = config.address
+async def await_creds(stream: trio.abc.Stream, session: Session, timeout: float) -> str | None:
+    """Send our CREDS and wait up to ``timeout`` seconds in all (not per
+    read) for the peer's; None once pmcd's CREDS came, else why not.
+
+    ``session`` should have ``require_creds``; bytes after the CREDS stay
+    in it for :func:`serve_session`."""
+    received = 0
+    with trio.move_on_after(timeout):
         try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            await stream.send_all(session.start())
+            while True:
+                event = session.next_event()
+                if event is NEED_DATA:
+                    data = await stream.receive_some(4096)
+                    received += len(data)
+                    session.receive_data(data)
+                    continue
+                if event is CLOSED:
+                    if session.truncated:
+                        return f"closed in the middle of its first PDU ({received} bytes)"
+                    return "closed without sending CREDS"
+                if session.handshake_done and session.peer_creds is not None:
+                    return None
+                return "no CREDS"  # pragma: no cover - require_creds raises first
+        except HandshakeError as err:
+            return f"not pmcd: {err}"
+        except WireFormatError as err:
+            return f"not pmcd: {err}"
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+            if isinstance(err.__cause__, ConnectionResetError) or isinstance(err, ConnectionResetError):
+                return f"reset without sending CREDS ({received} bytes received)"
+            return f"channel error: {err}"
+    return f"no CREDS within {timeout:g} s ({received} bytes received)"
+
+
+def peer_credentials(sock: trio.socket.SocketType) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of a unix socket's peer (SO_PEERCRED), None if unknown."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
+def allowed_uids() -> dict[int, str]:
+    """Who may be pmcd on a unix socket: root, the PCP user, and our own
+    uid (a process of our uid can signal or ptrace us anyway)."""
+    import pwd
+
+    out = {0: "root"}
+    user = pcp_conf().get("PCP_USER", "pcp")
+    try:
+        out.setdefault(pwd.getpwnam(user).pw_uid, user)
+    except KeyError:
+        pass
+    euid = os.geteuid()
+    if euid not in out:
+        try:
+            out[euid] = pwd.getpwuid(euid).pw_name
+        except KeyError:
+            out[euid] = str(euid)
+    return out
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _listen_address(config: Config) -> tuple[str, int]:
+    port = socket.getservbyname(config.address) if not config.address.isdigit() else int(config.address)
+    loopback = "::1" if config.transport == "ipv6" else "127.0.0.1"
+    return config.bind_address or loopback, port
+
+
+async def _bind_unix(path: str, username: str | None) -> tuple[trio.socket.SocketType, tuple[int, int]]:
+    """A listening unix socket at ``path``; returns it and the file's (dev, ino)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
         await sock.bind(path)
         os.chmod(path, 0o660)
         if os.geteuid() == 0:
             # as libpcp_pmda does: the socket belongs to the PCP user (or -U's)
-            owner = config.username or pcp_conf().get("PCP_USER", "pcp")
+            owner = username or pcp_conf().get("PCP_USER", "pcp")
             try:
                 import pwd
 
@@ -278,18 +405,319 @@ async def _listen(config: Config) -> trio.SocketListener:
                 os.chown(path, pw.pw_uid, pw.pw_gid)
             except (KeyError, OSError) as err:
                 log.warning("chown_failed", path=path, user=owner, error=str(err))
-    else:
-        family = socket.AF_INET6 if config.transport == "ipv6" else socket.AF_INET
-        port = socket.getservbyname(config.address) if not config.address.isdigit() else int(config.address)
-        sock = trio.socket.socket(family, socket.SOCK_STREAM)
+        sock.listen(16)
+        st = os.stat(path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock, (st.st_dev, st.st_ino)
+
+
+async def _listen(config: Config) -> tuple[trio.socket.SocketType, tuple[int, int] | None]:
+    if config.transport == "unix":
+        return await _bind_unix(config.address, config.username)
+    family = socket.AF_INET6 if config.transport == "ipv6" else socket.AF_INET
+    host, port = _listen_address(config)
+    sock = trio.socket.socket(family, socket.SOCK_STREAM)
+    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            await sock.bind(("::1", port))
-        else:
-            await sock.bind(("127.0.0.1", port))
-    sock.listen(1)
-    return trio.SocketListener(sock)
+        await sock.bind((host, port))
+        sock.listen(16)
+    except BaseException:
+        sock.close()
+        raise
+    return sock, None
+
+
+class _Handshake:
+    """A connection waiting for pmcd's CREDS."""
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.evicted = False
+
+
+class _Live:
+    """The pmcd session being served."""
+
+    def __init__(self, pmcd_pid: int, peer: str) -> None:
+        self.pmcd_pid = pmcd_pid
+        self.peer = peer
+        self.done = trio.Event()
+
+
+class SocketServer:
+    """Socket modes: admit only pmcd, serve one pmcd session at a time.
+
+    Every accepted connection is handled in its own task, so an idle or
+    slow peer never delays pmcd's connection: unix peers are checked with
+    SO_PEERCRED first, then our CREDS are sent and pmcd's awaited for
+    ``config.creds_timeout`` seconds in all.  At most ``max_pending``
+    connections wait at once; one more evicts the oldest.  A valid pmcd
+    while a session is live waits up to ``takeover_grace`` seconds for that
+    session to end (a restarted pmcd's old channel may still be draining),
+    else is refused.  :attr:`finished` is set when a session ends and the
+    daemon is not ``standalone``.
+    """
+
+    max_pending = 8
+    takeover_grace = 1.0
+    socket_check_interval = 1.0
+
+    def __init__(
+        self,
+        config: Config,
+        active: Active,
+        *,
+        on_ready: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = config
+        self.active = active
+        self.on_ready = on_ready
+        self.standalone = config.standalone
+        self.finished = trio.Event()
+        self.reason = "eof"
+        self.sessions = 0
+        self._sock: trio.socket.SocketType | None = None
+        self._ident: tuple[int, int] | None = None
+        self._pending: list[_Handshake] = []
+        self._live: _Live | None = None
+
+    async def open(self) -> None:
+        """Bind and listen (before privileges are dropped)."""
+        self._sock, self._ident = await _listen(self.config)
+
+    def close(self) -> None:
+        """Close the listener; remove our unix socket file if it is still ours."""
+        if self._sock is not None:
+            self._sock.close()
+        if self.config.transport == "unix" and self._ident is not None:
+            try:
+                st = os.stat(self.config.address)
+                if (st.st_dev, st.st_ino) == self._ident:
+                    os.unlink(self.config.address)
+            except OSError:
+                pass
+
+    async def serve(self) -> None:
+        """Accept connections until cancelled."""
+        async with trio.open_nursery() as nursery:
+            if self.standalone and self.config.transport == "unix":
+                nursery.start_soon(self._keep_socket_file)
+            while True:
+                sock = self._sock
+                assert sock is not None
+                try:
+                    conn, addr = await sock.accept()
+                except trio.ClosedResourceError:
+                    if sock is self._sock:
+                        raise
+                    continue  # the socket file was re-created: accept on the new listener
+                except OSError as err:
+                    if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        log.error("accept_failed", error=str(err), action="retrying in 0.1 s")
+                        await trio.sleep(0.1)
+                    continue
+                nursery.start_soon(self._admit, conn, addr)
+
+    # ------------------------------------------------------------ admission
+
+    def _peer(self, conn: trio.socket.SocketType, addr: Any) -> tuple[str, str | None]:
+        """A name for the peer, and why it is refused before any PDU (or None)."""
+        if self.config.transport != "unix":
+            if isinstance(addr, tuple) and len(addr) >= 2:
+                host = f"[{addr[0]}]" if ":" in str(addr[0]) else str(addr[0])
+                return f"{host}:{addr[1]}", None
+            return str(addr), None
+        creds = peer_credentials(conn)
+        if creds is None:
+            return "unix:?", "peer credentials (SO_PEERCRED) unavailable"
+        pid, uid, _gid = creds
+        peer = f"unix:pid={pid},uid={uid}"
+        allowed = allowed_uids()
+        if uid not in allowed:
+            names = ", ".join(sorted(set(allowed.values())))
+            return peer, f"uid {uid} ({_user_name(uid)}) is not one of {names}"
+        return peer, None
+
+    async def _admit(self, conn: trio.socket.SocketType, addr: Any) -> None:
+        stream = trio.SocketStream(conn)
+        transport = self.config.transport
+        try:
+            peer, refusal = self._peer(conn, addr)
+            if refusal is not None:
+                log.warning("peer_refused", transport=transport, peer=peer, reason=refusal)
+                return
+            session = Session(pid=os.getpid(), flags=0, require_creds=True)
+            entry = _Handshake()
+            self._pending.append(entry)
+            if len(self._pending) > self.max_pending:
+                oldest = self._pending.pop(0)
+                oldest.evicted = True
+                oldest.scope.cancel()
+            why: str | None = "cancelled"
+            try:
+                with entry.scope:
+                    why = await await_creds(stream, session, self.config.creds_timeout)
+            finally:
+                if entry in self._pending:
+                    self._pending.remove(entry)
+            if entry.evicted:
+                why = f"evicted: more than {self.max_pending} connections waiting for CREDS"
+            if why is not None:
+                log.warning("peer_dropped", transport=transport, peer=peer, reason=why)
+                return
+            assert session.peer_creds is not None
+            pmcd_pid = session.peer_creds.from_
+            if self._live is not None:
+                with trio.move_on_after(self.takeover_grace):
+                    await self._live.done.wait()
+            if self._live is not None or self.finished.is_set():
+                live = self._live
+                log.warning(
+                    "pmcd_refused",
+                    transport=transport,
+                    peer=peer,
+                    pmcd_pid=pmcd_pid,
+                    reason=(
+                        f"a pmcd session is live (pmcd pid {live.pmcd_pid}, {live.peer})"
+                        if live is not None
+                        else "the daemon is exiting"
+                    ),
+                )
+                return
+            await self._serve(stream, session, peer, pmcd_pid)
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _serve(self, stream: trio.SocketStream, session: Session, peer: str, pmcd_pid: int) -> None:
+        live = self._live = _Live(pmcd_pid, peer)
+        self.sessions += 1
+        log.info(
+            "session_start",
+            transport=self.config.transport,
+            peer=peer,
+            pmcd_pid=pmcd_pid,
+            session=self.sessions,
+            pdu_version=session.peer_creds.version if session.peer_creds else None,
+        )
+        reason = "cancelled"
+        try:
+            reason = await serve_session(
+                stream, session, self.active, notready=self.config.notready, on_ready=self.on_ready
+            )
+        finally:
+            for context in session.contexts:  # that pmcd's clients are gone
+                self.active.dispatcher.end_context(context)
+            self._live = None
+            live.done.set()
+        log.info(
+            "session_end",
+            reason=reason,
+            pmcd_pid=pmcd_pid,
+            session=self.sessions,
+            action="listening" if self.standalone else "exiting",
+        )
+        if not self.standalone:
+            self.reason = reason
+            self.finished.set()
+
+    # ------------------------------------------------------- unix socket file
+
+    async def _keep_socket_file(self) -> None:
+        """pmcd removes an agent's unix socket when it stops or drops the
+        agent (CleanupAgent, ShutdownAgent): put a new one in its place at
+        once, so the next pmcd (which may start a few milliseconds later)
+        can connect.  Woken by inotify on the socket's directory where
+        there is one, and every ``socket_check_interval`` seconds anyway.
+        A file someone else put there is left alone."""
+        path = self.config.address
+        watch = _DirectoryWatch.open(_parent_dir(path))
+        complained = False
+        try:
+            while True:
+                if watch is not None:
+                    with trio.move_on_after(self.socket_check_interval):
+                        await watch.wait()
+                else:
+                    await trio.sleep(self.socket_check_interval)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    continue
+                else:
+                    if (st.st_dev, st.st_ino) != self._ident and not complained:
+                        log.warning("socket_replaced", path=path, action="not ours: leaving it alone")
+                        complained = True
+                    continue
+                try:
+                    sock, ident = await _bind_unix(path, None)
+                except OSError as err:
+                    if not complained:
+                        log.error("socket_recreate_failed", path=path, error=str(err), action="retrying")
+                        complained = True
+                    continue
+                old, self._sock, self._ident = self._sock, sock, ident
+                complained = False
+                if old is not None:
+                    old.close()
+                log.info("socket_recreated", path=path, reason="removed (pmcd removes it when it stops)")
+        finally:
+            if watch is not None:
+                watch.close()
+
+
+def _parent_dir(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))
+
+
+class _DirectoryWatch:
+    """inotify on a directory (Linux, through ctypes): :meth:`wait` returns
+    when a name in it is removed or renamed away."""
+
+    _IN_MOVED_FROM = 0x40
+    _IN_DELETE = 0x200
+    _IN_DELETE_SELF = 0x400
+    _IN_MOVE_SELF = 0x800
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def open(cls, directory: str) -> _DirectoryWatch | None:
+        """None where inotify is not available (the caller polls)."""
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+            if fd < 0:
+                return None
+            mask = cls._IN_MOVED_FROM | cls._IN_DELETE | cls._IN_DELETE_SELF | cls._IN_MOVE_SELF
+            if int(libc.inotify_add_watch(fd, os.fsencode(directory), mask)) < 0:
+                os.close(fd)
+                return None
+        except (OSError, AttributeError):
+            return None
+        return cls(fd)
+
+    async def wait(self) -> None:
+        await trio.lowlevel.wait_readable(self.fd)
+        try:
+            while os.read(self.fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        trio.lowlevel.notify_closing(self.fd)
+        os.close(self.fd)
 
 
 def _drop_privileges(username: str) -> None:
@@ -387,6 +815,12 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
         dispatcher.names_changed = True
     active.dispatcher = dispatcher
     log.info("reloaded", config=new.config_path, tables=[m.name for m in dispatcher.mounts])
+    kept = [k for k in ("creds_timeout", "standalone", "bind_address") if getattr(new, k) != getattr(config, k)]
+    if kept:
+        log.warning("reload_partial", not_applied=kept, detail="the listener's settings change on restart only")
+        new = attrs.evolve(
+            new, creds_timeout=config.creds_timeout, standalone=config.standalone, bind_address=config.bind_address
+        )
     await shutdown_tables(old)
     return new
 
@@ -394,53 +828,73 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
 async def run(config: Config, *, stream: trio.abc.Stream | None = None, argv: Sequence[str] = ()) -> int:
     """Start the tables and serve pmcd; returns the exit status."""
     active = Active(build_dispatcher(config))
+    started = False
 
     async def on_ready() -> None:
-        await start_tables(active.dispatcher, config.domain)
+        nonlocal started
+        if not started:
+            started = True
+            await start_tables(active.dispatcher, config.domain)
 
     if not config.notready:
         await on_ready()
 
-    listener = None
+    server: SocketServer | None = None
     if stream is None:
         if config.transport == "pipe":
+            if config.standalone:
+                log.warning("standalone_ignored", reason="a pipe agent lives and dies with pmcd")
             rfd, wfd = _protect_stdio()
             # pmcd's pipes: we write fd wfd (stdout) and read fd rfd (stdin)
             stream = trio.StapledStream(trio.lowlevel.FdStream(wfd), trio.lowlevel.FdStream(rfd))
         else:
-            listener = await _listen(config)
-            log.info("listening", transport=config.transport, address=config.address)
-    if config.username:
-        try:
-            _drop_privileges(config.username)
-        except (KeyError, OSError) as err:
-            log.error("privilege_drop_failed", user=config.username, error=str(err))
-            return 1
-    if listener is not None:
-        stream = await listener.accept()
-        await listener.aclose()
-        log.info("connected", transport=config.transport)
-    assert stream is not None
-    session = Session(pid=os.getpid(), flags=0)
-    reason = "eof"
-    current = config
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async with trio.open_nursery() as nursery:
+            server = SocketServer(config, active, on_ready=on_ready)
+            await server.open()
+            where = {"bind": _listen_address(config)[0]} if config.transport != "unix" else {}
+            log.info(
+                "listening",
+                transport=config.transport,
+                address=config.address,
+                **where,
+                standalone=config.standalone,
+                creds_timeout=config.creds_timeout,
+            )
+    try:
+        if config.username:
+            try:
+                _drop_privileges(config.username)
+            except (KeyError, OSError) as err:
+                log.error("privilege_drop_failed", user=config.username, error=str(err))
+                return 1
+        reason = "eof"
+        current = config
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async with trio.open_nursery() as nursery:
 
-            async def watch_signals() -> None:
-                nonlocal reason, current
-                async for signum in signals:
-                    if signum == signal.SIGHUP:
-                        log.info("sighup", action="reloading configuration")
-                        current = await reload(active, current, argv)
-                        continue
-                    log.info("signal", signal=signal.Signals(signum).name, action="exiting")
-                    reason = signal.Signals(signum).name
-                    nursery.cancel_scope.cancel()
+                async def watch_signals() -> None:
+                    nonlocal reason, current
+                    async for signum in signals:
+                        if signum == signal.SIGHUP:
+                            log.info("sighup", action="reloading configuration")
+                            current = await reload(active, current, argv)
+                            continue
+                        log.info("signal", signal=signal.Signals(signum).name, action="exiting")
+                        reason = signal.Signals(signum).name
+                        nursery.cancel_scope.cancel()
 
-            nursery.start_soon(watch_signals)
-            reason = await serve_stream(stream, session, active, notready=config.notready, on_ready=on_ready)
-            nursery.cancel_scope.cancel()
+                nursery.start_soon(watch_signals)
+                if server is not None:
+                    nursery.start_soon(server.serve)
+                    await server.finished.wait()
+                    reason = server.reason
+                else:
+                    assert stream is not None
+                    session = Session(pid=os.getpid(), flags=0)
+                    reason = await serve_stream(stream, session, active, notready=config.notready, on_ready=on_ready)
+                nursery.cancel_scope.cancel()
+    finally:
+        if server is not None:
+            server.close()
     await shutdown_tables(active.dispatcher)
     log.info("exit", reason=reason)
     return 0

@@ -17,6 +17,15 @@ returns, in order:
   log and carry on;
 * :data:`NEED_DATA`, or :data:`CLOSED` once the peer closed the channel.
 
+With ``require_creds`` (socket transports, where anyone may connect), the
+peer must prove it is pmcd before anything else: its first PDU must be a
+CREDS with a CVERSION credential.  Anything else -- another PDU type, a
+declared length no CREDS can have (below 16 or above
+:data:`MAX_CREDS_LENGTH`), an undecodable CREDS -- raises
+:class:`HandshakeError` as soon as the header shows it, without waiting for
+the rest of the PDU.  The
+timeout for that first PDU is the caller's (it owns the clock).
+
 Per-context state is keyed by the PDU ``from`` field (pmcd's client slot):
 the last PROFILE and the ATTR values of each context, freed when pmcd sends
 ``ERROR(PM_ERR_NOTCONN)`` for it.  A framing error (impossible or oversized
@@ -29,7 +38,7 @@ No I/O and no logging happen here.
 from __future__ import annotations
 
 import enum
-from typing import Final, Union
+from typing import Final, NoReturn, Union
 
 import attrs
 
@@ -50,10 +59,12 @@ from pmda_py.wire import (
 __all__ = [
     "CLOSED",
     "DEFAULT_PROFILE",
+    "MAX_CREDS_LENGTH",
     "NEED_DATA",
     "ATTR_NAMES",
     "BadRequest",
     "Event",
+    "HandshakeError",
     "Ignored",
     "Notice",
     "Request",
@@ -71,6 +82,10 @@ NEED_DATA: Final = _Sentinel.NEED_DATA
 CLOSED: Final = _Sentinel.CLOSED
 
 DEFAULT_PROFILE: Final = ProfilePdu()
+
+#: Largest CREDS accepted during the handshake (header, count and 64
+#: credentials; pmcd sends one).
+MAX_CREDS_LENGTH: Final = 16 + 4 * 64
 
 #: PCP_ATTR_* codes -> names (libpcp auth.c).
 ATTR_NAMES: Final[dict[int, str]] = {
@@ -156,6 +171,10 @@ class Ignored:
 Event = Union[Request, BadRequest, Notice, Ignored]
 
 
+class HandshakeError(Exception):
+    """With ``require_creds``: the peer's first PDU is not pmcd's CREDS."""
+
+
 @attrs.define
 class _Context:
     profile: ProfilePdu = DEFAULT_PROFILE
@@ -170,11 +189,15 @@ class Session:
         pid: our pid, sent in CREDS ``from``.
         flags: CREDS ``c_flags`` (PDU_FLAG_AUTH / CONTAINER to get ATTRs).
         max_length: largest PDU accepted (larger is PM_ERR_TOOBIG, fatal).
+        require_creds: the first PDU must be a CREDS (else
+            :class:`HandshakeError`); without it a missing CREDS is
+            tolerated as libpcp_pmda does.
     """
 
     pid: int = 0
     flags: int = 0
     max_length: int = DEFAULT_MAX_LENGTH
+    require_creds: bool = False
     state: SessionState = SessionState.START
     peer_creds: CredsPdu | None = None
     _reader: PduReader = attrs.field(init=False)
@@ -193,6 +216,12 @@ class Session:
             raise LocalProtocolError("CREDS already sent")
         self.state = SessionState.AWAIT_CREDS
         return CredsPdu.cversion(self.flags, from_=self.pid).encode()
+
+    @property
+    def handshake_done(self) -> bool:
+        """True once the peer's first PDU was taken (its CREDS, with
+        ``require_creds``)."""
+        return self.state not in (SessionState.START, SessionState.AWAIT_CREDS, SessionState.CLOSED)
 
     @property
     def awaiting_reply(self) -> bool:
@@ -256,12 +285,16 @@ class Session:
 
         Raises:
             WireFormatError: impossible framing; close the channel.
+            HandshakeError: with ``require_creds``, the first PDU is not a
+                CREDS; close the channel.
             LocalProtocolError: called while a request is unanswered.
         """
         if self.state is SessionState.CLOSED:
             return CLOSED
         if self._pending:
             raise LocalProtocolError("next_event() while a request is unanswered")
+        if self.require_creds and self.state is SessionState.AWAIT_CREDS:
+            self._check_creds_header()
         frame = self._reader.next_frame()
         if frame is None:
             if self._reader.at_eof or self._reader.truncated:
@@ -270,18 +303,37 @@ class Session:
             return NEED_DATA
         return self._event(frame)
 
+    def _check_creds_header(self) -> None:
+        """Refuse a first PDU that cannot be a CREDS as soon as its header shows it."""
+        header = self._reader.peek_header()
+        if header is None:
+            return
+        length, pdu_type = header
+        if pdu_type is not None and pdu_type != PduType.CREDS:
+            self._handshake_failed(f"first PDU is {_type_name(pdu_type)}, not CREDS")
+        if not 16 <= length <= MAX_CREDS_LENGTH:
+            self._handshake_failed(f"first PDU length {length} cannot be a CREDS")
+
+    def _handshake_failed(self, reason: str) -> NoReturn:
+        self.state = SessionState.CLOSED
+        raise HandshakeError(reason)
+
     def _event(self, frame: bytes) -> Event:
         pdu_type = int.from_bytes(frame[4:8], "big", signed=True)
         context = int.from_bytes(frame[8:12], "big", signed=True)
         try:
             pdu = decode_pdu(frame)
         except WireFormatError as err:
+            if self.require_creds and self.state is SessionState.AWAIT_CREDS:
+                self._handshake_failed(f"undecodable CREDS: {err}")
             if pdu_type in _REPLY_EXPECTED:
                 self._pending.append(pdu_type)
                 return BadRequest(pdu_type, context, err.pm_code, str(err))
             return Ignored(pdu_type, context, str(err))
 
         if self.state is SessionState.AWAIT_CREDS:
+            if self.require_creds and (not isinstance(pdu, CredsPdu) or pdu.version is None):
+                self._handshake_failed("CREDS without a CVERSION credential")
             self.state = SessionState.READY
             if isinstance(pdu, CredsPdu):
                 self.peer_creds = pdu
@@ -333,3 +385,10 @@ class Session:
     def contexts(self) -> list[int]:
         """Contexts with state."""
         return sorted(self._contexts)
+
+
+def _type_name(t: int) -> str:
+    try:
+        return PduType(t).name
+    except ValueError:
+        return hex(t)

@@ -8,7 +8,18 @@ import pytest
 
 from pmda_py.errors import LocalProtocolError, PmErr, WireFormatError
 from pmda_py.pmapi import PmDesc
-from pmda_py.session import CLOSED, NEED_DATA, BadRequest, Ignored, Notice, Request, Session, SessionState
+from pmda_py.session import (
+    CLOSED,
+    MAX_CREDS_LENGTH,
+    NEED_DATA,
+    BadRequest,
+    HandshakeError,
+    Ignored,
+    Notice,
+    Request,
+    Session,
+    SessionState,
+)
 from pmda_py.wire import (
     AttrPdu,
     CredsPdu,
@@ -124,3 +135,78 @@ def test_pmda_error_code_is_the_instance_code() -> None:
     assert err.code == err.pm_code == PmErr.PERMISSION
     assert PmdaError().code == PmErr.GENERIC and UnknownMetric().code == PmErr.PMID
     assert UnknownMetric(code=PmErr.NOAGENT).code == PmErr.NOAGENT and UnknownMetric.code == PmErr.PMID
+
+
+# ------------------------------------------------------- require_creds (sockets)
+
+
+def strict() -> Session:
+    s = Session(pid=42, require_creds=True)
+    s.start()
+    return s
+
+
+def test_strict_session_accepts_pmcd_creds_split_anywhere_and_keeps_what_follows() -> None:
+    data = CredsPdu.cversion(0, from_=777).encode() + DescReqPdu(5, from_=3).encode()
+    for cut in range(1, len(data)):
+        s = strict()
+        s.receive_data(data[:cut])
+        events = []
+        while (ev := s.next_event()) is not NEED_DATA:
+            events.append(ev)
+            if isinstance(ev, Request):
+                s.send(ErrorPdu(PmErr.PMID))
+        assert not s.handshake_done or isinstance(events[0], Notice)
+        s.receive_data(data[cut:])
+        while (ev := s.next_event()) is not NEED_DATA:
+            events.append(ev)
+            if isinstance(ev, Request):
+                s.send(ErrorPdu(PmErr.PMID))
+        assert s.handshake_done
+        assert s.peer_creds is not None and s.peer_creds.from_ == 777
+        assert [type(e) for e in events] == [Notice, Request], cut
+        assert isinstance(events[1], Request) and events[1].context == 3
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (DescReqPdu(5).encode(), "first PDU is DESC_REQ, not CREDS"),
+        (DescReqPdu(5).encode()[:8], "first PDU is DESC_REQ, not CREDS"),  # refused on the header alone
+        (ErrorPdu(PmErr.NOTCONN).encode(), "first PDU is ERROR, not CREDS"),
+        (b"GET / HTTP/1.0\r\n\r\n", "first PDU is 0x2f204854, not CREDS"),
+        (b"\x00\x00\x00\x04", "length 4 cannot be a CREDS"),
+        (struct.pack("!iii", 12, 0x700C, 0), "length 12 cannot be a CREDS"),
+        (struct.pack("!ii", MAX_CREDS_LENGTH + 4, 0x700C), f"length {MAX_CREDS_LENGTH + 4} cannot be a CREDS"),
+        (struct.pack("!iiiii", 20, 0x700C, 0, 5, 0), "undecodable CREDS"),  # count 5, one word
+        (CredsPdu((0x02000000,)).encode(), "without a CVERSION"),  # a credential of another type
+        (struct.pack("!ii", 20, -5), "not CREDS"),  # negative type
+    ],
+)
+def test_strict_session_refuses_anything_but_creds_first(data: bytes, reason: str) -> None:
+    s = strict()
+    s.receive_data(data)
+    with pytest.raises(HandshakeError, match=reason):
+        s.next_event()
+    assert s.state is SessionState.CLOSED
+    assert not s.handshake_done
+    assert s.next_event() is CLOSED
+
+
+def test_strict_session_waits_on_a_partial_creds_header() -> None:
+    s = strict()
+    s.receive_data(CredsPdu.cversion(0).encode()[:7])
+    assert s.next_event() is NEED_DATA
+    assert not s.handshake_done
+    s.receive_data(b"")
+    assert s.next_event() is CLOSED
+    assert s.truncated
+
+
+def test_lenient_session_still_tolerates_a_missing_creds() -> None:
+    """Pipes keep libpcp_pmda's behaviour: no CREDS, carry on."""
+    s = Session()
+    s.start()
+    s.receive_data(DescReqPdu(5, from_=3).encode())
+    assert isinstance(s.next_event(), Request)
+    assert s.handshake_done

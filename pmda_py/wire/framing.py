@@ -71,6 +71,17 @@ class PduReader:
         length = int(_LEN.unpack_from(self._buf, self._start)[0])
         return max(1, max(length, HEADER_SIZE) - avail)
 
+    def peek_header(self) -> tuple[int, int | None] | None:
+        """``(length, type)`` of the PDU being received, as far as it has
+        arrived (type None before 8 bytes); None before 4 bytes."""
+        avail = self.pending
+        if avail < 4:
+            return None
+        (length,) = _LEN.unpack_from(self._buf, self._start)
+        if avail < 8:
+            return int(length), None
+        return int(length), int.from_bytes(self._buf[self._start + 4 : self._start + 8], "big", signed=True)
+
     def next_frame(self) -> bytes | None:
         """The next whole PDU as bytes, or None if more data is needed.
 

@@ -1,0 +1,425 @@
+"""Socket modes serve pmcd, not whoever connects first (issue 15).
+
+Unit tests of the CREDS wait (:func:`pmda_py.daemon.await_creds`) on trio's
+mock clock, then the daemon as a process: idle, garbage and foreign-uid
+peers are dropped while pmcd gets through; one pmcd session at a time;
+``--standalone`` outlives pmcd sessions, the default exits with them.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from pmda_py.config import ConfigFileError, parse_args
+from pmda_py.daemon import await_creds
+from pmda_py.session import Session
+from pmda_py.testing.client import PmdaClient, connect_socket_pmda
+from pmda_py.wire import CredsPdu, DescReqPdu, PduReader
+
+PMDA_PY = [sys.executable, "-m", "pmda_py"]
+
+
+# ------------------------------------------------------------ await_creds
+
+
+def _gate() -> tuple[trio.StapledStream, trio.StapledStream, Session]:  # type: ignore[type-arg]
+    ours, peer = trio.testing.memory_stream_pair()
+    return ours, peer, Session(pid=4242, require_creds=True)
+
+
+async def _read_creds(peer: trio.abc.Stream) -> CredsPdu:
+    reader = PduReader()
+    while (pdu := reader.next_pdu()) is None:
+        reader.receive_data(await peer.receive_some(4096))
+    assert isinstance(pdu, CredsPdu)
+    return pdu
+
+
+async def test_silent_peer_is_dropped_at_the_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    ours, peer, session = _gate()
+    t0 = trio.current_time()
+    why = await await_creds(ours, session, 3.0)
+    assert why == "no CREDS within 3 s (0 bytes received)"
+    assert trio.current_time() - t0 == pytest.approx(3.0)
+    assert (await _read_creds(peer)).from_ == 4242  # we spoke first, as pmcd expects
+
+
+async def test_timeout_is_for_the_whole_creds_not_each_read(autojump_clock: trio.testing.MockClock) -> None:
+    """A peer trickling a byte a second never gets past the timeout."""
+    ours, peer, session = _gate()
+    creds = CredsPdu.cversion(0, from_=1).encode()
+
+    async def trickle() -> None:
+        for b in creds:
+            await trio.sleep(1.0)
+            await peer.send_all(bytes([b]))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trickle)
+        t0 = trio.current_time()
+        why = await await_creds(ours, session, 3.5)
+        nursery.cancel_scope.cancel()
+    assert why == "no CREDS within 3.5 s (3 bytes received)"
+    assert trio.current_time() - t0 == pytest.approx(3.5)
+
+
+async def test_creds_in_pieces_within_the_timeout_admits_and_keeps_what_follows(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ours, peer, session = _gate()
+    data = CredsPdu.cversion(0, from_=999).encode() + DescReqPdu(7, from_=2).encode()
+
+    async def pmcd() -> None:
+        await _read_creds(peer)
+        await peer.send_all(data[:5])
+        await trio.sleep(1.0)
+        await peer.send_all(data[5:])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pmcd)
+        assert await await_creds(ours, session, 3.0) is None
+    assert session.handshake_done
+    assert session.peer_creds is not None and session.peer_creds.from_ == 999
+    ev = session.next_event()  # the request that came with the CREDS is still there
+    assert getattr(ev, "pdu", None) == DescReqPdu(7, from_=2)
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"GET / HTTP/1.0\r\n\r\n", "not pmcd: first PDU is 0x2f204854, not CREDS"),
+        (DescReqPdu(1).encode(), "not pmcd: first PDU is DESC_REQ, not CREDS"),
+        (struct.pack("!ii", 8, 0x700C), "not pmcd: first PDU length 8 cannot be a CREDS"),
+    ],
+)
+async def test_garbage_or_another_pdu_is_dropped_at_once(
+    autojump_clock: trio.testing.MockClock, data: bytes, expected: str
+) -> None:
+    ours, peer, session = _gate()
+    await peer.send_all(data)  # no close: refused on what arrived, not on EOF or timeout
+    t0 = trio.current_time()
+    assert await await_creds(ours, session, 3.0) == expected
+    assert trio.current_time() == t0
+
+
+async def test_peer_closing_without_creds(autojump_clock: trio.testing.MockClock) -> None:
+    ours, peer, session = _gate()
+
+    async def peer_side() -> None:
+        await _read_creds(peer)
+        await peer.send_eof()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(peer_side)
+        assert await await_creds(ours, session, 3.0) == "closed without sending CREDS"
+
+
+async def test_peer_closing_mid_creds(autojump_clock: trio.testing.MockClock) -> None:
+    ours, peer, session = _gate()
+
+    async def peer_side() -> None:
+        await _read_creds(peer)
+        await peer.send_all(CredsPdu.cversion(0).encode()[:10])
+        await peer.send_eof()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(peer_side)
+        why = await await_creds(ours, session, 3.0)
+    assert why == "closed in the middle of its first PDU (10 bytes)"
+
+
+def test_creds_timeout_option_and_config_key(tmp_path: Path) -> None:
+    assert parse_args(["-u", "/x"]).creds_timeout == 3.0
+    assert parse_args(["-u", "/x", "--creds-timeout", "0.5"]).creds_timeout == 0.5
+    cfg = tmp_path / "c.conf"
+    cfg.write_text("[pmda]\ncreds_timeout = 7\nstandalone = yes\n")
+    c = parse_args(["-c", str(cfg), "-u", "/x"])
+    assert (c.creds_timeout, c.standalone) == (7.0, True)
+    assert parse_args(["-c", str(cfg), "-u", "/x", "--creds-timeout", "2"]).creds_timeout == 2.0
+    assert parse_args(["-u", "/x", "--standalone"]).standalone
+    assert not parse_args(["-u", "/x"]).standalone
+    cfg.write_text("[pmda]\nname = x\ncreds_timeout = 0\n")
+    with pytest.raises(ConfigFileError, match=r":3: \[pmda\] creds_timeout: 0 out of range"):
+        parse_args(["-c", str(cfg)])
+    cfg.write_text("[pmda]\nstandalone = maybe\n")
+    with pytest.raises(ConfigFileError, match=r":2: \[pmda\] standalone: not a boolean"):
+        parse_args(["-c", str(cfg)])
+    with pytest.raises(SystemExit):
+        parse_args(["-u", "/x", "--creds-timeout", "-1"])
+    assert parse_args(["-i", "4000", "--bind", "0.0.0.0"]).bind_address == "0.0.0.0"
+    with pytest.raises(SystemExit):
+        parse_args(["-u", "/x", "--bind", "0.0.0.0"])
+
+
+# ------------------------------------------------------ the daemon, as a process
+
+
+class Daemon:
+    def __init__(self, root: Path, *args: str) -> None:
+        self.log = root / "pmda.log"
+        cmd = [*PMDA_PY, "run", "-d", "253", "-l", str(self.log), "--state-dir", str(root / "state"),
+               "--table", "simple=simple", "--table", "control=simple.control", *args]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        self.wait_log("listening")
+
+    def text(self) -> str:
+        try:
+            return self.log.read_text()
+        except OSError:
+            return ""
+
+    def wait_log(self, needle: str, count: int = 1, timeout: float = 15.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.text()
+            if text.count(needle) >= count:
+                return text
+            if self.proc.poll() is not None and needle != "exit":
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{needle!r} x{count} not in the log:\n{self.text()}")
+
+    def lines(self, event: str) -> list[str]:
+        return [line for line in self.text().splitlines() if f" {event} " in line]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """World-traversable (a process as 'nobody' must reach the socket)."""
+    d = Path(tempfile.mkdtemp(prefix="pmda_py-admission-"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        for p in sorted(d.rglob("*"), reverse=True):
+            p.unlink() if not p.is_dir() or p.is_symlink() else p.rmdir()
+        d.rmdir()
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[Daemon]]:
+    started: list[Daemon] = []
+    try:
+        yield started
+    finally:
+        for d in started:
+            d.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _pmcd(**where: object) -> PmdaClient:
+    """A client that answers CREDS as pmcd does."""
+    client = PmdaClient(await connect_socket_pmda(**where), timeout=5.0)  # type: ignore[arg-type]
+    await client.handshake()
+    return client
+
+
+async def _fetch(client: PmdaClient, *names: str) -> dict[str, object]:
+    return dict(await client.fetch_values(list(names)))
+
+
+def _foreign_uid_connect(path: str) -> tuple[int, int | str]:
+    """Fork a child that setuid()s to 'nobody', connects, and reports its
+    uid and how many bytes it could read before EOF (or the error)."""
+    nobody = pwd.getpwnam("nobody")
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no trio, no exec (the venv may be unreadable to nobody)
+        try:
+            os.close(rfd)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(path)
+            got = len(s.recv(100))
+            os.write(wfd, f"{os.getuid()} {got}".encode())
+        except BaseException as err:
+            os.write(wfd, f"{os.getuid()} {type(err).__name__}: {err}".encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    uid, _, what = out.partition(" ")
+    return int(uid), int(what) if what.isdigit() else what
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (to run a child as 'nobody')")
+
+
+@needs_root
+async def test_unix_only_pmcd_gets_a_session_and_standalone_outlives_it(root: Path, daemons: list[Daemon]) -> None:
+    path = str(root / "pmda.sock")
+    d = Daemon(root, "-u", path, "--standalone", "--creds-timeout", "2")
+    daemons.append(d)
+    os.chmod(path, 0o666)  # the file mode is the first wall; open it to reach the uid check
+    idle = await connect_socket_pmda(unix=path)
+    garbage = await connect_socket_pmda(unix=path)
+    await garbage.send_all(b"GET / HTTP/1.0\r\n\r\n")
+    # refused before any PDU: not even our CREDS reach it
+    assert _foreign_uid_connect(path) == (pwd.getpwnam("nobody").pw_uid, 0)
+
+    first = await _pmcd(unix=path)  # while the idle one still waits
+    v = await _fetch(first, "simple.numfetch", "simple.control.pid", "simple.control.fetch.count")
+    assert v["simple.control.pid"] == d.proc.pid
+    d.wait_log("no CREDS within 2 s")
+    await idle.aclose()
+    await garbage.aclose()
+    text = d.text()
+    assert len(d.lines("peer_refused")) == 1 and "uid 65534 (nobody)" in text
+    dropped = d.lines("peer_dropped")
+    assert len(dropped) == 2, dropped  # one line each
+    assert any("first PDU is 0x2f204854, not CREDS" in line for line in dropped)
+    assert any("no CREDS within 2 s (0 bytes received)" in line for line in dropped)
+
+    # one pmcd at a time: a second valid pmcd is refused while the first is live
+    second = PmdaClient(await connect_socket_pmda(unix=path), timeout=5.0)
+    await second.handshake()
+    with pytest.raises(EOFError):
+        await second.receive(timeout=5)
+    await second.aclose()
+    assert "a pmcd session is live" in d.wait_log("pmcd_refused")
+    v2 = await _fetch(first, "simple.numfetch", "simple.control.fetch.count")
+    assert v2["simple.control.fetch.count"] == v["simple.control.fetch.count"] + 1  # type: ignore[operator]
+    await first.aclose()
+
+    # pmcd goes away: the daemon listens again, same pid, counters continue
+    d.wait_log("action=listening")
+    again = await _pmcd(unix=path)
+    v3 = await _fetch(again, "simple.numfetch", "simple.control.pid", "simple.control.fetch.count")
+    assert v3["simple.control.pid"] == d.proc.pid
+    assert v3["simple.numfetch"] == v2["simple.numfetch"] + 1  # type: ignore[operator]
+    assert v3["simple.control.fetch.count"] == v2["simple.control.fetch.count"] + 1
+    await again.aclose()
+    assert d.proc.poll() is None
+    d.stop()
+    assert d.proc.returncode == 0
+    assert not await trio.Path(path).exists()  # our socket file goes with us
+
+
+async def test_a_new_pmcd_meeting_a_session_that_is_ending_is_served(root: Path, daemons: list[Daemon]) -> None:
+    """A restarted pmcd may complete its handshake before the old channel's
+    EOF is read: it waits (takeover grace, 1 s) instead of being refused."""
+    port = _free_port()
+    d = Daemon(root, "-i", str(port), "--standalone")
+    daemons.append(d)
+    old = await _pmcd(inet=port)
+    await _fetch(old, "simple.numfetch")
+    new = await _pmcd(inet=port)  # handshake done while the old session is live
+    await old.aclose()
+    assert (await _fetch(new, "simple.numfetch"))["simple.numfetch"] == 2
+    await new.aclose()
+    text = d.wait_log("session_end", count=2)
+    assert text.count(" session_start ") == 2 and " pmcd_refused " not in text
+
+
+async def test_started_by_pmcd_exits_with_its_session_not_with_an_intruder(root: Path, daemons: list[Daemon]) -> None:
+    port = _free_port()
+    d = Daemon(root, "-i", str(port), "--creds-timeout", "1")
+    daemons.append(d)
+    garbage = await connect_socket_pmda(inet=port)
+    await garbage.send_all(b"\x00" * 64)
+    idle = await connect_socket_pmda(inet=port)
+    await idle.aclose()  # closed without a word (and with our CREDS unread)
+    await garbage.aclose()
+    d.wait_log("peer_dropped", count=2)
+    assert d.proc.poll() is None
+    client = await _pmcd(inet=port)
+    assert (await _fetch(client, "simple.control.pid"))["simple.control.pid"] == d.proc.pid
+    await client.aclose()
+    assert d.proc.wait(timeout=10) == 0  # pmcd went away: so do we (libpcp_pmda's lifecycle)
+    assert "reason=eof" in d.wait_log("exit")
+    assert "action=exiting" in d.text()
+
+
+async def test_unix_socket_file_is_recreated_after_pmcd_removes_it(root: Path, daemons: list[Daemon]) -> None:
+    path = root / "pmda.sock"
+    d = Daemon(root, "-u", str(path), "--standalone")
+    daemons.append(d)
+    client = await _pmcd(unix=str(path))
+    await _fetch(client, "simple.numfetch")
+    await client.aclose()
+    path.unlink()  # what pmcd's ShutdownAgent / CleanupAgent do after closing the channel
+    d.wait_log("socket_recreated")
+    assert path.is_socket() and path.stat().st_mode & 0o777 == 0o660
+    client = await _pmcd(unix=str(path))
+    assert (await _fetch(client, "simple.numfetch"))["simple.numfetch"] == 2
+    await client.aclose()
+
+
+async def test_a_flood_of_idle_connections_cannot_starve_pmcd(root: Path, daemons: list[Daemon]) -> None:
+    port = _free_port()
+    d = Daemon(root, "-i", str(port), "--standalone")
+    daemons.append(d)
+    idle = [await connect_socket_pmda(inet=port) for _ in range(12)]
+    client = await _pmcd(inet=port)  # the oldest waiting connections make room
+    assert (await _fetch(client, "simple.control.pid"))["simple.control.pid"] == d.proc.pid
+    await client.aclose()
+    text = d.wait_log("evicted", count=5)
+    assert text.count("evicted: more than 8 connections waiting for CREDS") == 5
+    for s in idle:
+        await s.aclose()
+
+
+async def test_inet_listens_on_loopback_unless_told(root: Path, daemons: list[Daemon]) -> None:
+    port = _free_port()
+    d = Daemon(root, "-i", str(port), "--standalone")
+    daemons.append(d)
+    listening = await trio.Path("/proc/net/tcp").read_text()
+    assert f"0100007F:{port:04X} 00000000:0000 0A" in listening  # 127.0.0.1:port, LISTEN
+    d.stop()
+    d2 = Daemon(root, "-i", str(port), "--standalone", "--bind", "127.0.0.2")
+    daemons.append(d2)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    client = await _pmcd(inet=port, host="127.0.0.2")
+    assert (await _fetch(client, "simple.control.pid"))["simple.control.pid"] == d2.proc.pid
+    await client.aclose()
+    assert "bind=127.0.0.2" in d2.text()
+
+
+async def test_reload_keeps_the_listener_settings(root: Path, daemons: list[Daemon]) -> None:
+    cfg = root / "pypmda.conf"
+    base = "[pmda]\nname = pypmda\ndomain = 253\nstandalone = yes\n"  # tables: the command line's
+    cfg.write_text(base)
+    port = _free_port()
+    d = Daemon(root, "-c", str(cfg), "-i", str(port))
+    daemons.append(d)
+    assert "standalone=True" in d.text() and "creds_timeout=3.0" in d.text()
+    cfg.write_text(base.replace("standalone = yes\n", "standalone = yes\ncreds_timeout = 9\n"))
+    d.proc.send_signal(signal.SIGHUP)
+    text = d.wait_log("reload_partial")
+    assert "not_applied=['creds_timeout']" in text
+    d.proc.send_signal(signal.SIGHUP)  # the running settings are still the old ones: said again
+    assert "not_applied=['creds_timeout']" in d.wait_log("reload_partial", count=2)
