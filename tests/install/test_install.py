@@ -67,6 +67,17 @@ def _our_pids(marker: str) -> list[int]:
     return pids
 
 
+def _pids_named(name: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "comm").read_text().strip() == name:
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
 def _wait(pred, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -295,6 +306,11 @@ def test_needinstall_picked_up_by_pmcd_rc_script(system_pmcd: dict[str, int]) ->
     before = PMCD_CONF.read_text()
     r = _install({"PYPMDA_NEEDINSTALL": "1"})
     assert (PMDAS / "pypmda" / ".NeedInstall").exists() and PMCD_CONF.read_text() == before, r.stdout
+    # PCP's rc script refuses to stop pmcd while any other process named pmcd
+    # runs (a private pmcd of another test run, a chroot's): say so plainly
+    system = int(Path("/run/pcp/pmcd.pid").read_text().split()[0])
+    others = [p for p in _pids_named("pmcd") if p != system]
+    assert not others, f"other pmcd processes {others} would make /etc/init.d/pmcd refuse to restart"
     try:
         rc = subprocess.run(["/etc/init.d/pmcd", "restart"], stdin=subprocess.DEVNULL, capture_output=True,
                             text=True, timeout=120, start_new_session=True)  # fmt: skip
