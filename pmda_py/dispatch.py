@@ -456,20 +456,20 @@ class Dispatcher:
         try:
             data = encode_packed_run(PackedRun(pdu.pmids, outcome.vtypes, outcome.insts, outcome.blob, outcome.token),
                                      self._state_flags(), cache=cache)  # fmt: skip
-        except ValueError as err:  # a table bug: the general path reports it per metric
+        except (ValueError, TypeError, OverflowError) as err:  # a table bug: the general path reports it per metric
             log.error("table_bad_packed_fetch", error=str(err))
             return None
         cache["pmids"] = pdu.pmids
         return data, int(cache["total"])
 
     def _state_flags(self) -> int:
-        flags = 0
-        if self.names_changed:
-            flags |= 0x10  # PMDA_EXT_NAMES_CHANGE
-            self.names_changed = False
-        return flags
+        """The RESULT timestamp's state flags.  NAMES_CHANGE is cleared only
+        once a RESULT carrying it is built (:meth:`_fetch_done`): an encoder
+        that fails and falls back must not lose it."""
+        return 0x10 if self.names_changed else 0  # PMDA_EXT_NAMES_CHANGE
 
     def _fetch_done(self, t0: float, nvalues: int) -> None:
+        self.names_changed = False  # the RESULT just built told pmcd
         dt = time.perf_counter() - t0
         st = self.stats
         st.fetches += 1

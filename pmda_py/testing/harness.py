@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -29,6 +30,15 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 __all__ = ["open_table_pmda"]
+
+
+_DISPATCHERS: weakref.WeakKeyDictionary[PmdaClient, Dispatcher] = weakref.WeakKeyDictionary()
+
+
+def dispatcher_of(client: PmdaClient) -> Dispatcher:
+    """The dispatcher serving an in-process client of :func:`open_table_pmda`
+    (for tests that look at or poke the daemon's side)."""
+    return _DISPATCHERS[client]
 
 
 @asynccontextmanager
@@ -61,6 +71,7 @@ async def open_table_pmda(
         await dispatcher.start_tables(trio.move_on_after)
     ours, theirs = trio.testing.memory_stream_pair()
     client = PmdaClient(theirs, timeout=timeout)
+    _DISPATCHERS[client] = dispatcher
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_stream, ours, Session(pid=os.getpid()), dispatcher)

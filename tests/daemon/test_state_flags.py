@@ -1,0 +1,58 @@
+"""NAMES_CHANGE (0x10 in the RESULT's ``sec``) reaches pmcd exactly once after
+the names change, even when the fast encoder fails and the general path
+answers."""
+
+from __future__ import annotations
+
+from array import array
+
+from pmda_py.pmapi import PmType
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, PackedFetch, Table
+from pmda_py.testing.harness import dispatcher_of, open_table_pmda
+
+NAMES_CHANGE = 0x10
+
+
+class Flaky(Table):
+    """Answers with a PackedFetch whose blob is too short when ``broken``:
+    the fast path refuses it and the general path takes over."""
+
+    name = "f"
+
+    def __init__(self) -> None:
+        self.ind = InDom(0, {0: "a", 1: "b"})
+        self.v = Metric("v", cluster=0, item=0, type=PmType.U64, indom=self.ind)
+        self.broken = False
+        self.insts_type = "I"
+        self.token = object()
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        n = 1 if self.broken else 2
+        blob = b"".join(x.to_bytes(8, "big") for x in (7, 8)[:n])
+        insts = array(self.insts_type, [0, 1])
+        return PackedFetch(request.metrics, [PmType.U64], [insts], blob, frozenset({self.ind.id}), self.token)
+
+
+async def test_names_change_survives_a_failed_fast_encode() -> None:
+    table = Flaky()
+    async with open_table_pmda(table, mount="f", domain=252) as pmda:
+        p = await pmda.pmid("f.v")
+        assert (await pmda.fetch([p])).sec == 0
+        dispatcher_of(pmda).names_changed = True
+        table.broken = True
+        first = await pmda.fetch([p])
+        assert first.sec & NAMES_CHANGE, "the flag was lost when the fast path fell back"
+        assert (await pmda.fetch([p])).sec & NAMES_CHANGE == 0  # told once
+        table.broken = False
+        dispatcher_of(pmda).names_changed = True
+        assert (await pmda.fetch([p])).sec & NAMES_CHANGE  # and on the fast path
+        assert (await pmda.fetch([p])).sec == 0
+
+
+async def test_a_packed_fetch_of_the_wrong_array_type_falls_back() -> None:
+    """A table bug in its packed answer (signed instance array) costs the
+    fast path, not the fetch: the general path answers the values."""
+    table = Flaky()
+    table.insts_type = "i"
+    async with open_table_pmda(table, mount="f", domain=252) as pmda:
+        assert (await pmda.fetch_values(["f.v"]))["f.v"] == {0: 7, 1: 8}
