@@ -37,7 +37,7 @@ import trio
 
 from pmda_py import logconfig
 from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_args, pcp_conf
-from pmda_py.dispatch import ConfigError, Dispatcher, EncodedReply, HelpSource, Mount, TableTimeout
+from pmda_py.dispatch import ConfigError, Dispatcher, HelpSource, Mount, TableTimeout
 from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import (
     CLOSED,
@@ -237,11 +237,11 @@ async def serve_session(
                     error=event.reason,
                 )
             try:
-                reply: Pdu | EncodedReply = await active.dispatcher.handle(session, event)
+                reply: Pdu = await active.dispatcher.handle(session, event)
             except Exception as exc:  # a bug: still answer, pmcd must not wait
                 log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
                 reply = ErrorPdu(PmErr.GENERIC)
-            data = session.send(reply) if not isinstance(reply, EncodedReply) else _send_encoded(session, reply)
+            data = session.send(reply)
             try:
                 await stream.send_all(data)
                 if session.state is SessionState.NOTREADY:
@@ -262,10 +262,6 @@ async def serve_session(
                 log.debug("notice", type=_type_name(pdu.pdu_type), context=event.context)
         elif isinstance(event, Ignored):
             log.warning("ignored_pdu", type=_type_name(event.pdu_type), context=event.context, reason=event.reason)
-
-
-def _send_encoded(session: Session, reply: EncodedReply) -> bytes:
-    return session.send_raw(reply.data)
 
 
 def _type_name(t: int) -> str:

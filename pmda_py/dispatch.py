@@ -51,6 +51,7 @@ from pmda_py.table import (
 from pmda_py.wire import (
     DescPdu,
     DescReqPdu,
+    EncodedPdu,
     ErrorPdu,
     EventArray,
     FetchPdu,
@@ -127,16 +128,8 @@ class HelpSource(Protocol):
         ...
 
 
-@attrs.frozen
-class EncodedReply:
-    """A reply already encoded (the fast fetch path)."""
-
-    pdu_type: int
-    data: bytes
-    from_: int = 0
-
-    def encode(self) -> bytes:
-        return self.data
+#: a reply already encoded (the fast fetch and INSTANCE paths)
+EncodedReply = EncodedPdu
 
 
 #: the dispatcher's counters (the name this module exported before pmda_py.stats)

@@ -47,6 +47,7 @@ from pmda_py.wire import (
     DEFAULT_MAX_LENGTH,
     AttrPdu,
     CredsPdu,
+    EncodedPdu,
     ErrorPdu,
     Pdu,
     PduReader,
@@ -229,26 +230,22 @@ class Session:
         return bool(self._pending)
 
     def send(self, reply: Pdu) -> bytes:
-        """Bytes of the reply to the oldest unanswered request.
+        """Bytes of the reply to the oldest unanswered request (the one way
+        every reply goes out, pre-encoded :class:`EncodedPdu` ones included).
 
         A reply of ``ERROR(PM_ERR_PMDANOTREADY)`` puts the session in the
         NOTREADY state (pmcd then sends nothing until :meth:`ready`).
         """
         if not self._pending:
             raise LocalProtocolError(f"{type(reply).__name__} sent with no request to answer")
+        self._pending.pop(0)
+        if isinstance(reply, EncodedPdu):  # a fast path's bytes, ``from`` 0 already
+            return reply.data
         if reply.from_ != 0:
             reply = attrs.evolve(reply, from_=0)
-        self._pending.pop(0)
         if isinstance(reply, ErrorPdu) and reply.code == PmErr.PMDANOTREADY:
             self.state = SessionState.NOTREADY
         return reply.encode()
-
-    def send_raw(self, data: bytes) -> bytes:
-        """Account for an already encoded (non-ERROR) reply, e.g. a fast RESULT."""
-        if not self._pending:
-            raise LocalProtocolError("reply sent with no request to answer")
-        self._pending.pop(0)
-        return data
 
     def send_failed(self) -> None:
         """The transport could not write: the session is dead."""

@@ -210,3 +210,20 @@ def test_lenient_session_still_tolerates_a_missing_creds() -> None:
     s.receive_data(DescReqPdu(5, from_=3).encode())
     assert isinstance(s.next_event(), Request)
     assert s.handshake_done
+
+
+def test_pre_encoded_replies_go_through_send_too() -> None:
+    """One reply path: an EncodedPdu is accounted like any other reply."""
+    from pmda_py.wire import EncodedPdu, PduType
+
+    s = started()
+    s.receive_data(DescReqPdu(1, from_=3).encode() + DescReqPdu(2, from_=4).encode())
+    assert isinstance(s.next_event(), Request)
+    data = DescPdu(PmDesc(pmid=1, type=0)).encode()
+    assert s.send(EncodedPdu(PduType.DESC, data)) == data
+    assert isinstance(s.next_event(), Request)  # the first request counts as answered
+    s.send(ErrorPdu(PmErr.PMID))
+    with pytest.raises(LocalProtocolError):
+        s.send(EncodedPdu(PduType.DESC, data))  # nothing left to answer
+    with pytest.raises(LocalProtocolError):
+        EncodedPdu(PduType.ERROR, ErrorPdu(PmErr.PMDANOTREADY).encode())  # would bypass NOTREADY

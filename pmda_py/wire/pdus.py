@@ -22,12 +22,13 @@ from typing import Any, Callable, ClassVar, Final, Sequence, Type, TypeVar, Unio
 
 import attrs
 
-from pmda_py.errors import WireFormatError
+from pmda_py.errors import LocalProtocolError, WireFormatError
 from pmda_py.pmapi import PM_IN_NULL, PmDesc, PmType, PmUnits
 
 __all__ = [
     "CVERSION",
     "DECODERS",
+    "EncodedPdu",
     "PAD_BYTE",
     "PDU_VERSION",
     "AttrPdu",
@@ -1375,7 +1376,26 @@ class UnknownPdu:
         return _header(12 + len(self.body), self.type, self.from_) + self.body
 
 
+@attrs.frozen
+class EncodedPdu:
+    """A reply already encoded by a fast path (a RESULT built in bulk, a
+    cached INSTANCE): its type and its bytes, header included.  Never an
+    ERROR: those are built as :class:`ErrorPdu` so the session sees them."""
+
+    pdu_type: int
+    data: bytes
+    from_: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.pdu_type == PduType.ERROR:
+            raise LocalProtocolError("an ERROR reply is sent as ErrorPdu, not pre-encoded")
+
+    def encode(self) -> bytes:
+        return self.data
+
+
 Pdu = Union[
+    EncodedPdu,
     ErrorPdu,
     CredsPdu,
     ProfilePdu,
