@@ -237,7 +237,7 @@ async def serve_session(
                     error=event.reason,
                 )
             try:
-                reply: Pdu = await active.dispatcher.handle(session, event)
+                reply: Pdu = await active.dispatcher.handle(event)
             except Exception as exc:  # a bug: still answer, pmcd must not wait
                 log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
                 reply = ErrorPdu(PmErr.GENERIC)

@@ -35,7 +35,7 @@ from pmda_py.pmapi import (
     pmid_domain,
     pmid_str,
 )
-from pmda_py.session import BadRequest, Request, Session
+from pmda_py.session import BadRequest, Request
 from pmda_py.stats import PmdaStats
 from pmda_py.table import (
     Columns,
@@ -327,7 +327,7 @@ class Dispatcher:
 
     # ---------------------------------------------------------- dispatching
 
-    async def handle(self, session: Session, event: Request | BadRequest) -> Pdu | EncodedReply:
+    async def handle(self, event: Request | BadRequest) -> Pdu:
         """The one reply to ``event``."""
         if isinstance(event, BadRequest):
             self.stats.bad_requests += 1
@@ -344,7 +344,7 @@ class Dispatcher:
         self.stats.count(kind)
         try:
             if isinstance(pdu, FetchPdu):
-                return await self._fetch(session, event.context, pdu)
+                return await self._fetch(event, pdu)
             if isinstance(pdu, DescReqPdu):
                 return self._desc(pdu)
             if isinstance(pdu, InstanceReqPdu):
@@ -352,9 +352,9 @@ class Dispatcher:
             if isinstance(pdu, TextReqPdu):
                 return self._text(pdu)
             if isinstance(pdu, ResultPdu):
-                return await self._store(session, event.context, pdu)
+                return await self._store(event, pdu)
             if isinstance(pdu, LabelReqPdu):
-                return await self._label(session, event.context, pdu)
+                return await self._label(event, pdu)
             if isinstance(pdu, PmnsTraversePdu):
                 return self._traverse(pdu)
             if isinstance(pdu, PmnsChildPdu):
@@ -377,10 +377,9 @@ class Dispatcher:
 
     # --------------------------------------------------------------- FETCH
 
-    async def _fetch(self, session: Session, context: int, pdu: FetchPdu) -> EncodedReply | ErrorPdu:
+    async def _fetch(self, event: Request, pdu: FetchPdu) -> EncodedReply | ErrorPdu:
         t0 = time.perf_counter()
-        profile = session.profile(context)
-        attributes = session.attributes(context)
+        context, profile, attributes = event.context, event.profile, event.attributes
         wanted: dict[int, tuple[Mount, list[Metric]]] = {}
         for p in dict.fromkeys(pdu.pmids):
             found = self._by_pmid.get(p)
@@ -621,8 +620,8 @@ class Dispatcher:
 
     # --------------------------------------------------------------- STORE
 
-    async def _store(self, session: Session, context: int, pdu: ResultPdu) -> Pdu:
-        attributes = session.attributes(context)
+    async def _store(self, event: Request, pdu: ResultPdu) -> Pdu:
+        context, attributes = event.context, event.attributes
         requests: list[tuple[Mount, StoreRequest]] = []
         for vs in pdu.vsets:
             found = self._by_pmid.get(vs.pmid)
@@ -663,7 +662,7 @@ class Dispatcher:
             merged.update(m.table.domain_labels)
         return merged or {"agent": self.name}
 
-    async def _label(self, session: Session, context: int, pdu: LabelReqPdu) -> Pdu:
+    async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         t = pdu.type & 0x3F
         if t == LabelType.INSTANCES:
             found_i = self._by_indom.get(pdu.ident)
@@ -673,7 +672,7 @@ class Dispatcher:
             code = await self._refresh_indom(mount, ind)
             if code:
                 return ErrorPdu(code)
-            profile = session.profile(context)
+            profile = event.profile
             sets = []
             for inst in ind.instances:
                 if not profile.includes(ind.id, inst):

@@ -38,6 +38,7 @@ No I/O and no logging happen here.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Final, NoReturn, Union
 
 import attrs
@@ -136,10 +137,13 @@ class SessionState(enum.Enum):
 
 @attrs.frozen
 class Request:
-    """A request that needs exactly one reply."""
+    """A request that needs exactly one reply, with what its client context
+    has set: the instance profile and the attributes (ATTR PDUs)."""
 
     pdu: Pdu
     context: int
+    profile: ProfilePdu = DEFAULT_PROFILE
+    attributes: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -355,7 +359,7 @@ class Session:
         if isinstance(pdu, UnknownPdu) or pdu_type not in _REPLY_EXPECTED:
             return Ignored(pdu_type, context, "PDU type not expected by a PMDA")
         self._pending.append(pdu_type)
-        return Request(pdu, context)
+        return Request(pdu, context, self.profile(context), self.attributes(context))
 
     # ----------------------------------------------------------- contexts
 
