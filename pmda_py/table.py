@@ -36,7 +36,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Callable, ClassVar, Union
+from typing import Any, Callable, ClassVar, Protocol, Union
 
 import attrs
 import structlog
@@ -52,7 +52,7 @@ from pmda_py.pmapi import (
     pmid,
 )
 from pmda_py.stats import PmdaStats
-from pmda_py.wire import ProfilePdu, ValueSet
+from pmda_py.wire import ValueSet
 from pmda_py.wire.result import PackedColumn
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "FetchResult",
     "InDom",
     "InstanceCache",
+    "InstanceProfile",
     "Metric",
     "PackedFetch",
     "Scalar",
@@ -396,6 +397,15 @@ class Metric:
         )
 
 
+class InstanceProfile(Protocol):
+    """Which instances a client wants (what pmcd forwards of its
+    ``pmAddProfile``/``pmDelProfile`` calls): all of an indom's by default."""
+
+    def includes(self, indom: int, inst: int) -> bool:
+        """Whether instance ``inst`` of indom ``indom`` (a pmInDom) is wanted."""
+        ...
+
+
 @attrs.frozen
 class FetchRequest:
     """What :meth:`Table.fetch` is asked for.
@@ -408,7 +418,7 @@ class FetchRequest:
     """
 
     metrics: tuple[Metric, ...]
-    profile: ProfilePdu
+    profile: InstanceProfile
     context: int = 0
     attributes: Mapping[str, str] = attrs.field(factory=dict)
 
