@@ -14,7 +14,8 @@ import struct
 from typing import Final
 
 from pmda_py.errors import PmErr, WireFormatError
-from pmda_py.wire.pdus import HEADER_SIZE, Pdu, decode_pdu
+from pmda_py.wire.codec import HEADER_SIZE
+from pmda_py.wire.pdus import Pdu, decode_pdu
 
 __all__ = ["DEFAULT_MAX_LENGTH", "PduReader"]
 

@@ -15,15 +15,49 @@ byte string round-trips.
 
 from __future__ import annotations
 
-import enum
-import math
 import struct
-from typing import Any, Callable, ClassVar, Final, Sequence, Type, TypeVar, Union
+from typing import Any, Callable, ClassVar, Final, Sequence, Union
 
 import attrs
 
 from pmda_py.errors import LocalProtocolError, WireFormatError
-from pmda_py.pmapi import PM_IN_NULL, PmDesc, PmType, PmUnits
+from pmda_py.pmapi import PM_IN_NULL, PmDesc, PmUnits
+from pmda_py.wire.codec import (
+    _DESC,
+    _HDR,
+    _I,
+    _II,
+    _III,
+    _IIII,
+    _U,
+    CVERSION,
+    HEADER_SIZE,
+    PAD_BYTE,
+    PDU_VERSION,
+    PduFlags,
+    PduType,
+    ValFmt,
+    _b,
+    _check_len,
+    _from,
+    _header,
+    _IdentTypeReq,
+    _padded,
+    _Reader,
+    _s,
+    pad4,
+)
+from pmda_py.wire.labels import Label, LabelPdu, LabelReqPdu, LabelSet
+from pmda_py.wire.values import (
+    EventArray,
+    EventParam,
+    EventRecord,
+    HighresResultPdu,
+    PmValue,
+    ResultPdu,
+    ValueBlock,
+    ValueSet,
+)
 
 __all__ = [
     "CVERSION",
@@ -72,172 +106,6 @@ __all__ = [
     "encode_pdu",
     "pad4",
 ]
-
-
-class PduType(enum.IntEnum):
-    """PDU type codes (``PDU_*`` in libpcp.h)."""
-
-    ERROR = 0x7000
-    RESULT = 0x7001
-    PROFILE = 0x7002
-    FETCH = 0x7003
-    DESC_REQ = 0x7004
-    DESC = 0x7005
-    INSTANCE_REQ = 0x7006
-    INSTANCE = 0x7007
-    TEXT_REQ = 0x7008
-    TEXT = 0x7009
-    CONTROL_REQ = 0x700A  #: retired; never sent
-    CREDS = 0x700C
-    PMNS_IDS = 0x700D
-    PMNS_NAMES = 0x700E
-    PMNS_CHILD = 0x700F
-    PMNS_TRAVERSE = 0x7010
-    ATTR = 0x7011
-    LABEL_REQ = 0x7012
-    LABEL = 0x7013
-    HIGHRES_FETCH = 0x7014
-    HIGHRES_RESULT = 0x7015
-    DESC_IDS = 0x7016
-    DESCS = 0x7017
-
-
-class PduFlags(enum.IntFlag):
-    """``PDU_FLAG_*`` bits of the CREDS ``c_flags`` field."""
-
-    SECURE = 0x1
-    COMPRESS = 0x2
-    AUTH = 0x4
-    CREDS_REQD = 0x8
-    SECURE_ACK = 0x10
-    NO_NSS_INIT = 0x20
-    CONTAINER = 0x40
-    CERT_REQD = 0x80
-    BAD_LABEL = 0x100
-    LABELS = 0x200
-    HIGHRES = 0x400
-    DESCS = 0x800
-
-
-class ValFmt(enum.IntEnum):
-    """``PM_VAL_*`` value formats of a value set."""
-
-    INSITU = 0
-    DPTR = 1
-    SPTR = 2
-
-
-CVERSION: Final = 1
-PDU_VERSION: Final = 2
-PAD_BYTE: Final = b"~"
-HEADER_SIZE: Final = 12
-
-_HDR = struct.Struct("!iii")
-_I = struct.Struct("!i")
-_II = struct.Struct("!ii")
-_III = struct.Struct("!iii")
-_IIII = struct.Struct("!iiii")
-_U = struct.Struct("!I")
-_Q = struct.Struct("!q")
-_UQ = struct.Struct("!Q")
-_F = struct.Struct("!f")
-_D = struct.Struct("!d")
-_DESC = struct.Struct("!IiIiI")
-_LABEL = struct.Struct("!HBBHH")
-_EVREC = struct.Struct("!iiIi")
-_HREVREC = struct.Struct("!qqIi")
-
-
-def pad4(n: int) -> int:
-    """``n`` rounded up to a multiple of 4."""
-    return (n + 3) & ~3
-
-
-def _padded(data: bytes, fill: bytes = PAD_BYTE) -> bytes:
-    extra = pad4(len(data)) - len(data)
-    return data + fill * extra if extra else data
-
-
-def _s(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def _b(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-def _header(length: int, pdu_type: int, from_: int) -> bytes:
-    return _HDR.pack(length, pdu_type, from_)
-
-
-class _Reader:
-    """Bounds-checked cursor over one PDU.  Raises WireFormatError only."""
-
-    __slots__ = ("buf", "end", "name", "pos")
-
-    def __init__(self, buf: memoryview, name: str, pos: int = HEADER_SIZE) -> None:
-        self.buf = buf
-        self.end = len(buf)
-        self.name = name
-        self.pos = pos
-
-    def fail(self, why: str) -> WireFormatError:
-        return WireFormatError(f"{self.name}: {why} (offset {self.pos}, len {self.end})")
-
-    def need(self, n: int) -> None:
-        if n < 0 or self.pos + n > self.end:
-            raise self.fail(f"need {n} bytes")
-
-    def i32(self) -> int:
-        self.need(4)
-        (v,) = _I.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(v)
-
-    def u32(self) -> int:
-        self.need(4)
-        (v,) = _U.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(v)
-
-    def count(self, item_size: int) -> int:
-        """An i32 count that must fit in the remaining bytes."""
-        n = self.i32()
-        if n < 0 or n * item_size > self.end - self.pos:
-            raise self.fail(f"bad count {n}")
-        return n
-
-    def raw(self, n: int) -> bytes:
-        self.need(n)
-        data = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return data
-
-    def padded_string(self, n: int) -> bytes:
-        """``n`` bytes of string followed by its padding (which must be present)."""
-        if n < 0:
-            raise self.fail(f"negative string length {n}")
-        self.need(pad4(n))
-        data = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += pad4(n)
-        return data
-
-    def done(self) -> None:
-        if self.pos != self.end:
-            raise self.fail(f"{self.end - self.pos} trailing bytes")
-
-
-def _check_len(buf: memoryview, name: str, exact: int | None = None, minimum: int | None = None) -> None:
-    n = len(buf)
-    if exact is not None and n != exact:
-        raise WireFormatError(f"{name}: length {n}, expected {exact}")
-    if minimum is not None and n < minimum:
-        raise WireFormatError(f"{name}: length {n} < {minimum}")
-
-
-def _from(buf: memoryview) -> int:
-    (v,) = _I.unpack_from(buf, 8)
-    return int(v)
 
 
 # --------------------------------------------------------------------------
@@ -438,367 +306,6 @@ class HighresFetchPdu(FetchPdu):
 
 
 # --------------------------------------------------------------------------
-# RESULT: value blocks, event arrays, value sets
-
-
-@attrs.frozen
-class EventParam:
-    """One parameter of an event record: a PMID, its type and raw value bytes."""
-
-    pmid: int
-    type: int
-    payload: bytes
-
-    def value(self) -> int | float | str | bytes:
-        """The parameter value decoded by ``type`` (strings carry no NUL)."""
-        return _atom_from_bytes(self.type, self.payload, nul=False)
-
-    @classmethod
-    def of(cls, pmid: int, type_: int, value: int | float | str | bytes) -> EventParam:
-        """Build a parameter from a Python value."""
-        return cls(pmid, type_, _atom_to_bytes(type_, value, nul=False))
-
-
-@attrs.frozen
-class EventRecord:
-    """One event record (classic or high resolution)."""
-
-    sec: int
-    subsec: int  #: usec (EVENT) or nsec (HIGHRES_EVENT)
-    flags: int
-    params: tuple[EventParam, ...] = ()
-    nparams: int | None = None  #: explicit er_nparams (MISSED records count events here)
-
-
-@attrs.frozen
-class EventArray:
-    """An event array: the payload of a PM_TYPE_EVENT / HIGHRES_EVENT value."""
-
-    highres: bool
-    records: tuple[EventRecord, ...] = attrs.field()
-
-    def encode(self, fill: bytes = PAD_BYTE) -> bytes:
-        """The value-block payload (``ea_nrecords`` onwards)."""
-        out = [_I.pack(len(self.records))]
-        rec = _HREVREC if self.highres else _EVREC
-        for r in self.records:
-            nparams = r.nparams if r.nparams is not None else len(r.params)
-            out.append(rec.pack(r.sec, r.subsec, r.flags, nparams))
-            for p in r.params:
-                out.append(_U.pack(p.pmid))
-                out.append(_U.pack(((p.type & 0xFF) << 24) | ((4 + len(p.payload)) & 0xFFFFFF)))
-                out.append(_padded(p.payload, fill))
-        return b"".join(out)
-
-    @classmethod
-    def decode(cls, payload: bytes, highres: bool) -> EventArray:
-        """Parse an event array payload; raises WireFormatError."""
-        mv = memoryview(payload)
-        r = _Reader(mv, "event array", 0)
-        rec = _HREVREC if highres else _EVREC
-        n = r.count(rec.size)
-        records = []
-        for _ in range(n):
-            r.need(rec.size)
-            sec, sub, flags, nparams = rec.unpack_from(mv, r.pos)
-            r.pos += rec.size
-            params = []
-            missed = bool(flags & 0x80000000)
-            if not missed:
-                if nparams < 0 or nparams * 8 > r.end - r.pos:
-                    raise r.fail(f"bad er_nparams {nparams}")
-                for _ in range(nparams):
-                    pm = r.u32()
-                    word = r.u32()
-                    plen = (word & 0xFFFFFF) - 4
-                    if plen < 0:
-                        raise r.fail("bad ep_len")
-                    params.append(EventParam(pm, word >> 24, r.padded_string(plen)))
-            records.append(EventRecord(sec, sub, flags, tuple(params), None if not missed else nparams))
-        r.done()
-        return cls(highres, tuple(records))
-
-
-def _atom_to_bytes(type_: int, value: object, *, nul: bool) -> bytes:
-    if type_ in (PmType.I32,):
-        return _I.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.U32:
-        return _U.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.I64:
-        return _Q.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.U64:
-        return _UQ.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.FLOAT:
-        return _F.pack(float(value))  # type: ignore[arg-type]
-    if type_ == PmType.DOUBLE:
-        return _D.pack(float(value))  # type: ignore[arg-type]
-    if type_ == PmType.STRING:
-        raw = _b(value) if isinstance(value, str) else bytes(value)  # type: ignore[call-overload]
-        return raw + b"\0" if nul else raw
-    if isinstance(value, EventArray):
-        return value.encode()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    raise TypeError(f"cannot encode {type(value).__name__} as PM_TYPE {type_}")
-
-
-def _atom_from_bytes(type_: int, data: bytes, *, nul: bool) -> int | float | str | bytes:
-    try:
-        if type_ == PmType.I32 and len(data) == 4:
-            return int(_I.unpack(data)[0])
-        if type_ == PmType.U32 and len(data) == 4:
-            return int(_U.unpack(data)[0])
-        if type_ == PmType.I64 and len(data) == 8:
-            return int(_Q.unpack(data)[0])
-        if type_ == PmType.U64 and len(data) == 8:
-            return int(_UQ.unpack(data)[0])
-        if type_ == PmType.FLOAT and len(data) == 4:
-            return float(_F.unpack(data)[0])
-        if type_ == PmType.DOUBLE and len(data) == 8:
-            return float(_D.unpack(data)[0])
-    except struct.error as err:  # pragma: no cover - lengths checked above
-        raise WireFormatError(f"bad value of type {type_}") from err
-    if type_ == PmType.STRING:
-        if nul and data.endswith(b"\0"):
-            data = data[:-1]
-        return _s(data)
-    if type_ in (PmType.I32, PmType.U32, PmType.I64, PmType.U64, PmType.FLOAT, PmType.DOUBLE):
-        raise WireFormatError(f"value of type {type_} has {len(data)} bytes")
-    return data
-
-
-@attrs.frozen
-class ValueBlock:
-    """A pmValueBlock: ``vtype`` and the payload bytes (``vlen - 4`` of them).
-
-    The payload is kept raw so that any block, event arrays with their
-    garbage padding included, re-encodes byte for byte.
-    """
-
-    vtype: int
-    payload: bytes
-
-    @classmethod
-    def of(cls, type_: int, value: int | float | str | bytes | EventArray) -> ValueBlock:
-        """The block libpcp_pmda's ``__pmStuffValue`` builds for ``value``."""
-        if type_ in (PmType.EVENT, PmType.HIGHRES_EVENT) and isinstance(value, EventArray):
-            return cls(type_, value.encode())
-        return cls(type_, _atom_to_bytes(type_, value, nul=True))
-
-    def value(self) -> int | float | str | bytes:
-        """Decode the payload by ``vtype`` (STRING loses its NUL; others raw bytes)."""
-        return _atom_from_bytes(self.vtype, self.payload, nul=True)
-
-    def event_array(self) -> EventArray:
-        """Decode an EVENT / HIGHRES_EVENT payload."""
-        if self.vtype not in (PmType.EVENT, PmType.HIGHRES_EVENT):
-            raise WireFormatError(f"vtype {self.vtype} is not an event array")
-        return EventArray.decode(self.payload, self.vtype == PmType.HIGHRES_EVENT)
-
-    def encoded_size(self) -> int:
-        return pad4(4 + len(self.payload))
-
-
-@attrs.frozen
-class PmValue:
-    """One value: an instance and either the INSITU 32-bit word or a block."""
-
-    inst: int
-    value: int | ValueBlock
-
-    def as_i32(self) -> int:
-        """The INSITU word as a signed 32-bit integer."""
-        v = self.value
-        if isinstance(v, ValueBlock):
-            raise TypeError("not an INSITU value")
-        v &= 0xFFFFFFFF
-        return v - (1 << 32) if v & 0x80000000 else v
-
-
-@attrs.frozen
-class ValueSet:
-    """A pmValueSet: a PMID and its values, or an error code for it.
-
-    ``numval`` on the wire is ``error`` when it is negative, else the
-    number of values.  ``valfmt`` is on the wire only when there are values.
-    """
-
-    pmid: int
-    values: tuple[PmValue, ...] = ()
-    valfmt: int = ValFmt.INSITU
-    error: int = 0
-
-    @property
-    def numval(self) -> int:
-        return self.error if self.error < 0 else len(self.values)
-
-    @classmethod
-    def of(cls, pmid: int, type_: int, values: Sequence[tuple[int, object]]) -> ValueSet:
-        """Encode typed Python values the way libpcp_pmda does (INSITU for
-        32-bit integers, DPTR blocks otherwise, SPTR for event arrays)."""
-        if type_ in (PmType.I32, PmType.U32):
-            return cls(pmid, tuple(PmValue(i, int(v) & 0xFFFFFFFF) for i, v in values), ValFmt.INSITU)  # type: ignore[call-overload]
-        fmt = ValFmt.SPTR if type_ in (PmType.EVENT, PmType.HIGHRES_EVENT, PmType.AGGREGATE_STATIC) else ValFmt.DPTR
-        return cls(
-            pmid,
-            tuple(PmValue(i, ValueBlock.of(type_, v)) for i, v in values),  # type: ignore[arg-type]
-            fmt,
-        )
-
-    @classmethod
-    def failed(cls, pmid: int, code: int) -> ValueSet:
-        """A value set carrying an error code (numval < 0)."""
-        return cls(pmid, (), ValFmt.INSITU, code)
-
-
-def _encode_vsets(vsets: Sequence[ValueSet], base: int) -> tuple[list[bytes], list[bytes]]:
-    """Encode value sets starting at PDU offset ``base``; return (sets, blocks)."""
-    sets_size = 0
-    for vs in vsets:
-        sets_size += 12 + 8 * len(vs.values) if vs.values else 8
-    cursor = base + sets_size
-    sets: list[bytes] = []
-    blocks: list[bytes] = []
-    for vs in vsets:
-        if not vs.values:
-            sets.append(_Ui.pack(vs.pmid, vs.error if vs.error < 0 else 0))
-            continue
-        sets.append(struct.pack("!Iii", vs.pmid, len(vs.values), vs.valfmt))
-        if vs.valfmt == ValFmt.INSITU:
-            flat: list[int] = []
-            for v in vs.values:
-                if isinstance(v.value, ValueBlock):
-                    raise WireFormatError("INSITU value set holds a value block")
-                flat.append(v.inst)
-                flat.append(v.value & 0xFFFFFFFF)
-            sets.append(struct.pack("!" + "iI" * len(vs.values), *flat))
-        else:
-            for v in vs.values:
-                blk = v.value
-                if not isinstance(blk, ValueBlock):
-                    raise WireFormatError("pointer value set holds an INSITU value")
-                vlen = 4 + len(blk.payload)
-                if vlen > 0xFFFFFF:
-                    raise WireFormatError(f"value block of {vlen} bytes is too big")
-                sets.append(_iU.pack(v.inst, cursor // 4))
-                data = _U.pack(((blk.vtype & 0xFF) << 24) | vlen) + blk.payload
-                data = _padded(data)
-                blocks.append(data)
-                cursor += len(data)
-    return sets, blocks
-
-
-_iU = struct.Struct("!iI")
-_Ui = struct.Struct("!Ii")
-
-
-def _decode_vsets(buf: memoryview, r: _Reader, numpmid: int) -> tuple[ValueSet, ...]:
-    if numpmid < 0 or numpmid * 8 > r.end - r.pos:
-        raise r.fail(f"bad numpmid {numpmid}")
-    raw_sets = []
-    for _ in range(numpmid):
-        pm = r.u32()
-        numval = r.i32()
-        if numval <= 0:
-            raw_sets.append((pm, numval, 0, ()))
-            continue
-        valfmt = r.i32()
-        if numval * 8 > r.end - r.pos:
-            raise r.fail(f"bad numval {numval}")
-        flat = struct.unpack_from("!" + "iI" * numval, buf, r.pos)
-        r.pos += 8 * numval
-        raw_sets.append((pm, numval, valfmt, flat))
-    blocks_start = r.pos
-    used = 0
-    out = []
-    for pm, numval, valfmt, flat in raw_sets:
-        if numval <= 0:
-            out.append(ValueSet(pm, (), ValFmt.INSITU, numval))
-            continue
-        values = []
-        if valfmt == ValFmt.INSITU:
-            for k in range(0, 2 * numval, 2):
-                values.append(PmValue(flat[k], flat[k + 1]))
-        elif valfmt in (ValFmt.DPTR, ValFmt.SPTR):
-            for k in range(0, 2 * numval, 2):
-                off = flat[k + 1] * 4
-                if off < blocks_start or off + 4 > r.end:
-                    raise r.fail(f"value block offset {off} out of range")
-                (word,) = _U.unpack_from(buf, off)
-                vlen = word & 0xFFFFFF
-                if vlen < 4 or off + vlen > r.end:
-                    raise r.fail(f"value block at {off} has bad vlen {vlen}")
-                used += pad4(vlen)
-                values.append(PmValue(flat[k], ValueBlock(word >> 24, bytes(buf[off + 4 : off + vlen]))))
-        else:
-            raise r.fail(f"bad valfmt {valfmt}")
-        out.append(ValueSet(pm, tuple(values), valfmt, 0))
-    if blocks_start + used != r.end:
-        raise r.fail(f"value blocks use {used} bytes, PDU has {r.end - blocks_start}")
-    r.pos = r.end
-    return tuple(out)
-
-
-@attrs.frozen
-class ResultPdu:
-    """RESULT (p_result.c): a fetch reply from a PMDA, or a store request to it.
-
-    From a PMDA ``sec`` carries the state-change flags (LABEL_CHANGE 0x8,
-    NAMES_CHANGE 0x10) and ``usec`` is 0.
-    """
-
-    pdu_type: ClassVar[PduType] = PduType.RESULT
-    vsets: tuple[ValueSet, ...] = attrs.field()
-    sec: int = 0
-    usec: int = 0
-    from_: int = 0
-
-    def encode(self) -> bytes:
-        sets, blocks = _encode_vsets(self.vsets, 24)
-        body = b"".join(sets) + b"".join(blocks)
-        return (
-            _header(24 + len(body), PduType.RESULT, self.from_) + _III.pack(self.sec, self.usec, len(self.vsets)) + body
-        )
-
-    @classmethod
-    def decode(cls, buf: memoryview) -> ResultPdu:
-        r = _Reader(buf, "RESULT")
-        sec = r.i32()
-        usec = r.i32()
-        numpmid = r.i32()
-        return cls(_decode_vsets(buf, r, numpmid), sec, usec, _from(buf))
-
-
-@attrs.frozen
-class HighresResultPdu:
-    """HIGHRES_RESULT (client side only): 64-bit seconds and nanoseconds."""
-
-    pdu_type: ClassVar[PduType] = PduType.HIGHRES_RESULT
-    vsets: tuple[ValueSet, ...] = attrs.field()
-    sec: int = 0
-    nsec: int = 0
-    from_: int = 0
-
-    def encode(self) -> bytes:
-        sets, blocks = _encode_vsets(self.vsets, 32)
-        body = b"".join(sets) + b"".join(blocks)
-        return (
-            _header(32 + len(body), PduType.HIGHRES_RESULT, self.from_)
-            + struct.pack("!iqq", len(self.vsets), self.sec, self.nsec)
-            + body
-        )
-
-    @classmethod
-    def decode(cls, buf: memoryview) -> HighresResultPdu:
-        r = _Reader(buf, "HIGHRES_RESULT")
-        numpmid = r.i32()
-        r.need(16)
-        sec, nsec = struct.unpack_from("!qq", buf, r.pos)
-        r.pos += 16
-        return cls(_decode_vsets(buf, r, numpmid), sec, nsec, _from(buf))
-
-
-# --------------------------------------------------------------------------
 # DESC_REQ, DESC, DESC_IDS, DESCS
 
 
@@ -984,28 +491,6 @@ class InstancePdu:
 # TEXT_REQ, TEXT
 
 
-_IT = TypeVar("_IT", bound="_IdentTypeReq")
-
-
-@attrs.frozen
-class _IdentTypeReq:
-    """The shared layout of TEXT_REQ and LABEL_REQ: ``ident`` u32, ``type`` i32."""
-
-    pdu_type: ClassVar[PduType]
-    ident: int
-    type: int
-    from_: int = 0
-
-    def encode(self) -> bytes:
-        return _header(20, self.pdu_type, self.from_) + struct.pack("!Ii", self.ident, self.type)
-
-    @classmethod
-    def decode(cls: Type[_IT], buf: memoryview) -> _IT:
-        _check_len(buf, cls.pdu_type.name, exact=20)
-        ident, type_ = struct.unpack_from("!Ii", buf, 12)
-        return cls(ident, type_, _from(buf))
-
-
 @attrs.frozen
 class TextReqPdu(_IdentTypeReq):
     """TEXT_REQ (p_text.c): one-line or help text of a PMID or an indom."""
@@ -1178,185 +663,6 @@ class AttrPdu:
 
 
 # --------------------------------------------------------------------------
-# LABEL_REQ, LABEL
-
-
-@attrs.frozen
-class LabelReqPdu(_IdentTypeReq):
-    """LABEL_REQ (p_label.c): labels of one level for an ident."""
-
-    pdu_type: ClassVar[PduType] = PduType.LABEL_REQ
-
-
-@attrs.frozen
-class Label:
-    """A pmLabel index entry: offsets into its set's JSON, and flags."""
-
-    name: int
-    namelen: int
-    flags: int
-    value: int
-    valuelen: int
-
-
-_JSON_NAME_OK = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
-
-
-@attrs.frozen
-class LabelSet:
-    """A pmLabelSet: instance, JSON text and its label index.
-
-    ``nlabels`` is ``len(labels)`` unless the set carries an error code.
-    """
-
-    inst: int
-    json: bytes
-    labels: tuple[Label, ...] = ()
-    error: int = 0
-
-    @property
-    def nlabels(self) -> int:
-        return self.error if self.error < 0 else len(self.labels)
-
-    @classmethod
-    def from_dict(cls, labels: dict[str, object], flags: int, inst: int = PM_IN_NULL) -> LabelSet:
-        """Build a set the way libpcp's label parser does: compact JSON,
-        names sorted by byte order, index offsets matching the JSON.
-
-        Values are JSON-encoded (strings quoted and escaped); a value that
-        is already a :class:`RawJson` is inserted as is.
-        """
-        import json as _json
-
-        items = sorted(labels.items(), key=lambda kv: kv[0].encode())
-        out = bytearray(b"{")
-        index = []
-        for k, (name, value) in enumerate(items):
-            raw_name = name.encode()
-            if not raw_name or len(raw_name) >= 255 or not set(raw_name) <= _JSON_NAME_OK:
-                raise ValueError(f"bad label name {name!r}")
-            if k:
-                out += b","
-            out += b'"'
-            name_off = len(out)
-            out += raw_name + b'":'
-            value_off = len(out)
-            if isinstance(value, RawJson):
-                raw_value = value.text.encode()
-            elif isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"label {name!r}: {value} is not valid JSON")
-            else:
-                raw_value = _json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-            out += raw_value
-            index.append(Label(name_off, len(raw_name), flags, value_off, len(raw_value)))
-        out += b"}"
-        if len(items) >= 255:
-            raise ValueError(f"{len(items)} labels: at most 254 per set")
-        if len(out) >= 65535:
-            raise ValueError("label set JSON too long")
-        if not items:
-            return cls(inst, b"", ())
-        return cls(inst, bytes(out), tuple(index))
-
-    @classmethod
-    def from_items(cls, items: Sequence[tuple[str, str, int]], inst: int = PM_IN_NULL) -> LabelSet:
-        """Build a set from ``(name, JSON value text, flags)`` items, sorted by
-        name (compound names such as ``a.b`` allowed, as libpcp flattens maps)."""
-        out = bytearray(b"{")
-        index = []
-        for k, (name, value, flags) in enumerate(sorted(items, key=lambda it: it[0].encode())):
-            raw_name, raw_value = name.encode(), value.encode()
-            if k:
-                out += b","
-            out += b'"'
-            name_off = len(out)
-            out += raw_name + b'":'
-            index.append(Label(name_off, len(raw_name), flags & 0xFF, len(out), len(raw_value)))
-            out += raw_value
-        out += b"}"
-        if not items:
-            return cls(inst, b"", ())
-        return cls(inst, bytes(out), tuple(index))
-
-    def as_dict(self) -> dict[str, str]:
-        """Names and raw JSON value texts, from the index (as clients read it)."""
-        out: dict[str, str] = {}
-        for lb in self.labels:
-            out[_s(self.json[lb.name : lb.name + lb.namelen])] = _s(self.json[lb.value : lb.value + lb.valuelen])
-        return out
-
-
-@attrs.frozen
-class RawJson:
-    """A label value given as ready JSON text (e.g. an object or array)."""
-
-    text: str
-
-
-@attrs.frozen
-class LabelPdu:
-    """LABEL (p_label.c): label sets; JSON after all sets, unpadded."""
-
-    pdu_type: ClassVar[PduType] = PduType.LABEL
-    ident: int
-    type: int
-    sets: tuple[LabelSet, ...] = ()
-    from_: int = 0
-    padding: int = 0
-
-    def encode(self) -> bytes:
-        head = 28 + sum(16 + 8 * len(s.labels) for s in self.sets)
-        json_off = head
-        parts = [struct.pack("!Iiii", self.ident, self.type, self.padding, len(self.sets))]
-        for s in self.sets:
-            parts.append(_IIII.pack(s.inst, s.nlabels, json_off, len(s.json)))
-            for lb in s.labels:
-                parts.append(_LABEL.pack(lb.name, lb.namelen, lb.flags, lb.value, lb.valuelen))
-            json_off += len(s.json)
-        parts.extend(s.json for s in self.sets)
-        body = b"".join(parts)
-        return _header(12 + len(body), PduType.LABEL, self.from_) + body
-
-    @classmethod
-    def decode(cls, buf: memoryview) -> LabelPdu:
-        r = _Reader(buf, "LABEL")
-        ident = r.u32()
-        type_ = r.i32()
-        padding = r.i32()
-        nsets = r.count(16)
-        heads = []
-        for _ in range(nsets):
-            inst = r.i32()
-            nlabels = r.i32()
-            json_off = r.i32()
-            jsonlen = r.i32()
-            labels: list[Label] = []
-            if nlabels > 0:
-                if nlabels * 8 > r.end - r.pos:
-                    raise r.fail(f"bad nlabels {nlabels}")
-                for _ in range(nlabels):
-                    labels.append(Label(*_LABEL.unpack_from(buf, r.pos)))
-                    r.pos += 8
-            heads.append((inst, nlabels, json_off, jsonlen, labels))
-        json_end = r.pos
-        sets = []
-        for inst, nlabels, json_off, jsonlen, labels in heads:
-            if jsonlen < 0 or jsonlen >= 65536:
-                raise r.fail(f"bad jsonlen {jsonlen}")
-            if jsonlen and (json_off < json_end or json_off + jsonlen > r.end):
-                raise r.fail(f"json {json_off}+{jsonlen} outside the JSON area")
-            data = bytes(buf[json_off : json_off + jsonlen]) if jsonlen else b""
-            for lb in labels:
-                if lb.name + lb.namelen > jsonlen or lb.value + lb.valuelen > jsonlen:
-                    raise r.fail("label index outside its JSON")
-            sets.append(LabelSet(inst, data, tuple(labels), nlabels if nlabels < 0 else 0))
-        total = sum(h[3] for h in heads)
-        if json_end + total != r.end:
-            raise r.fail(f"JSON area is {r.end - json_end} bytes, sets claim {total}")
-        return cls(ident, type_, tuple(sets), _from(buf), padding)
-
-
-# --------------------------------------------------------------------------
 # Unknown types and the registries
 
 
@@ -1477,4 +783,3 @@ def decode_pdu(data: bytes | bytearray | memoryview) -> Pdu:
 def encode_pdu(pdu: Pdu) -> bytes:
     """Encode a PDU object to bytes (same as ``pdu.encode()``)."""
     return pdu.encode()
-
