@@ -572,7 +572,7 @@ class Dispatcher:
     # ---------------------------------------------------------------- TEXT
 
     def _text(self, pdu: TextReqPdu) -> Pdu:
-        text: str | None = None
+        text: str | int | None = None
         oneline = bool(pdu.type & TextType.ONELINE)
         if pdu.type & TextType.INDOM:
             found_i = self._by_indom.get(pdu.ident)
@@ -586,6 +586,8 @@ class Dispatcher:
             text = self.help_source.text(pdu.ident, pdu.type)
         if text is None:
             return ErrorPdu(PmErr.TEXT)
+        if isinstance(text, int):  # a table's error for this text (pmdammv's PM_ERR_PMID, PM_ERR_INDOM)
+            return ErrorPdu(text)
         # libpcp_pmda sends the ident in host order (the byte-order quirk).
         ident = TextPdu.swapped_ident(pdu.ident) if _LITTLE else pdu.ident
         return TextPdu(ident, text)

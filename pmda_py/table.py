@@ -246,8 +246,8 @@ class InDom:
 
     serial: int
     instances: dict[int, str] = attrs.field(factory=dict)
-    oneline: str | None = None
-    help: str | None = None
+    oneline: str | int | None = None  #: an int: the PCP error code answered instead
+    help: str | int | None = None
     labels: Mapping[str, Any] = attrs.field(factory=dict)
     instance_labels: Mapping[int, Mapping[str, Any]] | Callable[[int, str], Mapping[str, Any]] = attrs.field(
         factory=dict
@@ -331,8 +331,8 @@ class Metric:
     sem: int = PmSem.INSTANT
     units: PmUnits = attrs.field(factory=PmUnits)
     indom: InDom | None = None
-    oneline: str | None = None  #: None: no text (PM_ERR_TEXT); "" is an empty text
-    help: str | None = None
+    oneline: str | int | None = None  #: None: no text (PM_ERR_TEXT); "" is an empty text; int: that error
+    help: str | int | None = None
     labels: Mapping[str, Any] = attrs.field(factory=dict)
     writable: bool = False
     min: float | None = None

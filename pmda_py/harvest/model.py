@@ -60,6 +60,7 @@ class ExportIndom:
     help: str | None
     labels: list[tuple[str, str, int]] = attrs.field(factory=list)
     instance_labels: dict[int, list[tuple[str, str, int]]] = attrs.field(factory=dict)
+    file_serial: int = 0  #: the serial as the file wrote it (7.x pmdammv looks indom help up by it)
 
 
 @attrs.define
@@ -241,6 +242,7 @@ def build(
                 hlp if isinstance(hlp, str) else None,
                 lab(indom_pred, 0x04),
                 inst_labels,
+                ind.serial,
             )
 
         def cluster_pred(f: int, i: int, n: int, c: int = c) -> bool:

@@ -64,6 +64,11 @@ async def _export(pmda: PmdaClient) -> dict[str, Any]:
             entry[f"labels{int(level)}"] = [s.json for s in (await pmda.label(p, level)).sets]
         if d.indom != 0xFFFFFFFF:
             entry["instances"] = [(e.inst, e.name) for e in await pmda.instance(d.indom)]
+            for kind in (TextType.ONELINE, TextType.HELP):  # 6.x: PM_ERR_TEXT; 7.x looks it up
+                try:
+                    entry[f"indomtext{int(kind)}"] = await pmda.text(d.indom, kind | TextType.INDOM)
+                except PmdaReplyError as err:
+                    entry[f"indomtext{int(kind)}"] = err.pm_code
         entry["values"] = (await pmda.fetch_values([name]))[name]
         if isinstance(entry["values"], Exception):
             entry["values"] = repr(entry["values"])
