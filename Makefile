@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv test lint typecheck demo bench clean pcp
+.PHONY: all venv test test-pcp7 lint typecheck demo bench clean pcp
 
 all: test
 
@@ -33,6 +33,11 @@ demo: venv
 
 bench: venv
 	$(BIN)/python bench/run.py
+
+# The real-PCP tests again in a Debian unstable chroot (PCP 7.x, its Python),
+# built once and cached under /var/cache/pmda_py; needs root.
+test-pcp7:
+	bash scripts/pcp-chroot test $(PYTEST_ARGS)
 
 # Install real PCP (Debian) for the integration tests; needs root.
 pcp:

@@ -676,8 +676,8 @@ class DbpmdaSession:
             if w in ("all", "none") or re.fullmatch(r"-\d+", w) or toks[k][0] != "WORD":
                 raise _ParseError("syntax error", k)
             if w.isdigit():
-                if pcp_version() >= (7, 0, 0):  # 7.x's grammar has no numeric debug flags
-                    raise _ParseError("syntax error", k)
+                if pcp_version() >= (7, 0, 0):  # 7.x's pmSetDebug takes no numeric flags
+                    raise _ParseError(f"Bad debug flag ({w})", k)
                 value = int(w)
                 if value < 1 << 31:  # atoi() of a bigger one: no flags, as observed
                     self.debug |= {f for b, f in _DEBUG_BITS.items() if value >> b & 1}

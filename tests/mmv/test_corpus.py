@@ -65,3 +65,25 @@ async def test_export_matches_pmdammv(mmv: Path, tmp_path: Path) -> None:
 
 def test_corpus_is_there() -> None:
     assert len(GOOD) >= 25, f"MMV corpus missing under {MMV}"
+
+
+SEVEN = [p for p in GOOD if (MMV / "upstream7" / f"{p.stem}.pmda7.json").exists() or
+         (MMV / "foreign" / "upstream7" / f"{p.stem}.pmda7.json").exists()]  # fmt: skip
+
+
+@pytest.mark.parametrize("mmv", SEVEN, ids=lambda p: p.stem)
+async def test_export_matches_pmdammv7(mmv: Path, tmp_path: Path) -> None:
+    """Imitating a 7.x pmdammv (``pcp_version``, as pcp.conf of a PCP 7 host
+    sets it): the whole export, control metrics and indom help included, is
+    the 7.x recording's."""
+    stem = mmv.stem
+    ref = mmv.parent / "upstream7" / f"{stem}.pmda7.json"
+    if stem in REFERENCE:
+        ref = mmv.parent / "upstream7" / REFERENCE[stem][0].replace(".pmda.json", ".pmda7.json")
+    expected = json.loads(ref.read_text())
+    names = None
+    if stem in PMCD_NAMES:
+        names = _pmcd_names(stem) | {m["name"] for m in expected["metrics"] if m["name"].startswith("mmv.control")}
+    problems = await compare(mmv, tmp_path / "mmv", expected, skip_values=RUNNING.get(stem, frozenset()),
+                             names=names, pcp_version="7.2.2")  # fmt: skip
+    assert problems == []
