@@ -337,6 +337,7 @@ class Metric:
     writable: bool = False
     min: float | None = None
     max: float | None = None
+    keep_sem: bool = False  #: NOSUPPORT still reports ``sem`` (pmdammv does; else 0)
 
     def __attrs_post_init__(self) -> None:
         if not _NAME_RE.match(self.name) or (self.name.endswith(".") and self.name.strip(".") == ""):
@@ -355,7 +356,7 @@ class Metric:
             pmid=self.pmid(domain),
             type=self.type,
             indom=self.indom.id if self.indom is not None else PM_INDOM_NULL,
-            sem=self.sem if self.type != PmType.NOSUPPORT else 0,
+            sem=self.sem if self.type != PmType.NOSUPPORT or self.keep_sem else 0,
             units=self.units,
         )
 

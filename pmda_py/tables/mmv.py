@@ -294,6 +294,7 @@ class MmvTable(Table):
                     indom=ind,
                     oneline=em.oneline,  # an int: pmdammv's error (PM_ERR_PMID for NOSUPPORT)
                     help=em.help,
+                    keep_sem=True,  # a NOSUPPORT metric keeps the file's semantics, as in pmdammv
                 )
             except ValueError as err:
                 log.warning("mmv_metric_refused", file=em.file, metric=em.name, error=str(err))

@@ -110,3 +110,49 @@ def test_pminfo_identical_under_pmcd(tmp_pcp: Path) -> None:
         pmcd.stop()
     assert "mmv.app.m1" in ref and 'inst [0 or "inst0"]' in ref
     assert ours == ref
+
+
+def _write_case(options: list[str]) -> Path:
+    require_pcp()
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvcase-"))
+    root.chmod(0o755)  # pmdammv drops to the pcp user
+    (root / "mmv").mkdir(mode=0o755)
+    writer = ["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py")]
+    subprocess.run([*writer, str(root / "mmv" / "cases"), "--metrics", "3", "--instances", "3", "--cluster", "5",
+                    "--name", "cases", *options], check=True, capture_output=True)  # fmt: skip
+    (root / "mmv" / "cases").chmod(0o644)
+    return root
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--nosupport"],
+        pytest.param(
+            ["--dup-instances"],
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="pmdammv lists every entry of an indom, a repeated id too; our InDom maps id -> name",
+            ),
+        ),
+    ],
+    ids=["nosupport", "dup_instances"],
+)
+async def test_fidelity_cases_match_pmdammv(options: list[str]) -> None:
+    """Files pmdammv exports in its own way: a NOSUPPORT metric (semantics
+    from the file, PM_ERR_PMID for its help), an indom listing one instance
+    id twice; written by libpcp_mmv, compared live with the installed pmdammv."""
+    root = _write_case(options)
+    try:
+        env = {"PCP_TMP_DIR": str(root)}
+        async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
+            theirs = await _export(ref)
+        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        async with open_pipe_pmda(cmd, env=env) as pmda:
+            ours = await _export(pmda)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert any(n.startswith("mmv.cases.") for n in theirs), theirs.keys()
+    assert set(ours) == set(theirs)
+    for name in theirs:
+        assert ours[name] == theirs[name], name
