@@ -325,7 +325,7 @@ class Dispatcher:
             if isinstance(pdu, ResultPdu):
                 return await self._store(session, event.context, pdu)
             if isinstance(pdu, LabelReqPdu):
-                return await self._label(session, event.context, pdu)
+                return _label_fits(await self._label(session, event.context, pdu))
             if isinstance(pdu, PmnsTraversePdu):
                 return self._traverse(pdu)
             if isinstance(pdu, PmnsChildPdu):
@@ -871,3 +871,16 @@ def _store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:
 
 # Unused imports kept for typing completeness.
 _ = (PM_INDOM_NULL, indom_serial, Iterable)
+
+
+def _label_fits(reply: Pdu) -> Pdu:
+    """PCP's decoders (p_label.c) refuse a set of 255 labels or more, or of
+    64 KiB of JSON, with PM_ERR_IPC, and pmcd 6.3+ then drops the agent:
+    such a reply becomes PM_ERR_TOOBIG (pmdammv sends it, and is dropped)."""
+    if isinstance(reply, LabelPdu):
+        for s in reply.sets:
+            if len(s.labels) >= 255 or len(s.json) >= 65535:
+                log.warning("label_set_too_big", ident=reply.ident, type=reply.type, labels=len(s.labels),
+                            json_bytes=len(s.json), limit="254 labels, 65534 bytes")  # fmt: skip
+                return ErrorPdu(PmErr.TOOBIG)
+    return reply
