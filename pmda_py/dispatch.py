@@ -550,6 +550,8 @@ class Dispatcher:
             return InstancePdu(pdu.indom, (InstanceEntry(ind.id_of(pdu.name), ""),))
         if pdu.inst != PM_IN_NULL:
             return InstancePdu(pdu.indom, (InstanceEntry(PM_IN_NULL, ind.name_of(pdu.inst)),))
+        if ind.listing is not None:  # repeated ids: listed as the table lists them, not cached
+            return InstancePdu(pdu.indom, tuple(InstanceEntry(i, n) for i, n in ind.listing))
         cached = self._instance_cache.get(pdu.indom)
         if cached is not None and cached[0] == ind.instances:
             return cached[1]

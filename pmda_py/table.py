@@ -254,6 +254,9 @@ class InDom:
     )
     persistent: bool = False
     cache: InstanceCache = attrs.field(factory=InstanceCache)
+    #: every entry in listing order, a repeated id too (pmdammv lists an MMV
+    #: indom so); None: the ``instances`` map is the listing
+    listing: tuple[tuple[int, str], ...] | None = None
     #: set by the daemon when mounted
     domain: int = -1
     _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
@@ -264,6 +267,8 @@ class InDom:
         _check_labels(f"indom {self.serial}", self.labels)
         self.instances = dict(self.instances)
         self._by_name = {v: k for k, v in self.instances.items()}
+        for k, v in self.listing or ():
+            self._by_name.setdefault(v, k)
 
     @property
     def id(self) -> int:

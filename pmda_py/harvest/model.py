@@ -61,6 +61,8 @@ class ExportIndom:
     labels: list[tuple[str, str, int]] = attrs.field(factory=list)
     instance_labels: dict[int, list[tuple[str, str, int]]] = attrs.field(factory=dict)
     file_serial: int = 0  #: the serial as the file wrote it (7.x pmdammv looks indom help up by it)
+    #: every instance entry in file order when an id repeats (pmdammv lists them all), else None
+    listing: list[tuple[int, str]] | None = None
 
 
 @attrs.define
@@ -239,8 +241,9 @@ def build(
         for ind in mf.indoms:
             serial = ((c << 11) | ind.serial) & 0x3FFFFF
             insts: dict[int, str] = {}
-            for inst in ind.instances:
-                insts.setdefault(inst.internal, inst.name.decode("utf-8", "replace"))
+            entries = [(inst.internal, inst.name.decode("utf-8", "replace")) for inst in ind.instances]
+            for k, v in entries:
+                insts.setdefault(k, v)
             one, hlp = _text(data, ind.shorttext), _text(data, ind.helptext)
             existing = indoms.get(serial)
             if existing is not None:
@@ -267,6 +270,7 @@ def build(
                 lab(indom_pred, 0x04),
                 inst_labels,
                 ind.serial,
+                entries if len(entries) != len(insts) else None,
             )
 
         def cluster_pred(f: int, i: int, n: int, c: int = c) -> bool:

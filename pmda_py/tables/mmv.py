@@ -162,6 +162,7 @@ class MmvTable(Table):
         self._packed: dict[int, tuple[int, int, Any]] = {}
         self._plan: _PackedPlan | None = None
         self._files: dict[str, tuple[str, int, int, int]] = {}  # name -> (path, g1, flags, pid)
+        self._heads: dict[str, bytes] = {}  # name -> header and TOC as scanned
         self._dir_state: tuple[int, int] | None = None
         self._sticky: dict[str, int] = {}
         self._control()
@@ -266,15 +267,19 @@ class MmvTable(Table):
         self._sticky.update(export.clusters)
         self.export = export
         self._files = {}
+        self._heads = {}
         for img in images:
             if img.name in export.clusters:
                 (g1,) = struct.unpack_from("=Q", img.data, 8)
                 flags, pid = struct.unpack_from("=Ii", img.data, 28)
                 self._files[img.name] = (os.path.join(self.dir, img.name), g1, flags, pid)
+                (tocs,) = struct.unpack_from("=i", img.data, 24)
+                self._heads[img.name] = img.data[: 40 + 16 * max(tocs, 0)]
         self._indoms = {}
         for serial, ei in export.indoms.items():
             one, hlp = self._indom_text(serial)
-            self._indoms[serial] = InDom(serial, dict(ei.instances), oneline=one, help=hlp)
+            listing = tuple(ei.listing) if ei.listing is not None else None  # a repeated id: pmdammv lists each
+            self._indoms[serial] = InDom(serial, dict(ei.instances), oneline=one, help=hlp, listing=listing)
         self._metrics = []
         self._by_metric = {}
         self._ordered = {}
@@ -392,10 +397,18 @@ class MmvTable(Table):
             return None
         try:
             with open(entry[0], "rb") as f:
-                return f.read()  # a private copy: truncation under us cannot fault
+                data = f.read()  # a private copy: truncation under us cannot fault
         except OSError as err:
             log.warning("mmv_file_unreadable", file=name, error=err.strerror)
             return None
+        head = self._heads.get(name, b"")
+        if not data.startswith(head):
+            # another layout under the same name and generation (writers in one
+            # second share one): the scanned offsets no longer apply
+            log.info("mmv_file_changed", file=name)
+            self._dir_state = None  # rescan before the next request
+            return None
+        return data
 
     def _values(self, m: Metric, em: ExportMetric, img: bytes) -> Any:
         if em.type == PmType.NOSUPPORT:

@@ -128,13 +128,7 @@ def _write_case(options: list[str]) -> Path:
     "options",
     [
         ["--nosupport"],
-        pytest.param(
-            ["--dup-instances"],
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="pmdammv lists every entry of an indom, a repeated id too; our InDom maps id -> name",
-            ),
-        ),
+        ["--dup-instances"],
     ],
     ids=["nosupport", "dup_instances"],
 )
