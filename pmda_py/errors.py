@@ -3,7 +3,7 @@
 This module imports nothing from :mod:`pmda_py` but :mod:`pmda_py.pcpversion`; every
 other layer may import it.
 Codes mirror ``pmapi.h`` of PCP 7.x (6.0.3's plus ``ARG``); :func:`errstr`
-gives the installed PCP's text (:func:`pmda_py.pcpversion.pcp_version`: 7.x
+gives the installed PCP's text (:func:`pmda_py.pcpversion.pcp_version`: 6.1
 dropped "log" from the archive errors).
 """
 
@@ -181,7 +181,7 @@ _MESSAGES: dict[int, str] = {
     PmErr.NYI: "Functionality not yet implemented",
 }
 
-# PCP 7.0's err.c: "archive log" became "archive" (checked against 7.2.2's
+# PCP 6.1's err.c: "archive log" became "archive" (checked against 7.2.2's
 # ``pmerr -l``); ARG was added in 6.0.4 (no 6.0.3 pmerr lists it).
 _MESSAGES_7: dict[int, str] = {
     PmErr.NODATA: "Empty archive file",
@@ -220,7 +220,7 @@ def errstr(code: int) -> str:
     library's message, as libpcp does.
     """
     if code in _MESSAGES:
-        if code in _MESSAGES_7 and pcp_version() >= (7, 0, 0):
+        if code in _MESSAGES_7 and pcp_version() >= (6, 1, 0):
             return _MESSAGES_7[code]
         return _MESSAGES[code]
     if code == 0:
