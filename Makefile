@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv test lint format typecheck demo bench clean pcp
+.PHONY: all venv test test-pcp7 test-pcp63 lint format typecheck demo bench clean pcp
 
 all: test
 
@@ -40,6 +40,15 @@ demo: venv
 
 bench: venv
 	$(BIN)/python bench/run.py
+
+# The real-PCP tests again in a Debian unstable chroot (PCP 7.x, its Python),
+# built once and cached under /var/cache/pmda_py; needs root.
+test-pcp7:
+	bash scripts/pcp-chroot test $(PYTEST_ARGS)
+
+# The same in a Debian 13 (trixie) chroot: PCP 6.3.x, the first strict decoders.
+test-pcp63:
+	PMDA_PY_CHROOT_SUITE=trixie bash scripts/pcp-chroot test $(PYTEST_ARGS)
 
 # Install real PCP (Debian) for the integration tests; needs root.
 pcp:

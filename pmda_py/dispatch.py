@@ -354,7 +354,7 @@ class Dispatcher:
             if isinstance(pdu, ResultPdu):
                 return await self._store(event, pdu)
             if isinstance(pdu, LabelReqPdu):
-                return await self._label(event, pdu)
+                return _label_fits(await self._label(event, pdu))
             if isinstance(pdu, PmnsTraversePdu):
                 return self._traverse(pdu)
             if isinstance(pdu, PmnsChildPdu):
@@ -578,6 +578,8 @@ class Dispatcher:
             return InstancePdu(pdu.indom, (InstanceEntry(ind.id_of(pdu.name), ""),))
         if pdu.inst != PM_IN_NULL:
             return InstancePdu(pdu.indom, (InstanceEntry(PM_IN_NULL, ind.name_of(pdu.inst)),))
+        if ind.listing is not None:  # repeated ids: listed as the table lists them, not cached
+            return InstancePdu(pdu.indom, tuple(InstanceEntry(i, n) for i, n in ind.listing))
         cached = self._instance_cache.get(pdu.indom)
         if cached is not None and cached[0] == ind.instances:
             return cached[1]
@@ -600,7 +602,7 @@ class Dispatcher:
     # ---------------------------------------------------------------- TEXT
 
     def _text(self, pdu: TextReqPdu) -> Pdu:
-        text: str | None = None
+        text: str | int | None = None
         oneline = bool(pdu.type & TextType.ONELINE)
         if pdu.type & TextType.INDOM:
             found_i = self._by_indom.get(pdu.ident)
@@ -614,6 +616,8 @@ class Dispatcher:
             text = self.help_source.text(pdu.ident, pdu.type)
         if text is None:
             return ErrorPdu(PmErr.TEXT)
+        if isinstance(text, int):  # a table's error for this text (pmdammv's PM_ERR_PMID, PM_ERR_INDOM)
+            return ErrorPdu(text)
         # libpcp_pmda sends the ident in host order (the byte-order quirk).
         ident = TextPdu.swapped_ident(pdu.ident) if _LITTLE else pdu.ident
         return TextPdu(ident, text)
@@ -894,3 +898,15 @@ def _store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:
             raise PmdaError(code=PmErr.BADSTORE)
     return v
 
+
+def _label_fits(reply: Pdu) -> Pdu:
+    """PCP's decoders (p_label.c) refuse a set of 255 labels or more, or of
+    64 KiB of JSON, with PM_ERR_IPC, and pmcd 6.3+ then drops the agent:
+    such a reply becomes PM_ERR_TOOBIG (pmdammv sends it, and is dropped)."""
+    if isinstance(reply, LabelPdu):
+        for s in reply.sets:
+            if len(s.labels) >= 255 or len(s.json) >= 65535:
+                log.warning("label_set_too_big", ident=reply.ident, type=reply.type, labels=len(s.labels),
+                            json_bytes=len(s.json), limit="254 labels, 65534 bytes")  # fmt: skip
+                return ErrorPdu(PmErr.TOOBIG)
+    return reply

@@ -1,7 +1,10 @@
 """PCP error codes (``PM_ERR_*``) and the pmda_py exception tree.
 
-This module imports nothing from :mod:`pmda_py`; every other layer may import it.
-Codes mirror ``pmapi.h`` of PCP 6.0.3 (plus ``ARG`` from 7.x).
+This module imports nothing from :mod:`pmda_py` but :mod:`pmda_py.pcpversion`; every
+other layer may import it.
+Codes mirror ``pmapi.h`` of PCP 7.x (6.0.3's plus ``ARG``); :func:`errstr`
+gives the installed PCP's text (:func:`pmda_py.pcpversion.pcp_version`: 6.1
+dropped "log" from the archive errors).
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import enum
 import errno
 import os
+
+from pmda_py.pcpversion import pcp_version
 
 __all__ = [
     "PM_ERR_BASE",
@@ -175,6 +180,19 @@ _MESSAGES: dict[int, str] = {
     PmErr.NYI: "Functionality not yet implemented",
 }
 
+# PCP 6.1's err.c: "archive log" became "archive" (checked against 7.2.2's
+# ``pmerr -l``); ARG was added in 6.0.4 (no 6.0.3 pmerr lists it).
+_MESSAGES_7: dict[int, str] = {
+    PmErr.NODATA: "Empty archive file",
+    PmErr.EOL: "End of PCP archive",
+    PmErr.LABEL: "Illegal label record at start of a PCP archive file",
+    PmErr.LOGREC: "Corrupted record in a PCP archive",
+    PmErr.LOGFILE: "Missing PCP archive file",
+    PmErr.PMID_LOG: "Metric not defined in the PCP archive",
+    PmErr.INDOM_LOG: "Instance domain identifier not defined in the PCP archive",
+    PmErr.INST_LOG: "Instance identifier not defined in the PCP archive",
+}
+
 
 def coerce_code(code: int) -> PmErr | int:
     """Return the :class:`PmErr` member for ``code``, or ``code`` unchanged."""
@@ -195,12 +213,14 @@ def codename(code: int) -> str:
 
 
 def errstr(code: int) -> str:
-    """Return the text PCP's ``pmErrStr`` gives for ``code``.
+    """Return the text the installed PCP's ``pmErrStr`` gives for ``code``.
 
     Negative codes outside the PM_ERR range are ``-errno`` and use the C
     library's message, as libpcp does.
     """
     if code in _MESSAGES:
+        if code in _MESSAGES_7 and pcp_version() >= (6, 1, 0):
+            return _MESSAGES_7[code]
         return _MESSAGES[code]
     if code == 0:
         return "No error"

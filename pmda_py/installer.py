@@ -108,6 +108,10 @@ def _help_entry(ident: str, oneline: str, text: str | None) -> str:
     return "\n".join([head, *body]) + "\n\n"
 
 
+def _str(text: str | int | None) -> str | None:
+    return text if isinstance(text, str) else None
+
+
 def help_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     """The newhelp source of the mounted tables (static metrics and indoms)."""
     out = [f"# help text for the {config.name} PMDA (pmda_py), written by 'pmda-py help'\n"]
@@ -115,11 +119,11 @@ def help_text(config: Config, mounts: list[Mount], symdom: str) -> str:
         if _dynamic(m):
             continue
         for ind in m.table.indoms():
-            if ind.oneline is not None:
-                out.append(_help_entry(f"{symdom}.{ind.serial}", ind.oneline, ind.help))
+            if isinstance(ind.oneline, str):  # an int is an error the table answers, not text
+                out.append(_help_entry(f"{symdom}.{ind.serial}", ind.oneline, _str(ind.help)))
         for metric in m.table.metrics():
-            if metric.oneline is not None:
-                out.append(_help_entry(m.full(metric), metric.oneline, metric.help))
+            if isinstance(metric.oneline, str):
+                out.append(_help_entry(m.full(metric), metric.oneline, _str(metric.help)))
     return "".join(out)
 
 

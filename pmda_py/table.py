@@ -282,14 +282,17 @@ class InDom:
 
     serial: int
     instances: dict[int, str] = attrs.field(factory=dict)
-    oneline: str | None = None
-    help: str | None = None
+    oneline: str | int | None = None  #: an int: the PCP error code answered instead
+    help: str | int | None = None
     labels: Mapping[str, Any] = attrs.field(factory=dict)
     instance_labels: Mapping[int, Mapping[str, Any]] | Callable[[int, str], Mapping[str, Any]] = attrs.field(
         factory=dict
     )
     persistent: bool = False
     cache: InstanceCache = attrs.field(factory=InstanceCache)
+    #: every entry in listing order, a repeated id too (pmdammv lists an MMV
+    #: indom so); None: the ``instances`` map is the listing
+    listing: tuple[tuple[int, str], ...] | None = None
     #: set by the daemon when mounted
     domain: int = -1
     _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
@@ -300,6 +303,8 @@ class InDom:
         _check_labels(f"indom {self.serial}", self.labels)
         self.instances = dict(self.instances)
         self._by_name = {v: k for k, v in self.instances.items()}
+        for k, v in self.listing or ():
+            self._by_name.setdefault(v, k)
 
     @property
     def id(self) -> int:
@@ -368,12 +373,13 @@ class Metric:
     sem: int = PmSem.INSTANT
     units: PmUnits = attrs.field(factory=PmUnits)
     indom: InDom | None = None
-    oneline: str | None = None  #: None: no text (PM_ERR_TEXT); "" is an empty text
-    help: str | None = None
+    oneline: str | int | None = None  #: None: no text (PM_ERR_TEXT); "" is an empty text; int: that error
+    help: str | int | None = None
     labels: Mapping[str, Any] = attrs.field(factory=dict)
     writable: bool = False
     min: float | None = None
     max: float | None = None
+    keep_sem: bool = False  #: NOSUPPORT still reports ``sem`` (pmdammv does; else 0)
 
     def __attrs_post_init__(self) -> None:
         if not _NAME_RE.match(self.name) or (self.name.endswith(".") and self.name.strip(".") == ""):
@@ -392,7 +398,7 @@ class Metric:
             pmid=self.pmid(domain),
             type=self.type,
             indom=self.indom.id if self.indom is not None else PM_INDOM_NULL,
-            sem=self.sem if self.type != PmType.NOSUPPORT else 0,
+            sem=self.sem if self.type != PmType.NOSUPPORT or self.keep_sem else 0,
             units=self.units,
         )
 

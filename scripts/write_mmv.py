@@ -4,7 +4,7 @@
 Run with Debian's /usr/bin/python3 (the pcp module lives there):
 
     /usr/bin/python3 scripts/write_mmv.py OUTFILE --metrics M --instances N [--cluster C] [--flags F]
-        [--strings] [--noprefix]
+        [--strings] [--noprefix] [--nosupport] [--dup-instances]
 
 M metrics of type U64 (items 1..M) over one indom of N instances (N = 0:
 singular metrics), with help text; values are item * 1000 + instance.
@@ -29,6 +29,8 @@ parser.add_argument("--cluster", type=int, default=0)
 parser.add_argument("--flags", type=int, default=0)
 parser.add_argument("--strings", action="store_true")
 parser.add_argument("--name", default="bench")
+parser.add_argument("--nosupport", action="store_true", help="add metric 'unsupported' (item 1000) of type NOSUPPORT")
+parser.add_argument("--dup-instances", action="store_true", help="the indom lists instance 0 twice ('inst0', 'again0')")
 args = parser.parse_args()
 
 tmp = tempfile.mkdtemp(prefix="pmda_py-mmvw-")
@@ -40,6 +42,8 @@ from pcp import mmv, pmapi  # noqa: E402
 
 indoms = []
 instances = [mmv.mmv_instance(i, f"inst{i}") for i in range(args.instances)]
+if args.dup_instances and args.instances:
+    instances.append(mmv.mmv_instance(0, "again0"))
 if args.instances:
     ind = mmv.mmv_indom(serial=1, shorttext="bench instances", helptext="Instances of the benchmark indom.")
     ind.set_instances(instances)
@@ -47,16 +51,31 @@ if args.instances:
 metrics = []
 for item in range(1, args.metrics + 1):
     is_string = args.strings and item % 10 == 0
-    metrics.append(mmv.mmv_metric(
-        name=f"m{item}",
-        item=item,
-        typeof=cmmv.MMV_TYPE_STRING if is_string else cmmv.MMV_TYPE_U64,
-        semantics=cmmv.MMV_SEM_INSTANT if is_string else cmmv.MMV_SEM_COUNTER,
-        dimension=pmapi.pmUnits(0, 0, 0 if is_string else 1, 0, 0, 0),
-        indom=1 if args.instances else 0,
-        shorttext=f"metric {item}",
-        helptext=f"Benchmark metric number {item}.",
-    ))
+    metrics.append(
+        mmv.mmv_metric(
+            name=f"m{item}",
+            item=item,
+            typeof=cmmv.MMV_TYPE_STRING if is_string else cmmv.MMV_TYPE_U64,
+            semantics=cmmv.MMV_SEM_INSTANT if is_string else cmmv.MMV_SEM_COUNTER,
+            dimension=pmapi.pmUnits(0, 0, 0 if is_string else 1, 0, 0, 0),
+            indom=1 if args.instances else 0,
+            shorttext=f"metric {item}",
+            helptext=f"Benchmark metric number {item}.",
+        )
+    )
+if args.nosupport:
+    metrics.append(
+        mmv.mmv_metric(
+            name="unsupported",
+            item=1000,
+            typeof=cmmv.MMV_TYPE_NOSUPPORT,
+            semantics=cmmv.MMV_SEM_DISCRETE,
+            dimension=pmapi.pmUnits(0, 0, 1, 0, 0, 0),
+            indom=0,
+            shorttext="a metric of type NOSUPPORT",
+            helptext="Its help text is never served.",
+        )
+    )
 values = mmv.MemoryMappedValues(args.name, flags=args.flags, cluster=args.cluster)
 values.add_indoms(indoms)
 values.add_metrics(metrics)

@@ -59,6 +59,9 @@ class ExportIndom:
     help: str | None
     labels: list[tuple[str, str, int]] = attrs.field(factory=list)
     instance_labels: dict[int, list[tuple[str, str, int]]] = attrs.field(factory=dict)
+    file_serial: int = 0  #: the serial as the file wrote it (7.x pmdammv looks indom help up by it)
+    #: every instance entry in file order when an id repeats (pmdammv lists them all), else None
+    listing: list[tuple[int, str]] | None = None
 
 
 @attrs.define
@@ -109,30 +112,54 @@ def _name_ok(full: bytes) -> bool:
     return all(c == 46 or c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 for c in full[1:])
 
 
-def _flatten(name: str, value: Any, flags: int, out: list[tuple[str, str, int]]) -> None:
+_DECODER = json.JSONDecoder()
+_WS = " \t\n\r"
+
+
+def _members(text: str, start: int = 0) -> list[tuple[str, Any, str]]:
+    """The members of the JSON object at ``text[start:]`` (valid JSON, checked
+    by the caller): ``(name, value, value text as written)``."""
+    out: list[tuple[str, Any, str]] = []
+    pos = start + 1  # past "{"
+    while True:
+        while text[pos] in _WS or text[pos] == ",":
+            pos += 1
+        if text[pos] == "}":
+            return out
+        name, pos = _DECODER.raw_decode(text, pos)
+        while text[pos] in _WS or text[pos] == ":":
+            pos += 1
+        value, end = _DECODER.raw_decode(text, pos)
+        out.append((name, value, text[pos:end]))
+        pos = end
+
+
+def _flatten(name: str, value: Any, raw: str, flags: int, out: list[tuple[str, str, int]]) -> None:
     if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{name}.{k}", v, flags | 0x40, out)
+        for k, v, r in _members(raw):
+            _flatten(f"{name}.{k}", v, r, flags | 0x40, out)
         return
-    out.append((name, json.dumps(value, separators=(",", ":"), ensure_ascii=False), flags))
+    # the value's text as the file wrote it (libpcp passes it through: 1E+3 stays 1E+3)
+    out.append((name, raw, flags))
 
 
 def _labels(payloads: Sequence[tuple[bytes, int]], level: int) -> list[tuple[str, str, int]]:
     """Merge label payloads as libpcp's __pmAddLabels does: later names win,
-    maps flatten into COMPOUND labels, names sorted."""
+    maps flatten into COMPOUND labels, names sorted, values as written."""
     merged: dict[str, tuple[str, int]] = {}
     for raw, flags in payloads:
         try:
-            doc = json.loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+            doc = json.loads(text)
         except (UnicodeDecodeError, ValueError):
             continue
         if not isinstance(doc, dict):
             continue
-        for k, v in doc.items():
+        for k, v, r in _members(text, len(text) - len(text.lstrip(_WS))):
             flat: list[tuple[str, str, int]] = []
-            _flatten(k, v, level | (flags & 0x80), flat)
-            for n, text, f in flat:
-                merged[n] = (text, f)
+            _flatten(k, v, r, level | (flags & 0x80), flat)
+            for n, vtext, f in flat:
+                merged[n] = (vtext, f)
     return [(n, merged[n][0], merged[n][1]) for n in sorted(merged, key=lambda x: x.encode())]
 
 
@@ -213,8 +240,9 @@ def build(
         for ind in mf.indoms:
             serial = ((c << 11) | ind.serial) & 0x3FFFFF
             insts: dict[int, str] = {}
-            for inst in ind.instances:
-                insts.setdefault(inst.internal, inst.name.decode("utf-8", "replace"))
+            entries = [(inst.internal, inst.name.decode("utf-8", "replace")) for inst in ind.instances]
+            for k, v in entries:
+                insts.setdefault(k, v)
             one, hlp = _text(data, ind.shorttext), _text(data, ind.helptext)
             existing = indoms.get(serial)
             if existing is not None:
@@ -240,6 +268,8 @@ def build(
                 hlp if isinstance(hlp, str) else None,
                 lab(indom_pred, 0x04),
                 inst_labels,
+                ind.serial,
+                entries if len(entries) != len(insts) else None,
             )
 
         def cluster_pred(f: int, i: int, n: int, c: int = c) -> bool:

@@ -24,6 +24,7 @@ import structlog
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed_values, read_values
+from pmda_py.pcpversion import parse, pcp_version
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.table import (
     Columns,
@@ -48,6 +49,11 @@ _CONTROL_HELP = {
         "Writing anything other then 0 to this metric will result in\nre-reading directory and re-mapping files.\n",
     ),
     "debug": ("Debug flag", "See pmdbg(1).  pmstore into this metric to change the debug value.\n"),
+    "debug7": (
+        "Debug options",
+        "See pmdbg(1).  pmstore into this metric to change the debug option(s)\n\n"
+        "Note that if this PMDA is installed as a DSO agent, the debug options\nare shared with pmcd(1)\n",
+    ),
     "files": ("Memory mapped file count", "Count of currently mapped and exported statistics files.\n"),
     "metrics": (
         "Memory mapped metric count",
@@ -72,6 +78,10 @@ def _uids(spec: str) -> set[int] | None:
             except KeyError:
                 log.warning("mmv_unknown_user", user=item)
     return out
+
+
+def _installed_pcp() -> tuple[int, int, int]:
+    return pcp_version()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -139,17 +149,22 @@ class MmvTable(Table):
         compat: str = "0",
         prefix_files: str = "1",
         allowed_users: str = "",
+        pcp_version: str = "",
         **_options: str,
     ) -> None:
         """``allowed_users``: comma-separated user names or uids whose files
         are read; others are skipped with a log line (empty: any owner, as
-        pmdammv, which checks nothing)."""
+        pmdammv, which checks nothing).  ``pcp_version``: the pmdammv to
+        imitate (default: the installed PCP's, from pcp.conf): 7.0 added
+        ``control.metrics``, made ``control.debug`` a STRING (the pmdbg option
+        names) and answers indom help text."""
         self.dir = dir or os.path.join(pcp_conf()["PCP_TMP_DIR"], "mmv")
         self.allowed_uids = _uids(allowed_users)
         self.compat = compat not in ("0", "", "no", "false")
+        self.pcp7 = (parse(pcp_version) if pcp_version else _installed_pcp()) >= (7, 0, 0)
         self.prefix_files = prefix_files not in ("0", "no", "false")
         self.reload_flag = 0
-        self.debug = 0
+        self.debug: int | str = "" if self.pcp7 else 0
         self.export = Export([], {}, {}, 0, False, [])
         self._metrics: list[Metric] = []
         self._indoms: dict[int, InDom] = {}
@@ -158,6 +173,7 @@ class MmvTable(Table):
         self._packed: dict[int, tuple[int, int, Any]] = {}
         self._plan: _PackedPlan | None = None
         self._files: dict[str, tuple[str, int, int, int]] = {}  # name -> (path, g1, flags, pid)
+        self._heads: dict[str, bytes] = {}  # name -> header and TOC as scanned
         self._dir_state: tuple[int, int] | None = None
         self._sticky: dict[str, int] = {}
         self._control()
@@ -166,13 +182,13 @@ class MmvTable(Table):
 
     # ------------------------------------------------------------ control
     def _control(self) -> None:
-        def ctl(name: str, item: int, writable: bool = False) -> Metric:
-            one, hlp = _CONTROL_HELP[name]
+        def ctl(name: str, item: int, writable: bool = False, text: str = "", t: int = PmType.I32) -> Metric:
+            one, hlp = _CONTROL_HELP[text or name]
             return Metric(
                 f"control.{name}",
                 cluster=0,
                 item=item,
-                type=PmType.I32,
+                type=t,
                 sem=PmSem.INSTANT,
                 oneline=one,
                 help=hlp,
@@ -180,15 +196,20 @@ class MmvTable(Table):
             )
 
         self.c_reload = ctl("reload", 0, True)
-        self.c_debug = ctl("debug", 1, True)
+        if self.pcp7:
+            self.c_debug = ctl("debug", 1, True, "debug7", PmType.STRING)
+        else:
+            self.c_debug = ctl("debug", 1, True)
         self.c_files = ctl("files", 2)
         self.c_metrics = ctl("metrics", 3)
 
     # -------------------------------------------------------------- scan
     def metrics(self) -> Sequence[Metric]:
         self.check()
-        # drop-in mode shows 6.0.3's control metrics only (control.metrics is 7.x's)
-        control = [self.c_reload, self.c_debug, self.c_files] + ([] if self.compat else [self.c_metrics])
+        # drop-in mode: 6.x's pmdammv has no control.metrics (7.0 added it)
+        control = [self.c_reload, self.c_debug, self.c_files] + (
+            [] if self.compat and not self.pcp7 else [self.c_metrics]
+        )
         return [*control, *self._metrics]
 
     def indoms(self) -> Sequence[InDom]:
@@ -266,14 +287,19 @@ class MmvTable(Table):
         self._sticky.update(export.clusters)
         self.export = export
         self._files = {}
+        self._heads = {}
         for img in images:
             if img.name in export.clusters:
                 (g1,) = struct.unpack_from("=Q", img.data, 8)
                 flags, pid = struct.unpack_from("=Ii", img.data, 28)
                 self._files[img.name] = (os.path.join(self.dir, img.name), g1, flags, pid)
+                (tocs,) = struct.unpack_from("=i", img.data, 24)
+                self._heads[img.name] = img.data[: 40 + 16 * max(tocs, 0)]
         self._indoms = {}
         for serial, ei in export.indoms.items():
-            self._indoms[serial] = InDom(serial, dict(ei.instances), oneline=ei.oneline, help=ei.help)
+            one, hlp = self._indom_text(serial)
+            listing = tuple(ei.listing) if ei.listing is not None else None  # a repeated id: pmdammv lists each
+            self._indoms[serial] = InDom(serial, dict(ei.instances), oneline=one, help=hlp, listing=listing)
         self._metrics = []
         self._by_metric = {}
         self._ordered = {}
@@ -291,8 +317,9 @@ class MmvTable(Table):
                     sem=em.sem,
                     units=em.units,
                     indom=ind,
-                    oneline=em.oneline if isinstance(em.oneline, str) else None,
-                    help=em.help if isinstance(em.help, str) else None,
+                    oneline=em.oneline,  # an int: pmdammv's error (PM_ERR_PMID for NOSUPPORT)
+                    help=em.help,
+                    keep_sem=True,  # a NOSUPPORT metric keeps the file's semantics, as in pmdammv
                 )
             except ValueError as err:
                 log.warning("mmv_metric_refused", file=em.file, metric=em.name, error=str(err))
@@ -313,6 +340,18 @@ class MmvTable(Table):
         self.reload_flag = 1 if export.reload else 0
         self.generation += 1
         log.info("mmv_scan", dir=self.dir, files=export.files, metrics=len(self._metrics))
+
+    def _indom_text(self, serial: int) -> tuple[str | int | None, str | int | None]:
+        """pmdammv's indom help: 6.x answers none (PM_ERR_TEXT); 7.x looks
+        the indom's 22-bit PCP serial up among the serials as the files wrote
+        them (mmv_lookup_stat_indom), so only a file serial equal to it finds
+        text, and no match is PM_ERR_INDOM."""
+        if not self.pcp7:
+            return None, None
+        for ei in self.export.indoms.values():
+            if ei.file_serial == serial:
+                return ei.oneline, ei.help
+        return PmErr.INDOM, PmErr.INDOM
 
     def mmv_metric(self, m: Metric) -> ExportMetric | None:
         return self._by_metric.get(id(m))
@@ -378,10 +417,18 @@ class MmvTable(Table):
             return None
         try:
             with open(entry[0], "rb") as f:
-                return f.read()  # a private copy: truncation under us cannot fault
+                data = f.read()  # a private copy: truncation under us cannot fault
         except OSError as err:
             log.warning("mmv_file_unreadable", file=name, error=err.strerror)
             return None
+        head = self._heads.get(name, b"")
+        if not data.startswith(head):
+            # another layout under the same name and generation (writers in one
+            # second share one): the scanned offsets no longer apply
+            log.info("mmv_file_changed", file=name)
+            self._dir_state = None  # rescan before the next request
+            return None
+        return data
 
     def _values(self, m: Metric, em: ExportMetric, img: bytes) -> Any:
         if em.type == PmType.NOSUPPORT:
@@ -424,7 +471,7 @@ class MmvTable(Table):
         if request.metric is self.c_reload:
             self.reload_flag = int(value)
         elif request.metric is self.c_debug:
-            self.debug = int(value)
+            self.debug = str(value) if self.pcp7 else int(value)
         else:
             raise PmdaError(code=PmErr.PERMISSION)
 

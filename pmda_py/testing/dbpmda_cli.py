@@ -33,6 +33,7 @@ import trio
 
 from pmda_py.errors import PmErr, WireFormatError, errstr
 from pmda_py.namespace import Namespace, PmnsError, load
+from pmda_py.pcpversion import pcp_version
 from pmda_py.pmapi import (
     DYNAMIC_PMID,
     PM_IN_NULL,
@@ -675,6 +676,8 @@ class DbpmdaSession:
             if w in ("all", "none") or re.fullmatch(r"-\d+", w) or toks[k][0] != "WORD":
                 raise _ParseError("syntax error", k)
             if w.isdigit():
+                if pcp_version() >= (7, 0, 0):  # 7.x's pmSetDebug takes no numeric flags
+                    raise _ParseError(f"Bad debug flag ({w})", k)
                 value = int(w)
                 if value < 1 << 31:  # atoi() of a bigger one: no flags, as observed
                     self.debug |= {f for b, f in _DEBUG_BITS.items() if value >> b & 1}

@@ -85,8 +85,12 @@ def simple_cache(env: dict[str, str]) -> Path:
 class PrivatePmcd:
     """pmcd on its own port, config, PMNS, run dir and log; stopped by pid."""
 
-    def __init__(self, root: Path, agents: list[str], pmns: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, agents: list[str], pmns: str, env: dict[str, str] | None = None, debug: str = ""
+    ) -> None:
+        """``debug``: pmcd's ``-D`` options (e.g. ``pdu``), logged to ``pmcd.log``."""
         self.root = root
+        self.debug = debug
         self.port = free_port()
         self.conf = root / "pmcd.conf"
         self.pmns = root / "root"
@@ -116,7 +120,8 @@ class PrivatePmcd:
         exit (:func:`kill_leftovers`), whatever happens to the test."""
         self.proc = subprocess.Popen(
             [PMCD, "-f", "-A", "-i", "127.0.0.1", "-p", str(self.port), "-s", str(self.sock), "-c", str(self.conf),
-             "-n", str(self.pmns), "-l", str(self.log), "-t", "10", "-q", "10"],
+             "-n", str(self.pmns), "-l", str(self.log), "-t", "10", "-q", "10",
+             *(["-D", self.debug] if self.debug else [])],
             env=self.env, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip

@@ -64,6 +64,11 @@ async def _export(pmda: PmdaClient) -> dict[str, Any]:
             entry[f"labels{int(level)}"] = [s.json for s in (await pmda.label(p, level)).sets]
         if d.indom != 0xFFFFFFFF:
             entry["instances"] = [(e.inst, e.name) for e in await pmda.instance(d.indom)]
+            for kind in (TextType.ONELINE, TextType.HELP):  # 6.x: PM_ERR_TEXT; 7.x looks it up
+                try:
+                    entry[f"indomtext{int(kind)}"] = await pmda.text(d.indom, kind | TextType.INDOM)
+                except PmdaReplyError as err:
+                    entry[f"indomtext{int(kind)}"] = err.pm_code
         entry["values"] = (await pmda.fetch_values([name]))[name]
         if isinstance(entry["values"], Exception):
             entry["values"] = repr(entry["values"])
@@ -105,3 +110,113 @@ def test_pminfo_identical_under_pmcd(tmp_pcp: Path) -> None:
         pmcd.stop()
     assert "mmv.app.m1" in ref and 'inst [0 or "inst0"]' in ref
     assert ours == ref
+
+
+def _write_case(options: list[str]) -> Path:
+    require_pcp()
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvcase-"))
+    root.chmod(0o755)  # pmdammv drops to the pcp user
+    (root / "mmv").mkdir(mode=0o755)
+    writer = ["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py")]
+    subprocess.run([*writer, str(root / "mmv" / "cases"), "--metrics", "3", "--instances", "3", "--cluster", "5",
+                    "--name", "cases", *options], check=True, capture_output=True)  # fmt: skip
+    (root / "mmv" / "cases").chmod(0o644)
+    return root
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--nosupport"],
+        ["--dup-instances"],
+    ],
+    ids=["nosupport", "dup_instances"],
+)
+async def test_fidelity_cases_match_pmdammv(options: list[str]) -> None:
+    """Files pmdammv exports in its own way: a NOSUPPORT metric (semantics
+    from the file, PM_ERR_PMID for its help), an indom listing one instance
+    id twice; written by libpcp_mmv, compared live with the installed pmdammv."""
+    root = _write_case(options)
+    try:
+        env = {"PCP_TMP_DIR": str(root)}
+        async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
+            theirs = await _export(ref)
+        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        async with open_pipe_pmda(cmd, env=env) as pmda:
+            ours = await _export(pmda)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert any(n.startswith("mmv.cases.") for n in theirs), theirs.keys()
+    assert set(ours) == set(theirs)
+    for name in theirs:
+        assert ours[name] == theirs[name], name
+
+
+#: label payloads patched into a copy of the corpus file qa_v3_labels.mmv:
+#: (payload as libpcp_mmv wrote it, replacement of at most 243 bytes)
+LABEL_PATCHES = {
+    "exponent": [(b'{"indom_label":42.001}', b'{"indom_label":1E+3}'),
+                 (b'{"metric_label":null}', b'{"metric_label":-0.50e-2}')],
+    "object": [(b'{"item_label3":{"a":1}}', b'{"item_label3":{"a":1,"b":[2,{"c":3}]}}'),
+               (b'{"item_label1":true}', b'{"item_label1":{"x":{"y":"z"}},"plain":7}')],
+}  # fmt: skip
+
+
+def _labels_detail(sets: Any) -> list[Any]:
+    return [(s.inst, s.json, [(lb.name, lb.namelen, lb.flags, lb.value, lb.valuelen) for lb in s.labels]) for s in sets]
+
+
+async def _label_export(pmda: PmdaClient) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in sorted(await pmda.traverse("mmv")):
+        p = await pmda.pmid(name)
+        d = await pmda.desc(p)
+        for level in (LabelType.CLUSTER, LabelType.ITEM):
+            out[f"{name} {level!r}"] = _labels_detail((await pmda.label(p, level)).sets)
+        if d.indom != 0xFFFFFFFF:
+            for level in (LabelType.INDOM, LabelType.INSTANCES):
+                out[f"{name} {level!r}"] = _labels_detail((await pmda.label(d.indom, level)).sets)
+    return out
+
+
+def _write_patched(case: str) -> Path:
+    require_pcp()
+    data = (REPO / "tests" / "data" / "mmv" / "qa_v3_labels.mmv").read_bytes()
+    for old, new in LABEL_PATCHES[case]:
+        assert data.count(old) == 1 and len(new) < 244, old
+        data = data.replace(old, new + b"\0" * (len(old) - len(new)) if len(new) < len(old) else new, 1)
+        if len(new) > len(old):  # the payload field is 244 bytes, NUL-padded: drop the NULs we pushed along
+            at = data.index(new) + len(new)
+            data = data[:at] + data[at + len(new) - len(old) :]
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvlabel-"))
+    root.chmod(0o755)
+    (root / "mmv").mkdir(mode=0o755)
+    (root / "mmv" / "labels").write_bytes(data)
+    (root / "mmv" / "labels").chmod(0o644)
+    return root
+
+
+@pytest.mark.parametrize("case", [
+    "exponent",
+    pytest.param("object", marks=pytest.mark.xfail(strict=True, reason=(
+        "libpcp's label parser on a value that is an object: inner names lose their middle parts, members after "
+        "it stay in the JSON text but not in the label index, array members leak in; not imitated yet"))),
+])  # fmt: skip
+async def test_label_texts_match_pmdammv(case: str) -> None:
+    """Label values written as any valid JSON text (exponent forms, objects):
+    pmdammv's LABEL replies, JSON text and label index, byte for byte."""
+    root = _write_patched(case)
+    try:
+        env = {"PCP_TMP_DIR": str(root)}
+        async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
+            theirs = await _label_export(ref)
+        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        async with open_pipe_pmda(cmd, env=env) as pmda:
+            ours = await _label_export(pmda)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    texts = b"".join(s[1] for sets in theirs.values() for s in sets)
+    assert b"1E+3" in texts or b"plain" in texts, theirs  # the patched payloads were read
+    assert ours.keys() == theirs.keys()
+    for k in theirs:
+        assert ours[k] == theirs[k], k

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from pmda_py.errors import PmdaError
 from pmda_py.tables.mmv import MmvTable
 from pmda_py.testing.harness import open_table_pmda
-from tests.mmv.corpus import MMV
+from tests.mmv.corpus import MMV, RECORDED_WITH
 
 MALFORMED = MMV / "malformed"
 
@@ -51,7 +51,7 @@ async def _our_view(mmv: Path, tmp: Path) -> tuple[int, int, int, int]:
     d = tmp / "mmv"
     d.mkdir()
     shutil.copy(mmv, d / f"rs_{mmv.stem}")
-    table = MmvTable(dir=str(d), compat="1")
+    table = MmvTable(dir=str(d), compat="1", pcp_version=RECORDED_WITH)
     async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
         names = [n for n in await pmda.traverse("mmv") if not n.startswith("mmv.control.")]
         with_values = 0
