@@ -195,6 +195,19 @@ class Dispatcher:
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
+        #: request PDU type -> its handler (the session hands out only these)
+        self._routes: dict[int, Callable[[Request, Any], Awaitable[Pdu]]] = {
+            PduType.FETCH: self._fetch,
+            PduType.DESC_REQ: self._desc,
+            PduType.INSTANCE_REQ: self._instance,
+            PduType.TEXT_REQ: self._text,
+            PduType.RESULT: self._store,
+            PduType.LABEL_REQ: self._label,
+            PduType.PMNS_TRAVERSE: self._traverse,
+            PduType.PMNS_CHILD: self._children,
+            PduType.PMNS_NAMES: self._pmns_names,
+            PduType.PMNS_IDS: self._pmns_ids,
+        }
         for m in self.mounts:
             if m.prefix and not all(p.isidentifier() for p in m.prefix.split(".")):
                 raise ConfigError(f"table {m.name or type(m.table).__name__}: bad mount point {m.prefix!r}")
@@ -342,34 +355,20 @@ class Dispatcher:
         self._refresh_index()
         kind = PduType(pdu.pdu_type).name
         self.stats.count(kind)
+        route = self._routes.get(pdu.pdu_type)
+        if route is None:  # the session passes only request types: a bug if reached
+            return ErrorPdu(PmErr.IPC)
         try:
-            if isinstance(pdu, FetchPdu):
-                return await self._fetch(event, pdu)
-            if isinstance(pdu, DescReqPdu):
-                return self._desc(pdu)
-            if isinstance(pdu, InstanceReqPdu):
-                return await self._instance(pdu)
-            if isinstance(pdu, TextReqPdu):
-                return self._text(pdu)
-            if isinstance(pdu, ResultPdu):
-                return await self._store(event, pdu)
-            if isinstance(pdu, LabelReqPdu):
-                return _label_fits(await self._label(event, pdu))
-            if isinstance(pdu, PmnsTraversePdu):
-                return self._traverse(pdu)
-            if isinstance(pdu, PmnsChildPdu):
-                return self._children(pdu)
-            if isinstance(pdu, PmnsNamesPdu):
-                return self._pmns_names(pdu)
-            if isinstance(pdu, PmnsIdsPdu):
-                return self._pmns_ids(pdu)
+            return await route(event, pdu)
         except PmdaError as err:
             return ErrorPdu(err.pm_code)
-        return ErrorPdu(PmErr.IPC)
+
+    async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
+        return _label_fits(await self._label_reply(event, pdu))
 
     # ---------------------------------------------------------------- DESC
 
-    def _desc(self, pdu: DescReqPdu) -> Pdu:
+    async def _desc(self, event: Request, pdu: DescReqPdu) -> Pdu:
         found = self._by_pmid.get(pdu.pmid)
         if found is None:
             return ErrorPdu(PmErr.PMID)
@@ -377,7 +376,7 @@ class Dispatcher:
 
     # --------------------------------------------------------------- FETCH
 
-    async def _fetch(self, event: Request, pdu: FetchPdu) -> EncodedReply | ErrorPdu:
+    async def _fetch(self, event: Request, pdu: FetchPdu) -> Pdu:
         t0 = time.perf_counter()
         context, profile, attributes = event.context, event.profile, event.attributes
         wanted: dict[int, tuple[Mount, list[Metric]]] = {}
@@ -566,7 +565,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------ INSTANCE
 
-    async def _instance(self, pdu: InstanceReqPdu) -> Pdu | EncodedReply:
+    async def _instance(self, event: Request, pdu: InstanceReqPdu) -> Pdu:
         found = self._by_indom.get(pdu.indom)
         if found is None:
             return ErrorPdu(PmErr.INDOM)
@@ -601,7 +600,7 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- TEXT
 
-    def _text(self, pdu: TextReqPdu) -> Pdu:
+    async def _text(self, event: Request, pdu: TextReqPdu) -> Pdu:
         text: str | int | None = None
         oneline = bool(pdu.type & TextType.ONELINE)
         if pdu.type & TextType.INDOM:
@@ -666,7 +665,7 @@ class Dispatcher:
             merged.update(m.table.domain_labels)
         return merged or {"agent": self.name}
 
-    async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
+    async def _label_reply(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         t = pdu.type & 0x3F
         if t == LabelType.INSTANCES:
             found_i = self._by_indom.get(pdu.ident)
@@ -725,7 +724,7 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- PMNS
 
-    def _pmns_names(self, pdu: PmnsNamesPdu) -> Pdu:
+    async def _pmns_names(self, event: Request, pdu: PmnsNamesPdu) -> Pdu:
         if len(pdu.names) != 1:
             return ErrorPdu(PmErr.IPC)
         node = self._pmns.node(pdu.names[0])
@@ -733,7 +732,7 @@ class Dispatcher:
             return ErrorPdu(PmErr.NAME)
         return PmnsIdsPdu((node.pmid,), 0)
 
-    def _pmns_ids(self, pdu: PmnsIdsPdu) -> Pdu:
+    async def _pmns_ids(self, event: Request, pdu: PmnsIdsPdu) -> Pdu:
         if len(pdu.pmids) != 1:
             return ErrorPdu(PmErr.IPC)
         names = self._pmns.names(pdu.pmids[0])
@@ -741,7 +740,7 @@ class Dispatcher:
             return ErrorPdu(PmErr.PMID)
         return PmnsNamesPdu(tuple(names))
 
-    def _children(self, pdu: PmnsChildPdu) -> Pdu:
+    async def _children(self, event: Request, pdu: PmnsChildPdu) -> Pdu:
         node = self._pmns.node(pdu.name)
         if node is None or not pdu.name:
             return ErrorPdu(PmErr.NAME)
@@ -752,7 +751,7 @@ class Dispatcher:
             return PmnsNamesPdu(names, tuple(0 if c.is_leaf else 1 for _, c in kids))
         return PmnsNamesPdu(names)
 
-    def _traverse(self, pdu: PmnsTraversePdu) -> Pdu:
+    async def _traverse(self, event: Request, pdu: PmnsTraversePdu) -> Pdu:
         node = self._pmns.node(pdu.name)
         if node is None or not pdu.name:
             return ErrorPdu(PmErr.NAME)
