@@ -13,17 +13,16 @@ Runtime-neutral: no trio here (the daemon supplies the Runner).
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
-from array import array
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Callable, Protocol, TypeVar
 
-import attrs
 import structlog
 
+from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, includes_all, store_value
+from pmda_py.dispatch.mounts import ConfigError, Mount, MountIndex
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename, errstr
 from pmda_py.namespace import Namespace, Node
 from pmda_py.pmapi import (
@@ -33,7 +32,6 @@ from pmda_py.pmapi import (
     TextType,
     pmid_cluster,
     pmid_domain,
-    pmid_str,
 )
 from pmda_py.session import BadRequest, Request
 from pmda_py.stats import PmdaStats
@@ -53,7 +51,6 @@ from pmda_py.wire import (
     DescReqPdu,
     EncodedPdu,
     ErrorPdu,
-    EventArray,
     FetchPdu,
     InstanceEntry,
     InstancePdu,
@@ -101,12 +98,6 @@ class TableTimeout(PmdaError):
     code = PmErr.AGAIN
 
 
-class ConfigError(PmdaError):
-    """The tables cannot be mounted together (collisions, bad names)."""
-
-    code = PmErr.GENERIC
-
-
 class Runner(Protocol):
     """**Protocol:** runs table coroutines under deadlines (the daemon's trio side)."""
 
@@ -134,19 +125,6 @@ EncodedReply = EncodedPdu
 
 #: the dispatcher's counters (the name this module exported before pmda_py.stats)
 DispatchStats = PmdaStats
-
-
-@attrs.define(eq=False)
-class Mount:
-    """A table mounted at ``prefix`` (the full name prefix, may be empty)."""
-
-    table: Table
-    prefix: str
-    name: str = ""
-    options: dict[str, str] = attrs.field(factory=dict)
-
-    def full(self, metric: Metric) -> str:
-        return f"{self.prefix}.{metric.name}" if self.prefix else metric.name
 
 
 class Dispatcher:
@@ -221,60 +199,12 @@ class Dispatcher:
         With ``strict`` (start-up) any collision is a ConfigError; later a
         colliding metric of a dynamic table is dropped with a log line.
         """
-        by_pmid: dict[int, tuple[Mount, Metric]] = {}
-        by_indom: dict[int, tuple[Mount, InDom]] = {}
-        cluster_owner: dict[int, Mount] = {}
-        pmns = Namespace()
-        by_name: dict[str, int] = {}
-
-        def problem(msg: str) -> None:
-            if strict:
-                raise ConfigError(msg)
-            log.error("table_collision", problem=msg)
-
-        for mount in self.mounts:
-            t = mount.table
-            tname = mount.name or type(t).__name__
-            for c in sorted(t.clusters()):
-                other = cluster_owner.get(c)
-                if other is not None and other is not mount:
-                    problem(f"tables {other.name or type(other.table).__name__} and {tname} both use cluster {c}")
-                    continue
-                cluster_owner[c] = mount
-            for ind in t.indoms():
-                ind.domain = self.domain
-                self._attach_cache(ind)
-                prev = by_indom.get(ind.id)
-                if prev is not None and prev[1] is not ind:
-                    problem(f"tables {prev[0].name} and {tname} both use indom serial {ind.serial}")
-                    continue
-                by_indom[ind.id] = (mount, ind)
-            for m in t.metrics():
-                if cluster_owner.get(m.cluster) is not mount:
-                    continue
-                p = m.pmid(self.domain)
-                if p in by_pmid:
-                    problem(f"{tname}: PMID {pmid_str(p)} declared twice ({m.name})")
-                    continue
-                if m.indom is not None and m.indom.id not in by_indom:
-                    m.indom.domain = self.domain
-                    self._attach_cache(m.indom)
-                    by_indom[m.indom.id] = (mount, m.indom)
-                full = mount.full(m)
-                if full in by_name:
-                    problem(f"{tname}: metric name {full} declared twice")
-                    continue
-                try:
-                    pmns.add(full, p)
-                except ValueError:
-                    problem(f"{tname}: metric name {full} clashes with a non-leaf or leaf of the same name")
-                    continue
-                by_pmid[p] = (mount, m)
-                by_name[full] = p
+        index = MountIndex.build(self.mounts, self.domain, strict=strict, prepare=self._attach_cache)
         old_names = set(self._by_name)
-        self._by_pmid, self._by_indom, self._pmns, self._by_name = by_pmid, by_indom, pmns, by_name
-        self._generations = [m.table.generation for m in self.mounts]
-        if old_names and old_names != set(by_name):
+        self._by_pmid, self._by_indom, self._pmns, self._by_name = (
+            index.by_pmid, index.by_indom, index.pmns, index.by_name)  # fmt: skip
+        self._generations = index.generations
+        if old_names and old_names != set(index.by_name):
             self.names_changed = True
 
     def context(self, mount: Mount) -> TableContext:
@@ -439,7 +369,7 @@ class Dispatcher:
         (no repeats, no unknown PMIDs) and the profile takes every instance."""
         if type(outcome) is not PackedFetch or len(metrics) != len(pdu.pmids) or list(outcome.metrics) != metrics:
             return None
-        if not all(_includes_all(profile, ind) for ind in outcome.indoms):
+        if not all(includes_all(profile, ind) for ind in outcome.indoms):
             return None
         cache = self._packed_cache
         if cache.get("pmids") != pdu.pmids:  # the table's token covers metrics, not our PMIDs
@@ -495,9 +425,9 @@ class Dispatcher:
             packed: Any = value.values
             if (
                 type(packed) is PackedColumn  # the packed fast path (e.g. MMV): values already encoded
-                and _PACKED_SIZE.get(metric.type) == packed.size
+                and PACKED_SIZE.get(metric.type) == packed.size
                 and len(value.insts) == len(packed)
-                and _includes_all(profile, metric.indom.id)
+                and includes_all(profile, metric.indom.id)
             ):
                 builder.add_fixed(p, metric.type, value.insts, packed)
                 return len(packed)
@@ -517,9 +447,9 @@ class Dispatcher:
                 insts: Sequence[int] = (PM_IN_NULL,)
                 vals: Sequence[Any] = (value,)
             else:
-                insts, vals = _columns(value)
+                insts, vals = columns(value)
                 ind = metric.indom.id
-                if not _includes_all(profile, ind):
+                if not includes_all(profile, ind):
                     if isinstance(vals, PackedColumn):
                         size = vals.size
                         vals = [vals.data[k * size : (k + 1) * size] for k in range(len(vals))]
@@ -530,7 +460,7 @@ class Dispatcher:
                         keep = [k for k, i in enumerate(insts) if profile.includes(ind, i)]
                         insts = [insts[k] for k in keep]
                         vals = [vals[k] for k in keep]
-            _check_range(metric.type, vals)
+            check_range(metric.type, vals)
             builder.add_values(p, metric.type, insts, vals)
             return len(insts)
         except (TypeError, ValueError, OverflowError, AttributeError) as err:
@@ -641,7 +571,7 @@ class Dispatcher:
                 elif v.inst not in metric.indom.instances:
                     return ErrorPdu(PmErr.INST)
                 try:
-                    values[v.inst] = _store_value(metric, vs.valfmt, v.value)
+                    values[v.inst] = store_value(metric, vs.valfmt, v.value)
                 except PmdaError as err:
                     return ErrorPdu(err.pm_code)
             requests.append((mount, StoreRequest(metric, values, context, attributes)))
@@ -795,107 +725,6 @@ def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[Any]]
 
 def _bind_store(table: Table, req: StoreRequest) -> Callable[[], Awaitable[None]]:
     return lambda: table.store(req)
-
-
-# types a PackedColumn can carry (DPTR blocks of fixed size), and that size
-_PACKED_SIZE: dict[int, int] = {PmType.I64: 8, PmType.U64: 8, PmType.DOUBLE: 8, PmType.FLOAT: 4}
-
-
-def _includes_all(profile: ProfilePdu, indom: int) -> bool:
-    if profile.g_state != 0:
-        return False
-    for e in profile.entries:
-        if e.indom == indom:
-            return e.state == 0 and not e.instances
-    return True
-
-
-def _columns(value: Any) -> tuple[Sequence[int], Sequence[Any]]:
-    if isinstance(value, Columns):
-        if len(value.insts) != len(value.values):
-            raise ValueError("Columns: insts and values differ in length")
-        return value.insts, value.values
-    if isinstance(value, Mapping):
-        return list(value.keys()), list(value.values())
-    if isinstance(value, (str, bytes, int, float)):
-        raise TypeError(f"a metric with an indom needs {{inst: value}}, got {type(value).__name__}")
-    pairs = list(value)
-    return [p[0] for p in pairs], [p[1] for p in pairs]
-
-
-_RANGES: dict[int, tuple[int, int]] = {
-    PmType.I32: (-(1 << 31), (1 << 31) - 1),
-    PmType.U32: (0, (1 << 32) - 1),
-    PmType.I64: (-(1 << 63), (1 << 63) - 1),
-    PmType.U64: (0, (1 << 64) - 1),
-}
-
-
-_ARRAY_CODES: dict[int, tuple[str, ...]] = {
-    PmType.I32: ("i", "l"),
-    PmType.U32: ("I", "L"),
-    PmType.I64: ("q",),
-    PmType.U64: ("Q",),
-    PmType.FLOAT: ("f",),
-    PmType.DOUBLE: ("d",),
-}
-
-
-def _check_range(type_: int, vals: Sequence[Any]) -> None:
-    if isinstance(vals, PackedColumn):
-        return  # already encoded for the type
-    if isinstance(vals, array) and vals.typecode in _ARRAY_CODES.get(type_, ()):
-        return  # a typed array of the metric's own type: in range by construction
-    rng = _RANGES.get(type_)
-    if rng is None or not vals:
-        if type_ in (PmType.FLOAT, PmType.DOUBLE):
-            for v in vals:
-                if not isinstance(v, (int, float)) or isinstance(v, bool):
-                    raise TypeError(f"{PmType(type_).name} value {v!r}")
-        elif type_ == PmType.STRING:
-            for v in vals:
-                if not isinstance(v, (str, bytes)):
-                    raise TypeError(f"STRING value {v!r}")
-        elif type_ in (PmType.EVENT, PmType.HIGHRES_EVENT):
-            for v in vals:
-                if not isinstance(v, EventArray):
-                    raise TypeError(f"event value {v!r}")
-        return
-    lo, hi = min(vals), max(vals)
-    if isinstance(lo, bool) or isinstance(hi, bool) or not isinstance(lo, int) or not isinstance(hi, int):
-        for v in vals:
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise TypeError(f"{PmType(type_).name} value {v!r} is not an int")
-    if lo < rng[0] or hi > rng[1]:
-        raise OverflowError(f"{PmType(type_).name} value out of range [{lo}, {hi}]")
-
-
-def _store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:
-    """Decode one stored value per the metric's type, and range-check it."""
-    t = metric.type
-    if t in (PmType.I32, PmType.U32):
-        if isinstance(value, ValueBlock):
-            raise PmdaError(code=PmErr.TYPE)
-        v: Any = value & 0xFFFFFFFF
-        if t == PmType.I32 and v & 0x80000000:
-            v -= 1 << 32
-    else:
-        if not isinstance(value, ValueBlock):
-            raise PmdaError(code=PmErr.TYPE)
-        if value.vtype != t and not (t == PmType.AGGREGATE_STATIC and value.vtype == PmType.AGGREGATE):
-            raise PmdaError(code=PmErr.TYPE)
-        try:
-            v = value.value()
-        except PmdaError:
-            raise PmdaError(code=PmErr.BADSTORE) from None
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        if metric.min is not None and v < metric.min:
-            raise PmdaError(code=PmErr.BADSTORE)
-        if metric.max is not None and v > metric.max:
-            raise PmdaError(code=PmErr.BADSTORE)
-        if isinstance(v, float) and math.isnan(v) and (metric.min is not None or metric.max is not None):
-            raise PmdaError(code=PmErr.BADSTORE)
-    return v
 
 
 def _label_fits(reply: Pdu) -> Pdu:

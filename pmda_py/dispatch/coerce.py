@@ -1,0 +1,120 @@
+"""Value coercion between tables and the wire: what a table returned for a
+metric (scalar, ``{inst: value}``, pairs, :class:`~pmda_py.table.Columns`)
+as instance and value columns, checked against the metric's type; and a
+stored value decoded per the metric's type and range."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pmda_py.errors import PmdaError, PmErr
+from pmda_py.pmapi import PmType
+from pmda_py.table import Columns, Metric
+from pmda_py.wire import EventArray, ProfilePdu, ValueBlock
+from pmda_py.wire.result import PackedColumn
+
+__all__ = ["PACKED_SIZE", "check_range", "columns", "includes_all", "store_value"]
+
+
+# types a PackedColumn can carry (DPTR blocks of fixed size), and that size
+PACKED_SIZE: dict[int, int] = {PmType.I64: 8, PmType.U64: 8, PmType.DOUBLE: 8, PmType.FLOAT: 4}
+
+
+def includes_all(profile: ProfilePdu, indom: int) -> bool:
+    if profile.g_state != 0:
+        return False
+    for e in profile.entries:
+        if e.indom == indom:
+            return e.state == 0 and not e.instances
+    return True
+
+
+def columns(value: Any) -> tuple[Sequence[int], Sequence[Any]]:
+    if isinstance(value, Columns):
+        if len(value.insts) != len(value.values):
+            raise ValueError("Columns: insts and values differ in length")
+        return value.insts, value.values
+    if isinstance(value, Mapping):
+        return list(value.keys()), list(value.values())
+    if isinstance(value, (str, bytes, int, float)):
+        raise TypeError(f"a metric with an indom needs {{inst: value}}, got {type(value).__name__}")
+    pairs = list(value)
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+_RANGES: dict[int, tuple[int, int]] = {
+    PmType.I32: (-(1 << 31), (1 << 31) - 1),
+    PmType.U32: (0, (1 << 32) - 1),
+    PmType.I64: (-(1 << 63), (1 << 63) - 1),
+    PmType.U64: (0, (1 << 64) - 1),
+}
+
+
+_ARRAY_CODES: dict[int, tuple[str, ...]] = {
+    PmType.I32: ("i", "l"),
+    PmType.U32: ("I", "L"),
+    PmType.I64: ("q",),
+    PmType.U64: ("Q",),
+    PmType.FLOAT: ("f",),
+    PmType.DOUBLE: ("d",),
+}
+
+
+def check_range(type_: int, vals: Sequence[Any]) -> None:
+    if isinstance(vals, PackedColumn):
+        return  # already encoded for the type
+    if isinstance(vals, array) and vals.typecode in _ARRAY_CODES.get(type_, ()):
+        return  # a typed array of the metric's own type: in range by construction
+    rng = _RANGES.get(type_)
+    if rng is None or not vals:
+        if type_ in (PmType.FLOAT, PmType.DOUBLE):
+            for v in vals:
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    raise TypeError(f"{PmType(type_).name} value {v!r}")
+        elif type_ == PmType.STRING:
+            for v in vals:
+                if not isinstance(v, (str, bytes)):
+                    raise TypeError(f"STRING value {v!r}")
+        elif type_ in (PmType.EVENT, PmType.HIGHRES_EVENT):
+            for v in vals:
+                if not isinstance(v, EventArray):
+                    raise TypeError(f"event value {v!r}")
+        return
+    lo, hi = min(vals), max(vals)
+    if isinstance(lo, bool) or isinstance(hi, bool) or not isinstance(lo, int) or not isinstance(hi, int):
+        for v in vals:
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"{PmType(type_).name} value {v!r} is not an int")
+    if lo < rng[0] or hi > rng[1]:
+        raise OverflowError(f"{PmType(type_).name} value out of range [{lo}, {hi}]")
+
+
+def store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:
+    """Decode one stored value per the metric's type, and range-check it."""
+    t = metric.type
+    if t in (PmType.I32, PmType.U32):
+        if isinstance(value, ValueBlock):
+            raise PmdaError(code=PmErr.TYPE)
+        v: Any = value & 0xFFFFFFFF
+        if t == PmType.I32 and v & 0x80000000:
+            v -= 1 << 32
+    else:
+        if not isinstance(value, ValueBlock):
+            raise PmdaError(code=PmErr.TYPE)
+        if value.vtype != t and not (t == PmType.AGGREGATE_STATIC and value.vtype == PmType.AGGREGATE):
+            raise PmdaError(code=PmErr.TYPE)
+        try:
+            v = value.value()
+        except PmdaError:
+            raise PmdaError(code=PmErr.BADSTORE) from None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if metric.min is not None and v < metric.min:
+            raise PmdaError(code=PmErr.BADSTORE)
+        if metric.max is not None and v > metric.max:
+            raise PmdaError(code=PmErr.BADSTORE)
+        if isinstance(v, float) and math.isnan(v) and (metric.min is not None or metric.max is not None):
+            raise PmdaError(code=PmErr.BADSTORE)
+    return v
