@@ -77,6 +77,9 @@ __all__ = [
 
 log = structlog.get_logger("pmda_py.dispatch")
 
+#: seconds a table's synchronous check() may take before it is logged as slow
+CHECK_BUDGET = 0.25
+
 _T = TypeVar("_T")
 
 _LITTLE = sys.byteorder == "little"
@@ -163,6 +166,8 @@ class Dispatcher:
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
+        #: tables with a check() of their own (the base one does nothing)
+        self._checked = [m for m in self.mounts if type(m.table).check is not Table.check]
         #: request PDU type -> its handler (the session hands out only these)
         self._routes: dict[int, Callable[[Request, Any], Awaitable[Pdu]]] = {
             PduType.FETCH: self._fetch,
@@ -267,11 +272,15 @@ class Dispatcher:
             self.stats.count("BAD")
             return ErrorPdu(event.code)
         pdu = event.pdu
-        for m in self.mounts:
+        for m in self._checked:
+            t0 = time.perf_counter()
             try:
                 m.table.check()
             except Exception as exc:
                 self._table_failed(m.name or type(m.table).__name__, "check", exc)
+            spent = time.perf_counter() - t0
+            if spent > CHECK_BUDGET:  # synchronous: it held every request up
+                log.warning("table_check_slow", table=m.name, seconds=round(spent, 3), budget=CHECK_BUDGET)
         self._refresh_index()
         kind = PduType(pdu.pdu_type).name
         self.stats.count(kind)

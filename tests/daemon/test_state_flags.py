@@ -4,6 +4,7 @@ answers."""
 
 from __future__ import annotations
 
+import time
 from array import array
 
 from pmda_py.pmapi import PmType
@@ -56,3 +57,40 @@ async def test_a_packed_fetch_of_the_wrong_array_type_falls_back() -> None:
     table.insts_type = "i"
     async with open_table_pmda(table, mount="f", domain=252) as pmda:
         assert (await pmda.fetch_values(["f.v"]))["f.v"] == {0: 7, 1: 8}
+
+
+class SlowCheck(Table):
+    """A dynamic table whose check() (run before every request) is slow."""
+
+    name = "s"
+    checks = 0
+
+    def __init__(self) -> None:
+        self.v = Metric("v", cluster=1, item=0, type=PmType.U32)
+
+    def check(self) -> None:
+        type(self).checks += 1
+        time.sleep(0.3)
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        return {self.v: 1}
+
+
+def test_only_tables_with_a_check_are_checked() -> None:
+    from pmda_py.daemon import TrioRunner
+    from pmda_py.dispatch import Dispatcher, Mount
+
+    d = Dispatcher(252, [Mount(Flaky(), "f", "f"), Mount(SlowCheck(), "s", "s")], TrioRunner())
+    assert [m.name for m in d._checked] == ["s"]
+
+
+async def test_a_slow_check_is_logged() -> None:
+    from structlog.testing import capture_logs
+
+    async with open_table_pmda(SlowCheck(), domain=252) as pmda:
+        SlowCheck.checks = 0
+        with capture_logs() as logs:
+            await pmda.desc(await pmda.pmid("s.v"))
+    assert SlowCheck.checks == 2  # the PMNS lookup and the DESC
+    slow = [e for e in logs if e["event"] == "table_check_slow"]
+    assert len(slow) == 2 and slow[0]["seconds"] >= 0.3 and slow[0]["table"] == "s"
