@@ -87,6 +87,6 @@ def test_examples_from_the_issue(tmp_path: Path) -> None:
     assert err.count("Error: syntax error") == 6
     assert "Error: Unknown metric name" not in err  # simple.color is in this PMNS: the error is the missing quotes
     assert "simple.color 42\n" + " " * 28 + "^ at or near here" in out
-    assert "PMID: 29.0.9999" in out and "pmInDom: 29.2" in out
+    assert "PMID: 29.0.783" in out  # 9999 in a 10-bit item field and "pmInDom: 29.2" in out
     # strtoul, then the cast to 32 bits
     assert "253.0.0: 1 -> 1215752191" in out
