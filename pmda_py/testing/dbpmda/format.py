@@ -10,10 +10,31 @@ import time
 from typing import Any
 
 from pmda_py.errors import WireFormatError
-from pmda_py.pmapi import PmDesc, PmType, PmUnits, indom_str
+from pmda_py.pmapi import (
+    DYNAMIC_PMID,
+    PM_ID_NULL,
+    PmDesc,
+    PmType,
+    PmUnits,
+    indom_str,
+    pmid_cluster,
+    pmid_domain,
+    pmid_item,
+)
 from pmda_py.wire import EventArray, ValFmt, ValueBlock
 
-__all__ = ["desc_lines", "format_units", "print_value", "time_of"]
+__all__ = ["desc_lines", "format_units", "pmid_str", "print_value", "time_of"]
+
+
+def pmid_str(p: int) -> str:
+    """libpcp's ``pmIDStr``: ``PM_ID_NULL``, ``C.*.*`` for the root of a
+    dynamic subtree (domain 511, item 0: the cluster is the PMDA's domain)."""
+    if p == PM_ID_NULL:
+        return "PM_ID_NULL"
+    if pmid_domain(p) == DYNAMIC_PMID and pmid_item(p) == 0:
+        return f"{pmid_cluster(p)}.*.*"
+    return f"{pmid_domain(p)}.{pmid_cluster(p)}.{pmid_item(p)}"
+
 
 ATTR_KEYS = {
     "protocol": 1, "securesockets": 2, "compress": 3, "userauth": 4, "username": 5, "authname": 6,

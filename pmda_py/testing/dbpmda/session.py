@@ -31,7 +31,6 @@ from pmda_py.pmapi import (
     pmid_cluster,
     pmid_domain,
     pmid_item,
-    pmid_str,
 )
 from pmda_py.testing.client import PmdaClient, _ProcessStream, connect_socket_pmda
 from pmda_py.testing.dbpmda.cvalues import c_strtod, c_strtol, c_strtoul, to_int, to_uint
@@ -44,6 +43,7 @@ from pmda_py.testing.dbpmda.format import (
     HELP_ORDER,
     TYPE_STR,
     desc_lines,
+    pmid_str,
     print_value,
     time_of,
 )
@@ -261,7 +261,9 @@ class DbpmdaSession:
         try:
             p = self.pmns.lookup(name)
         except KeyError:
-            raise ParseError(errstr(PmErr.NAME)) from None
+            node = self.pmns.node(name)
+            nonleaf = node is not None and not node.is_leaf
+            raise ParseError(errstr(PmErr.NONLEAF if nonleaf else PmErr.NAME)) from None
         if pmid_domain(p) == DYNAMIC_PMID and pmid_item(p) == 0 and self.client is not None:
             reply = await self._req(PmnsNamesPdu((name,)))
             if isinstance(reply, PmnsIdsPdu) and reply.pmids:
@@ -276,6 +278,9 @@ class DbpmdaSession:
         return pmid
 
     def profile_change(self, indom: int, add: bool, insts: list[int]) -> None:
+        """pmAddProfile / pmDelProfile."""
+        if indom == PM_INDOM_NULL and insts:
+            raise ParseError(errstr(PmErr.PROFILESPEC))
         if add:
             self.profile.add(indom, insts)
         else:
