@@ -47,16 +47,18 @@ if args.instances:
 metrics = []
 for item in range(1, args.metrics + 1):
     is_string = args.strings and item % 10 == 0
-    metrics.append(mmv.mmv_metric(
-        name=f"m{item}",
-        item=item,
-        typeof=cmmv.MMV_TYPE_STRING if is_string else cmmv.MMV_TYPE_U64,
-        semantics=cmmv.MMV_SEM_INSTANT if is_string else cmmv.MMV_SEM_COUNTER,
-        dimension=pmapi.pmUnits(0, 0, 0 if is_string else 1, 0, 0, 0),
-        indom=1 if args.instances else 0,
-        shorttext=f"metric {item}",
-        helptext=f"Benchmark metric number {item}.",
-    ))
+    metrics.append(
+        mmv.mmv_metric(
+            name=f"m{item}",
+            item=item,
+            typeof=cmmv.MMV_TYPE_STRING if is_string else cmmv.MMV_TYPE_U64,
+            semantics=cmmv.MMV_SEM_INSTANT if is_string else cmmv.MMV_SEM_COUNTER,
+            dimension=pmapi.pmUnits(0, 0, 0 if is_string else 1, 0, 0, 0),
+            indom=1 if args.instances else 0,
+            shorttext=f"metric {item}",
+            helptext=f"Benchmark metric number {item}.",
+        )
+    )
 values = mmv.MemoryMappedValues(args.name, flags=args.flags, cluster=args.cluster)
 values.add_indoms(indoms)
 values.add_metrics(metrics)

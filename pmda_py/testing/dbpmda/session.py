@@ -95,9 +95,14 @@ class _Profile:
     def delete(self, ind: int, insts: Sequence[int]) -> None:
         self._change(ind, insts, 1)  # no instances: EXCLUDE all
 
+    state = 0  # the context's global state: INCLUDE, or EXCLUDE after pmDelProfile(PM_INDOM_NULL, 0, NULL)
+
     def _change(self, ind: int, insts: Sequence[int], state: int) -> None:
         """Move ``insts`` towards ``state`` (0 INCLUDE, 1 EXCLUDE); the
         entry's list holds the exceptions to its own state."""
+        if ind == PM_INDOM_NULL and not insts:  # every indom: the global state, no entries
+            self.state, self.entries = state, {}
+            return
         e = self._entry(ind)
         if not insts:
             e[0], e[1] = state, []
@@ -107,7 +112,7 @@ class _Profile:
             e[1] += [i for i in insts if i not in e[1]]
 
     def pdu(self) -> ProfilePdu:
-        return ProfilePdu(0, 0, tuple(ProfileEntry(i, s, tuple(lst)) for i, (s, lst) in self.entries.items()))
+        return ProfilePdu(0, self.state, tuple(ProfileEntry(i, s, tuple(lst)) for i, (s, lst) in self.entries.items()))
 
 
 def parse_store_value(text: str, type_: int) -> int | float | str:
@@ -419,7 +424,7 @@ class DbpmdaSession:
         self.p(f"Getiname:               {'on' if self.getiname else 'off'}")
         self.p()
         entries = self.profile.entries
-        self.p(f"Dump Instance Profile state=INCLUDE, {len(entries)} profiles")
+        self.p(f"Dump Instance Profile state={'EXCLUDE' if self.profile.state else 'INCLUDE'}, {len(entries)} profiles")
         for k, (ind, (state, insts)) in enumerate(entries.items()):
             signed = ind - (1 << 32) if ind & 0x80000000 else ind
             self.p(f"\tProfile [{k}] indom={signed} [{indom_str(ind)}] state={'EXCLUDE' if state else 'INCLUDE'} "
