@@ -144,7 +144,7 @@ _TYPE_NAMES: dict[int, str] = {
     PmType.EVENT: "event record array", PmType.HIGHRES_EVENT: "highres event record array",
 }  # fmt: skip
 TYPE_STR = {  # pmTypeStr
-    -1: "NOSUPPORT", 0: "32", 1: "U32", 2: "64", 3: "U64", 4: "FLOAT", 5: "DOUBLE", 6: "STRING",
+    -1: "NO_SUPPORT", 0: "32", 1: "U32", 2: "64", 3: "U64", 4: "FLOAT", 5: "DOUBLE", 6: "STRING",
     7: "AGGREGATE", 8: "AGGREGATE_STATIC", 9: "EVENT", 10: "HIGHRES_EVENT", 255: "UNKNOWN",
 }  # fmt: skip
 _SEM = {1: "counter", 3: "instant", 4: "discrete"}
