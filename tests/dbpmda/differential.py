@@ -8,7 +8,7 @@ or our daemon serving the simple table) and compares stdout and stderr after
 masking what changes from run to run (addresses, pids, times).
 
 Used by tests/dbpmda/test_differential.py (a fixed corpus of seeds) and by
-scripts/dbpmda-diff (a longer random run with a report).
+scripts/dbpmda_diff.py (a longer random run with a report).
 """
 
 from __future__ import annotations

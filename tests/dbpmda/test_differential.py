@@ -2,7 +2,7 @@
 argument kinds, missing and extra tokens, odd spacing, comments, quotes) give
 the same transcript in real dbpmda 6.0.3 and ``pmda-py dbpmda``, driving
 PCP's pmdasample or our daemon (tests/dbpmda/differential.py).  A fixed
-corpus of seeds; scripts/dbpmda-diff runs random ones."""
+corpus of seeds; scripts/dbpmda_diff.py runs random ones."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
 report: scripts run, tracebacks, identical transcripts %, and the
 differences by category.
 
-    .venv/bin/python scripts/dbpmda-diff -n 500            # random seeds
-    .venv/bin/python scripts/dbpmda-diff -n 50 --seed 1000 --show 3
+    .venv/bin/python scripts/dbpmda_diff.py -n 500            # random seeds
+    .venv/bin/python scripts/dbpmda_diff.py -n 50 --seed 1000 --show 3
 
 Needs real PCP 6.0.3 (scripts/install-pcp).  Seeds are consecutive from
 --seed (default: random, printed), so any run can be repeated.
