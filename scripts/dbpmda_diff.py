@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.dbpmda.differential import Bed, Outcome  # noqa: E402
+from tests.dbpmda.differential import Bed, Outcome
 
 
 def _show(o: Outcome) -> None:
