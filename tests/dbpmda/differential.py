@@ -56,7 +56,11 @@ JUNK = ["extra", "42", "1.2", "1.2.3", '"str"', "'s'", ",", "=", "+", "$m", "-x"
         "#c", '"unterminated', "''", "0xzz", "1.2.x", "-"]  # fmt: skip
 
 
-_SETS_DEBUG = re.compile(r"-?(?:[0-9][0-9.xX]*|" + "|".join(DEBUG_FLAGS) + r")")
+_JUNK_CHARS = "abcdeflmnopqstx019.,-+=$#\"' \t@_/:?"
+_OPENS = ["open dso /nonexistent.so init 29", "open dso foo bar", "open socket unix /nonexistent",
+          "open socket inet 1", "open socket ipv6 1", "open pipe /nonexistent x", "open socket foo",
+          'open socket inet "nosuchservice"', "open socket", "open pipe", "open"]  # fmt: skip
+_SETS_DEBUG = re.compile(r"-?(?:[0-9][0-9.xX]*|all|" + "|".join(DEBUG_FLAGS) + r")")
 
 
 def _metric(r: random.Random, simple: bool) -> str:
@@ -143,6 +147,12 @@ def generate(seed: int, lines: int = 12, simple: bool | None = None) -> tuple[st
         k = r.random()
         if k < 0.04:
             out.append(r.choice(["", "# a comment", "   # indented comment", "\t"]))
+            continue
+        if k < 0.09:  # anything at all, from the characters that matter to the scanner
+            out.append("".join(r.choice(_JUNK_CHARS) for _ in range(r.randint(1, 30))).replace("wait", "w"))
+            continue
+        if k < 0.11:  # PMDAs that are not there
+            out.append(r.choice(_OPENS))
             continue
         toks = _valid(r, simple)
         if k >= 0.55:

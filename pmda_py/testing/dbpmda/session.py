@@ -141,6 +141,18 @@ def parse_store_value(text: str, type_: int) -> int | float | str:
     return value
 
 
+def _strerror(err: BaseException) -> str:
+    """strerror() of the errno under ``err`` (trio wraps failed attempts)."""
+    seen: list[BaseException] = [err]
+    while seen:
+        e = seen.pop(0)
+        if isinstance(e, OSError) and e.errno:
+            return os.strerror(e.errno)
+        seen += [x for x in (e.__cause__, e.__context__) if x is not None]
+        seen += list(getattr(e, "exceptions", ()))
+    return str(err)
+
+
 class _Feed:
     """The input lines: an iterator that may be given more after it ran dry."""
 
@@ -460,7 +472,12 @@ class DbpmdaSession:
         """pmda.c ``openpmda`` / ``open_unix_socket`` / ``open_inet_socket``."""
         if stmt.open_kind == "dso":
             self.out.flush()
-            self.err.write(f"opendso: DSO PMDAs are not supported by pmda-py dbpmda ({stmt.name})\n")
+            try:
+                await trio.Path(str(stmt.name)).stat()
+            except OSError as err:
+                self.err.write(f"opendso: {stmt.name}: {err.strerror}\n")
+            else:
+                self.err.write(f"opendso: DSO PMDAs are not supported by pmda-py dbpmda ({stmt.name})\n")
             return
         if stmt.open_kind == "pipe":
             fname, argv = str(stmt.name), stmt.args
@@ -503,7 +520,7 @@ class DbpmdaSession:
                     stream = await connect_socket_pmda(**{kind: stmt.port}, retry_for=0)  # type: ignore[arg-type]
             except (OSError, ValueError) as err:
                 self.out.flush()
-                self.err.write(f"opensocket: connect: {getattr(err, 'strerror', None) or err}\n")
+                self.err.write(f"opensocket: connect: {_strerror(err)}\n")
                 return
             label = f"socket {target}" if kind == "unix" else f"{kind} port {stmt.port}"
             await self.close()
