@@ -10,6 +10,7 @@ session goes on with the next line.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -470,6 +471,7 @@ class DbpmdaSession:
 
     async def _do_open(self, stmt: Stmt) -> None:
         """pmda.c ``openpmda`` / ``open_unix_socket`` / ``open_inet_socket``."""
+        self.profile_changed = True  # dbpmda.c: on every "open", whether it works or not
         if stmt.open_kind == "dso":
             self.out.flush()
             try:
@@ -505,16 +507,18 @@ class DbpmdaSession:
         else:
             kind = stmt.open_kind
             target = str(stmt.name) if kind == "unix" else str(stmt.port)
+            if kind == "unix" and self.connector is None:
+                try:
+                    await trio.Path(target).stat()
+                except OSError as err:
+                    self.out.flush()
+                    self.err.write(f"opensocket: {target}: {err.strerror}\n")
+                    return
+            await self.close()  # pmda.c: the old PMDA goes before the connect is tried
             try:
                 if self.connector is not None:
                     stream = await self.connector(kind, target)
                 elif kind == "unix":
-                    try:
-                        await trio.Path(target).stat()
-                    except OSError as err:
-                        self.out.flush()
-                        self.err.write(f"opensocket: {target}: {err.strerror}\n")
-                        return
                     stream = await connect_socket_pmda(unix=target, retry_for=0)
                 else:
                     stream = await connect_socket_pmda(**{kind: stmt.port}, retry_for=0)  # type: ignore[arg-type]
@@ -523,7 +527,6 @@ class DbpmdaSession:
                 self.err.write(f"opensocket: connect: {_strerror(err)}\n")
                 return
             label = f"socket {target}" if kind == "unix" else f"{kind} port {stmt.port}"
-            await self.close()
             self.client = PmdaClient(stream, timeout=None)
             self.p(f"Connect to PMDA on {label}")
             name = target if kind == "unix" else label
@@ -827,6 +830,20 @@ class DbpmdaSession:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             self.p("Error: __pmSendAuth() failed: Broken pipe")
 
+    async def _do_watch(self, stmt: Stmt) -> None:
+        """util.c ``watch``: ``system("xterm ... -e tail -f FILE &")``.  The
+        xterm is started without a shell; without one, the message sh gives."""
+        fname = str(stmt.name)
+        xterm = shutil.which("xterm")
+        if xterm is None:
+            self.out.flush()
+            self.err.write("sh: 1: xterm: not found\n")
+            self.err.flush()
+            return
+        argv = [xterm, "-hold", "-title", f"dbpmda watch {fname}", "-geom", "80x16", "-bg", "dodgerblue4",
+                "-e", "tail", "-f", fname]  # fmt: skip
+        await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+
     async def _do_namespace(self, stmt: Stmt) -> None:
         await self._namespace([str(stmt.name)])
 
@@ -839,7 +856,7 @@ _TIMED = frozenset(("DESC", "FETCH", "INSTANCE", "STORE", "INFO", "LABEL", "PMNS
 COMMANDS: dict[str, Handler] = {
     "EOL": DbpmdaSession._do_nothing,
     "DBG": DbpmdaSession._do_nothing,  # the parser's actions set the flags
-    "WATCH": DbpmdaSession._do_nothing,  # dbpmda starts an xterm tailing the file
+    "WATCH": DbpmdaSession._do_watch,
     "QUIT": DbpmdaSession._do_quit,
     "CLOSE": DbpmdaSession._do_close,
     "STATUS": DbpmdaSession._do_status,
