@@ -266,11 +266,9 @@ class DbpmdaSession:
                 return
             t0 = time.monotonic()
             await COMMANDS[stmt.kind](self, stmt)
-            if self.timer and stmt.kind in _TIMED and self.client is not None and self._timed_ok:
+            if self.timer and stmt.kind in _TIMED and self.client is not None:
                 self.p(f"Timer: {time.monotonic() - t0:f} seconds")
             self.out.flush()
-
-    _timed_ok = True
 
     # -- the grammar's actions (parser.Semantics)
     async def metric_by_name(self, name: str) -> int:
