@@ -15,7 +15,7 @@ __all__ = ["main"]
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("pmda_py.daemon", "run the PMDA daemon (as pmcd starts it from pmcd.conf)"),
-    "dbpmda": ("pmda_py.testing.dbpmda_cli", "drive a PMDA with dbpmda's command language"),
+    "dbpmda": ("pmda_py.testing.dbpmda.cli", "drive a PMDA with dbpmda's command language"),
     "pmns": ("pmda_py.installer", "write the PMNS fragment for the configured tables"),
     "help": ("pmda_py.installer", "write the help text source for the configured tables"),
     "demo": ("pmda_py.demo", "start the daemon with the built-in tables and drive it"),

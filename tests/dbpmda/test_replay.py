@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from pmda_py.namespace import Namespace, load
-from pmda_py.testing.dbpmda_cli import DbpmdaSession, _run
+from pmda_py.testing.dbpmda import DbpmdaSession, run_script
 from pmda_py.wire import PduReader
 from tests.conftest import PDUS
 
@@ -94,7 +94,7 @@ async def test_replay_matches_recorded_transcript(name: str) -> None:
         # the scripts name a proxy that only existed on the capture machine: make it "exist"
         script = re.sub(r"^open pipe \S+", "open pipe /bin/sh", script, count=1, flags=re.M)
         with trio.fail_after(30):  # a request the capture does not answer would hang
-            await _run(script.splitlines(keepends=True), session)
+            await run_script(script.splitlines(keepends=True), session)
         nursery.cancel_scope.cancel()
     assert fake.mismatches == []
     # dbpmda writes warnings to stderr; the recording interleaved them into the

@@ -1,0 +1,55 @@
+"""The command line of ``pmda-py dbpmda``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from pmda_py.namespace import Namespace, PmnsError, load
+from pmda_py.testing.dbpmda.session import DbpmdaSession, run_script
+
+__all__ = ["main"]
+
+DESCRIPTION = """\
+Drive a PMDA with PCP dbpmda's command language and print what dbpmda prints.
+
+Reads commands from stdin or a file: open pipe|socket, close, desc, fetch,
+instance, text, profile, store, children, traverse, pmid, name, label, attr,
+getdesc, getiname, timer, wait, namespace, debug, status, help, quit.
+Names resolve through a PMNS file (-n, default $PCP_VAR_DIR/pmns/root); names
+below a dynamic subtree are asked of the PMDA, as dbpmda does.  Normal output
+goes to stdout, warnings and errors to stderr, as dbpmda's do.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``pmda-py dbpmda``."""
+    p = argparse.ArgumentParser(prog="pmda-py dbpmda", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("-n", dest="pmns", help="PMNS file (default $PCP_VAR_DIR/pmns/root)")
+    p.add_argument("-e", dest="echo", action="store_true", help="echo input commands")
+    p.add_argument("-i", dest="interactive", action="store_true", help="interactive (prompt)")
+    p.add_argument("-f", dest="nodefault", action="store_true", help="do not load the default PMNS")
+    p.add_argument("script", nargs="?", help="command file (default stdin)")
+    ns = p.parse_args(list(argv or []))
+    pmns: Namespace | None = None
+    path = ns.pmns or os.path.join(os.environ.get("PCP_VAR_DIR", "/var/lib/pcp"), "pmns", "root")
+    if ns.pmns or (not ns.nodefault and os.path.exists(path)):
+        try:
+            pmns = load(path)
+        except PmnsError as err:
+            print(f"pmda-py dbpmda: cannot load namespace: {err}", file=sys.stderr)
+            return 1
+    if ns.script:
+        with open(ns.script, encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read()
+    else:
+        text = sys.stdin.read()
+    session = DbpmdaSession(sys.stdout, sys.stderr, pmns, echo=ns.echo)
+    session.interactive = ns.interactive
+    session.pmns_name = ns.pmns
+    return trio.run(run_script, text.splitlines(keepends=True), session)
