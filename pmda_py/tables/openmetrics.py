@@ -103,6 +103,12 @@ class _TooBig(Exception):
     pass
 
 
+class _HttpStatus(Exception):
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
 def _read_regular(path: str, limit: int) -> bytes:
     """At most ``limit`` bytes of a regular file (a FIFO or device would block)."""
     with open(path, "rb") as f:
@@ -393,6 +399,7 @@ class OpenMetricsTable(Table):
                              f"{self.timeout:g} s", code)  # fmt: skip
                 return
             except Exception as err:
+                code = err.code if isinstance(err, _HttpStatus) else code
                 self._status(src, f"failed to fetch URL or execute script {src.path}: {err}", code)
                 return
             src.fetch_ms += int(1000 * (time.monotonic() - t0))
@@ -429,7 +436,8 @@ class OpenMetricsTable(Table):
         async with self._client.stream("GET", url, headers=src.config.headers, timeout=self.timeout) as r:
             code = int(r.status_code)
             if code >= 400:
-                raise RuntimeError(f"{code} {r.reason_phrase} for url: {url}")
+                kind = "Client" if code < 500 else "Server"  # requests' raise_for_status() text
+                raise _HttpStatus(code, f"{code} {kind} Error: {r.reason_phrase} for url: {url}")
             size = int(r.headers.get("content-length") or 0)
             if size > limit:
                 raise _TooBig(f"document larger than {limit} bytes (Content-Length {size})")
