@@ -78,7 +78,8 @@ def sources(root: Path) -> Iterator[dict[str, str]]:
         doc.write_text('# TYPE static_bytes gauge\nstatic_bytes{dev="a"} 1\nstatic_bytes{dev="b"} 2\n')
         yield {
             "prom.app": f"{prom}\n",
-            "node": f"{node}\nFILTER: INCLUDE METRIC ^node_\nFILTER: EXCLUDE METRIC .*\nFILTER: OPTIONAL LABEL ^mountpoint$\n",
+            "node": f"{node}\nFILTER: INCLUDE METRIC ^node_\nFILTER: EXCLUDE METRIC .*\n"
+            "FILTER: OPTIONAL LABEL ^mountpoint$\n",
             "edge": f"{server.url('edge')}\nHEADER: X-Test: yes\n",
             "bad": f"{server.url('bad')}\n",
             "gone": f"{server.url('gone')}\n",
