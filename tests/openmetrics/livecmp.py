@@ -32,7 +32,7 @@ edge_total{kind="b",path="/y",} 6
 # TYPE edge_empty gauge
 edge_empty{} 3
 edge:colon:name 4
-# PCP5 pcp.disk.read u64 60.0.1 60.1 counter Kbyte
+# PCP5 pcp.disk.read 60.0.1 u64 60.1 counter Kbyte
 disk_read{instname="sda"} 10
 disk_read{instname="sdb"} 20
 # PCP ctx.switches counter count / sec
