@@ -28,7 +28,8 @@ class Route:
     body: bytes = b""
     status: int = 200
     delay: float = 0.0  #: seconds before the answer
-    endless: bool = False  #: send chunks forever
+    endless: bool = False  #: trickle a line every 50 ms, forever
+    firehose: bool = False  #: send chunks forever, as fast as possible
     silent: bool = False  #: never answer (hold the connection)
     hits: int = 0
 
@@ -58,15 +59,18 @@ class ControlledServer:
                     return
                 if route.delay:
                     server.stop_event.wait(route.delay)
-                if route.endless:
+                if route.endless or route.firehose:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/plain")
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                    chunk = b"x_total 1\n" * 1000
+                    chunk = b"x_total 1\n" * (1000 if route.firehose else 1)
                     try:
                         while not server.stop_event.is_set():
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                            self.wfile.flush()
+                            if route.endless:
+                                server.stop_event.wait(0.05)
                     except OSError:
                         pass
                     return

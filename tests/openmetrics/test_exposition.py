@@ -66,7 +66,7 @@ def _need_theirs() -> None:
 CORPUS = [
     "metric 1",
     "metric{} 1",
-    "metric {a=\"b\"} 2 1395066363000",
+    'metric {a="b"} 2 1395066363000',
     'm{a="1",b="2",} 3',
     'm{ a = "1" , b="2"} 3',
     'm{a="x\\"y\\\\z\\n"} 4',
@@ -76,13 +76,13 @@ CORPUS = [
     'm{a="1" b="2"} 8',
     "m{ 9",
     "m",
-    "m{a=\"1\"}",
+    'm{a="1"}',
     "ns:sub:metric_total +Inf",
     "m NaN",
     "m\t-1.5e-3\textra stuff",
     'm{a="}"} 1',
     'm{a="{"} 1',
-    'm{,} 1',
+    "m{,} 1",
     'm{a="1"}2',
 ]
 
@@ -123,7 +123,7 @@ def test_random_lines_match_pmdaopenmetrics(lines: list[str]) -> None:
     for line, want in zip(lines, expected):
         got = ours_parse(line)
         if want is None or got is None:
-            assert got is None and want is None or _their_lenience(line, want, got), (line, want, got)
+            assert (got is None and want is None) or _their_lenience(line, want, got), (line, want, got)
         else:
             assert got == want, line
 
@@ -137,8 +137,8 @@ def _their_lenience(line: str, want: object, got: object) -> bool:
 def test_document_blocks_and_first_error() -> None:
     doc = (
         "# HELP a_total Help for a.\\nMore.\n# TYPE a_total counter\na_total 1\n"
-        "# TYPE b gauge\nb{x=\"1\"} 2\n"
-        "# PCP5 disk.read 60.0.1 u64 60.1 counter Kbyte\nd{instname=\"sda\"} 3\n"
+        '# TYPE b gauge\nb{x="1"} 2\n'
+        '# PCP5 disk.read 60.0.1 u64 60.1 counter Kbyte\nd{instname="sda"} 3\n'
         "c 4\n"  # same block as d: keeps d's metadata, as pmdaopenmetrics does
         "bad{ 5\nnever 6\n"
     )
@@ -153,7 +153,7 @@ def test_document_blocks_and_first_error() -> None:
 
 def test_limits() -> None:
     lim = Limits(max_line=100, max_labels=3, max_label_value=10, max_samples=2)
-    assert parse_document("m{a=\"" + "x" * 200 + "\"} 1\n", lim).error is not None
+    assert parse_document('m{a="' + "x" * 200 + '"} 1\n', lim).error is not None
     with pytest.raises(ValueError, match="labels"):
         parse_sample_line('m{a="1",b="1",c="1",d="1"} 1', lim)
     with pytest.raises(ValueError, match="longer"):
@@ -182,7 +182,10 @@ def test_url_config() -> None:
                            "junk\n")  # fmt: skip
     assert cfg.url == "http://h:1/m"
     assert cfg.headers == {"Authorization": "Bearer x:y"}
-    assert [(a, k, r.pattern) for a, k, r in cfg.filters] == [("EXCLUDE", "METRIC", "^go_"), ("OPTIONAL", "LABEL", "^pid$")]
+    assert [(a, k, r.pattern) for a, k, r in cfg.filters] == [
+        ("EXCLUDE", "METRIC", "^go_"),
+        ("OPTIONAL", "LABEL", "^pid$"),
+    ]
     assert len(cfg.problems) == 2 and cfg.metadata[0][1][0] == "u64"
 
 
