@@ -160,6 +160,7 @@ class OpenMetricsTable(Table):
         self._client: Any = None
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
+        self._started = time.monotonic()
         self._refused: set[str] = set()
         self._refused_items: dict[int, set[int]] = {}
         self._control()
@@ -299,6 +300,7 @@ class OpenMetricsTable(Table):
         self.save_table(0, self.clusters_table)
         self.c_sources.set(self.clusters_table.instances())
         self._scope = trio.CancelScope()
+        self._started = time.monotonic()
         trio.lowlevel.spawn_system_task(self._run)
         with trio.move_on_after(max(0.0, min(self.deadline, 2.0) - 0.25)):
             await self._ready.wait()
@@ -357,7 +359,8 @@ class OpenMetricsTable(Table):
             self._first_round.discard(src.name)
             if not self._first_round and not self._ready.is_set():
                 self.rounds += 1
-                log.info("openmetrics_ready", sources=len(self.sources))
+                log.info("openmetrics_ready", sources=len(self.sources),
+                         first_round_s=round(time.monotonic() - self._started, 3))  # fmt: skip
                 self._ready.set()
 
     async def _source_loop(self, src: Source, scope: trio.CancelScope) -> None:

@@ -1,0 +1,259 @@
+"""OpenMetrics: ``pmda-py run --openmetrics-compat`` against PCP's
+pmdaopenmetrics on the same sources, in the same run.
+
+    .venv/bin/python bench/openmetrics.py                 # 100 sources x 100 metrics
+    .venv/bin/python bench/openmetrics.py --sources 1000  # the issue's size
+
+Starts loopback exposition servers (``--servers`` processes of Python's
+ThreadingHTTPServer, the sources spread over them; each document has 100
+metrics, 20 of them with 3 instances: 140 values), then for each agent a
+private pmcd with pmcd's default 5 s agent timeout (``-t 5``) and a client
+(PCP's Python bindings under /usr/bin/python3) that fetches every value
+of every source in one pmFetch, ``--fetches`` times, one per second.
+
+Reports per agent: time to ready (its first scrape round), fetch p50/max in
+ms, values per fetch (p50; fewer than sources x 140 means missing values),
+fetch errors (e.g. the agent timed out), scrapes per source over the fetch
+window, and the agent's RSS at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from pmda_py.tables.control import rss_kb  # noqa: E402
+from tests.integration.pcpbed import PMCD, PrivatePmcd  # noqa: E402
+
+THEIRS = "/var/lib/pcp/pmdas/openmetrics/pmdaopenmetrics.python"
+
+SERVER = textwrap.dedent(
+    r'''
+    import http.server, sys
+    port, first, count, seed = (int(a) for a in sys.argv[1:5])
+    docs = {}
+    for s in range(first, first + count):
+        lines = []
+        for m in range(100):
+            if m < 20:
+                lines.append(f"# HELP req{m}_total Requests of kind {m}.\n# TYPE req{m}_total counter")
+                for code in (200, 404, 500):
+                    lines.append(f'req{m}_total{{code="{code}",src="s{s}"}} {s * 1000 + m * 10 + code + seed}')
+            else:
+                lines.append(f"# HELP g{m}_bytes Gauge {m}.\n# TYPE g{m}_bytes gauge")
+                lines.append(f"g{m}_bytes {s + m + seed}.5")
+        docs[f"/s{s}"] = ("\n".join(lines) + "\n").encode()
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def log_message(self, *a):
+            pass
+        def do_GET(self):
+            body = docs.get(self.path)
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    class S(http.server.ThreadingHTTPServer):
+        request_queue_size = 1024
+        daemon_threads = True
+
+    S(("127.0.0.1", port), H).serve_forever()
+    '''
+)
+
+CLIENT = textwrap.dedent(
+    r'''
+    import json, subprocess, sys, time
+    from pcp import pmapi
+    import cpmapi as c
+    host, fetches = sys.argv[1], int(sys.argv[2])
+    ctx = pmapi.pmContext(c.PM_CONTEXT_HOST, host)
+    pr = subprocess.run(["pminfo", "-h", host, "openmetrics"], capture_output=True, text=True)
+    names = pr.stdout.split()
+    if not names:
+        sys.exit("pminfo: " + pr.stderr)
+    names = [n for n in names if not n.startswith("openmetrics.control.")]
+    from ctypes import c_uint
+    found = []
+    for k in range(0, len(names), 500):
+        found += [p for p in ctx.pmLookupName(names[k : k + 500], relaxed=1) if p != c.PM_ID_NULL]
+    pmids = (c_uint * len(found))(*found)
+    out = {"names": len(found), "ms": [], "values": [], "errors": []}
+    for k in range(fetches):
+        t0 = time.perf_counter()
+        try:
+            r = ctx.pmFetch(pmids)
+        except pmapi.pmErr as e:
+            out["ms"].append(1000 * (time.perf_counter() - t0))
+            out["values"].append(0)
+            out["errors"].append(str(e))
+            time.sleep(1)
+            continue
+        out["ms"].append(1000 * (time.perf_counter() - t0))
+        n = errs = 0
+        for i in range(r.contents.numpmid):
+            nv = r.contents.get_numval(i)
+            if nv > 0:
+                n += nv
+            elif nv < 0:
+                errs += 1
+        ctx.pmFreeResult(r)
+        out["values"].append(n)
+        if errs:
+            out["errors"].append(f"{errs} metrics answered an error")
+        time.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
+    json.dump(out, sys.stdout)
+    '''
+)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BenchPmcd(PrivatePmcd):
+    """A private pmcd with pmcd's default 5 s agent timeout."""
+
+    def start(self, wait_for: str = "pmcd.version") -> BenchPmcd:
+        self.proc = subprocess.Popen(
+            [PMCD, "-f", "-A", "-i", "127.0.0.1", "-p", str(self.port), "-s", str(self.sock), "-c", str(self.conf),
+             "-n", str(self.pmns), "-l", str(self.log), "-t", "5", "-q", "10"],
+            env=self.env, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.wait(wait_for, timeout=600)
+        return self
+
+
+def agent_pid(marker: str) -> int | None:
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker in (d / "cmdline").read_bytes().decode(errors="replace"):
+                    return int(d.name)
+            except OSError:
+                continue
+    return None
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+def run_agent(who: str, root: Path, urls: list[str], fetches: int) -> dict[str, object]:
+    cfg = root / "pmdas" / "openmetrics" / "config.d"
+    cfg.mkdir(parents=True)
+    for k, url in enumerate(urls):
+        (cfg / f"s{k:04d}.url").write_text(url + "\n")
+    var = root / "var"
+    (var / "config" / "pmda").mkdir(parents=True)
+    env = {"PCP_VAR_DIR": str(var), "PCP_PMDAS_DIR": str(root / "pmdas"), "PYTHONPATH": str(HERE.parent)}
+    if who == "pmdaopenmetrics":
+        cmd = f"/usr/bin/python3 {THEIRS} -c {cfg} -l {root}/agent.log"
+    else:
+        cmd = (f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
+               f"--state-dir {var}/config/pmda -l {root}/agent.log")  # fmt: skip
+    pmcd = BenchPmcd(root, [f"openmetrics 144 pipe binary notready {cmd}"], "root {\n    openmetrics\t144:*:*\n}\n",
+                     env=env)  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        pmcd.start(wait_for="openmetrics.control.calls")
+        ready = time.monotonic() - t0
+        pid = agent_pid(str(cfg))
+        calls0 = _calls(pmcd)
+        w0 = time.monotonic()
+        r = subprocess.run(["/usr/bin/python3", "-c", CLIENT, pmcd.host, str(fetches)], capture_output=True,
+                           text=True, timeout=600, env=pmcd.env)  # fmt: skip
+        window = time.monotonic() - w0
+        calls1 = _calls(pmcd)
+        if r.returncode:
+            raise RuntimeError(f"client failed: {r.stderr[-2000:]}")
+        out = json.loads(r.stdout)
+        rss = rss_kb(pid) if pid else 0
+        log = (root / "agent.log").read_text(errors="replace")
+        first = re.search(r"first_round_s=([\d.]+)", log)
+        return {
+            "ready_s": round(ready, 2),
+            "first_round_s": float(first.group(1)) if first else None,
+            "names": out["names"],
+            "fetch_p50_ms": round(pct(out["ms"], 0.5), 1),
+            "fetch_max_ms": round(max(out["ms"]), 1),
+            "values_p50": int(pct(out["values"], 0.5)),
+            "errors": sorted(set(out["errors"]))[:3],
+            "scrapes_per_source": round((calls1 - calls0) / max(1, len(urls)), 2) if calls1 >= 0 else None,
+            "window_s": round(window, 1),
+            "rss_mb": round(rss / 1024, 1),
+            "pmcd_log_timeouts": pmcd.log_text().count("timeout"),
+        }
+    finally:
+        pmcd.stop()
+
+
+def _calls(pmcd: PrivatePmcd) -> int:
+    r = pmcd.tool("pmprobe", "-v", "openmetrics.control.calls", check=False, timeout=120)
+    m = re.search(r"openmetrics.control.calls \d+ (\d+)", r.stdout)
+    return int(m.group(1)) if m else -1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sources", type=int, default=100)
+    ap.add_argument("--servers", type=int, default=4, help="exposition server processes")
+    ap.add_argument("--fetches", type=int, default=10)
+    ap.add_argument("--only", choices=["pmda_py", "pmdaopenmetrics"])
+    args = ap.parse_args()
+    if not os.path.exists(THEIRS) or not shutil.which("pminfo"):
+        print("needs PCP with pmdaopenmetrics (scripts/install-pcp)", file=sys.stderr)
+        return 2
+    procs: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    per = -(-args.sources // args.servers)
+    try:
+        for k in range(args.servers):
+            first, count = k * per, min(per, args.sources - k * per)
+            if count <= 0:
+                break
+            port = free_port()
+            procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(first), str(count), "0"]))
+            urls += [f"http://127.0.0.1:{port}/s{s}" for s in range(first, first + count)]
+        time.sleep(1.0)
+        results = {}
+        for who in ("pmda_py", "pmdaopenmetrics"):
+            if args.only and who != args.only:
+                continue
+            with tempfile.TemporaryDirectory(prefix=f"ombench-{who}-") as tmp:
+                results[who] = run_agent(who, Path(tmp), urls, args.fetches)
+            print(f"{who:16s} {json.dumps(results[who])}", flush=True)
+        print(f"sources={args.sources} metrics/source=100 values/source=140 expected values/fetch={args.sources * 140}")
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
