@@ -22,7 +22,9 @@ import math
 import os
 import socket
 import stat
+import sys
 import time
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,7 +46,7 @@ from pmda_py.harvest.openmetrics.model import (
     parse_url_config,
 )
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, units
+from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, PackedFetch, StoreRequest, Table, units
 
 __all__ = ["OpenMetricsTable"]
 
@@ -82,6 +84,7 @@ class Source:
     last_good: float = -math.inf
     exported: dict[int, Metric] = attrs.field(factory=dict)  #: item -> Metric now in the namespace
     scope: trio.CancelScope | None = None
+    client: Any = None
     logged_status: str = ""
 
     def cluster_labels(self) -> dict[str, str]:
@@ -97,6 +100,40 @@ class Source:
         if host == "localhost":
             host = socket.gethostname()
         return {"hostname": host, "source": self.name, "url": url}
+
+
+_PACK: dict[int, str] = {PmType.DOUBLE: "d", PmType.I64: "q", PmType.U64: "Q"}
+_LITTLE = sys.byteorder == "little"
+
+
+@attrs.frozen
+class _Cached:
+    """A metric's answer from the last good parse."""
+
+    insts: list[int]
+    values: list[Any]
+    packed: tuple[Any, bytes] | None  #: (instance array, big-endian 8-byte values), numeric types only
+
+    @property
+    def blob(self) -> bytes | None:
+        return self.packed[1] if self.packed is not None else None
+
+    @property
+    def packed_insts(self) -> Any:
+        return self.packed[0] if self.packed is not None else None
+
+
+def _pack(mtype: int, insts: list[int], values: list[Any]) -> tuple[Any, bytes] | None:
+    code = _PACK.get(mtype)
+    if code is None:
+        return None
+    try:
+        arr = array(code, values)
+    except (TypeError, OverflowError):
+        return None
+    if _LITTLE:
+        arr.byteswap()
+    return array("I", [i & 0xFFFFFFFF for i in insts]), arr.tobytes()
 
 
 class _TooBig(Exception):
@@ -157,7 +194,11 @@ class OpenMetricsTable(Table):
         self._first_round: set[str] = set()
         self._scope: trio.CancelScope | None = None
         self._limiter: trio.CapacityLimiter | None = None
-        self._client: Any = None
+        self._httpx: Any = None
+        self._ssl: Any = None
+        self._dirty: dict[int, NameTable] = {}  #: name tables to save (in a worker thread, once a second)
+        self._plan: Any = None
+        self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
         self._started = time.monotonic()
@@ -227,18 +268,46 @@ class OpenMetricsTable(Table):
         return table
 
     def save_table(self, serial: int, table: NameTable) -> None:
-        if not table.dirty:
-            return
+        if table.dirty and self._write_state(serial, table.dumps()):
+            table.dirty = False
+
+    def _write_state(self, serial: int, data: bytes) -> bool:
         path = self._state_path(serial)
         tmp = f"{path}.tmp{os.getpid()}"
         try:
             os.makedirs(self.state_dir, exist_ok=True)
             with open(tmp, "wb") as f:
-                f.write(table.dumps())
+                f.write(data)
             os.replace(tmp, path)
-            table.dirty = False
         except OSError as err:
             log.warning("openmetrics_state_unsaved", file=path, error=str(err))
+            return False
+        return True
+
+    def _take_dirty(self) -> list[tuple[int, bytes]]:
+        images = []
+        for serial, table in self._dirty.items():
+            if table.dirty:
+                images.append((serial, table.dumps()))
+                table.dirty = False
+        self._dirty = {}
+        return images
+
+    def flush_state(self) -> None:
+        """Save every changed name table now."""
+        for serial, data in self._take_dirty():
+            self._write_state(serial, data)
+
+    async def _saver(self) -> None:
+        while True:
+            await trio.sleep(1.0)
+            images = self._take_dirty()
+            if images:
+                await trio.to_thread.run_sync(self._write_all, images)
+
+    def _write_all(self, images: list[tuple[int, bytes]]) -> None:
+        for serial, data in images:
+            self._write_state(serial, data)
 
     # ------------------------------------------------------------ sources
     def rescan(self) -> list[Source]:
@@ -277,7 +346,7 @@ class OpenMetricsTable(Table):
                 except ValueError:
                     log.warning("openmetrics_source_refused", file=path, reason="too many sources")
                     continue
-                self.save_table(0, self.clusters_table)
+                self._dirty[0] = self.clusters_table
                 items = self.load_table(cluster, MAX_METRIC)
                 src = Source(name, cluster, path, scripted, SourceModel(name, cluster, items, self.load_table,
                                                                         self.limits))  # fmt: skip
@@ -316,19 +385,26 @@ class OpenMetricsTable(Table):
         assert self._scope is not None
         with self._scope:
             try:
+                import ssl
+
                 import httpx
 
-                limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-                async with httpx.AsyncClient(limits=limits, follow_redirects=True, trust_env=False) as client:
-                    self._client = client
-                    await self._loop()
+                self._httpx = httpx
+                self._ssl = ssl.create_default_context()  # one for every source's client
+                await self._loop()
             except Exception as exc:  # never take the daemon down
                 log.exception("openmetrics_scraper_failed", error=f"{type(exc).__name__}: {exc}")
                 self._ready.set()
+            finally:
+                self.flush_state()
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    for src in self.sources.values():
+                        await self._close_client(src)
 
     async def _loop(self) -> None:
         self._limiter = trio.CapacityLimiter(self.concurrency)
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._saver)
             first = True
             while True:
                 try:
@@ -342,6 +418,7 @@ class OpenMetricsTable(Table):
                         src.scope.cancel()
                         src.scope = None
                         self._drop_exports(src)
+                        await self._close_client(src)
                 for src in current:
                     if src.scope is None:
                         if first:
@@ -421,9 +498,10 @@ class OpenMetricsTable(Table):
         if len(problems) > self.limits.max_errors_logged:
             log.warning("openmetrics_parse", source=src.name, more=len(problems) - self.limits.max_errors_logged)
         for serial, table in res.dirty:
-            self.save_table(serial, table)
+            self._dirty[serial] = table
         src.last_good = time.monotonic()
         self._status(src, "success", code)
+        self._prepare(src)
         self._publish(src, res.new_instances)
 
     async def _get(self, src: Source) -> tuple[bytes, int]:
@@ -436,7 +514,13 @@ class OpenMetricsTable(Table):
             if len(data) > limit:
                 raise _TooBig(f"document larger than {limit} bytes")
             return data, 0
-        async with self._client.stream("GET", url, headers=src.config.headers, timeout=self.timeout) as r:
+        if src.client is None:
+            # a client per source: keep-alive to its host, and no shared pool to search (httpcore's pool
+            # scans every connection for every request); the global cap is our CapacityLimiter
+            httpx = self._httpx
+            one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+            src.client = httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
+        async with src.client.stream("GET", url, headers=src.config.headers, timeout=self.timeout) as r:
             code = int(r.status_code)
             if code >= 400:
                 kind = "Client" if code < 500 else "Server"  # requests' raise_for_status() text
@@ -472,6 +556,14 @@ class OpenMetricsTable(Table):
                 proc.kill()
                 with trio.CancelScope(shield=True):
                     await proc.wait()
+
+    async def _close_client(self, src: Source) -> None:
+        client, src.client = src.client, None
+        if client is not None:
+            try:
+                await client.aclose()
+            except Exception as exc:
+                log.debug("openmetrics_client_close", source=src.name, error=str(exc))
 
     def _status(self, src: Source, status: str, code: int) -> None:
         src.status, src.status_code = status, code
@@ -544,8 +636,12 @@ class OpenMetricsTable(Table):
     async def fetch(self, request: FetchRequest) -> FetchResult:
         if not self._ready.is_set():
             raise PmdaNotReady()
+        if len(request.metrics) > 16:  # worth the one-piece answer
+            whole = self._fetch_packed(request.metrics)
+            if whole is not None:
+                return whole
         out: dict[Metric, Any] = {}
-        stale_after = 2 * self.interval + self.timeout
+        stale_after = self._stale_after()
         now = time.monotonic()
         by_metric = self._by_metric
         for m in request.metrics:
@@ -554,13 +650,78 @@ class OpenMetricsTable(Table):
                 out[m] = self._control_value(m)
                 continue
             src, ms = found
-            if now - src.last_good > stale_after or not ms.values:
+            cached: _Cached | None = ms.cache
+            if cached is None or now - src.last_good > stale_after:
                 out[m] = PmdaError(code=PmErr.AGAIN)
             elif m.indom is None:
-                out[m] = next(iter(ms.values.values()))
+                out[m] = cached.values[0]
             else:
-                out[m] = Columns(list(ms.values), list(ms.values.values()))
+                out[m] = Columns(cached.insts, cached.values)
         return out
+
+    def _stale_after(self) -> float:
+        """A source's last good parse is served this long (then PM_ERR_AGAIN)."""
+        return 2 * self.interval + self.timeout
+
+    def _fetch_packed(self, metrics: tuple[Metric, ...]) -> PackedFetch | None:
+        """Every value in one big-endian blob (the dispatcher's fast path), when
+        every metric asked for is a source's numeric metric with fresh values."""
+        plan = self._plan
+        if plan is None or plan[0] != metrics or plan[1] != (self._shape, self.generation):
+            plan = self._plan = self._make_plan(metrics)
+        if plan[2] is None:
+            return None
+        _, _, token, parts, sources, vtypes, insts, indoms = plan
+        now, stale_after = time.monotonic(), self._stale_after()
+        for src in sources:
+            if now - src.last_good > stale_after:
+                return None
+        blobs = []
+        for ms in parts:
+            cached = ms.cache
+            if cached is None or cached.blob is None:
+                return None
+            blobs.append(cached.blob)
+        return PackedFetch(metrics, vtypes, insts, b"".join(blobs), indoms, token)
+
+    def _make_plan(self, metrics: tuple[Metric, ...]) -> Any:
+        parts: list[MetricState] = []
+        sources: dict[int, Source] = {}
+        vtypes: list[int] = []
+        insts: list[Any] = []
+        indoms: set[int] = set()
+        key = (self._shape, self.generation)
+        for m in metrics:
+            found = self._by_metric.get(id(m))
+            cached = found[1].cache if found is not None else None
+            if found is None or cached is None or cached.blob is None:
+                return (metrics, key, None, (), (), (), (), frozenset())
+            sources[id(found[0])] = found[0]
+            parts.append(found[1])
+            vtypes.append(m.type)
+            insts.append(cached.packed_insts)
+            if m.indom is not None:
+                indoms.add(m.indom.id)
+        return (metrics, key, object(), parts, list(sources.values()), vtypes, insts, frozenset(indoms))
+
+    def _prepare(self, src: Source) -> None:
+        """Cache each metric's answer (instances in id order, as pmdaFetch
+        walks an indom; the packed blob for the fast path)."""
+        changed = False
+        for ms in src.model.metrics.values():
+            if not ms.values:
+                if ms.cache is not None:
+                    ms.cache = None
+                    changed = True
+                continue
+            insts = sorted(ms.values)
+            values = [ms.values[i] for i in insts]
+            old: _Cached | None = ms.cache
+            if old is None or old.insts != insts:
+                changed = True
+            ms.cache = _Cached(insts, values, _pack(ms.type, insts, values))
+        if changed:
+            self._shape += 1
 
     def _control_value(self, m: Metric) -> Any:
         if m is self.c_debug:

@@ -173,6 +173,7 @@ async def test_changing_source_changes_names(tmp_path: Path, server: ControlledS
         await wait_generation(table, gen)
     a = next(m for m in table.metrics() if m.name == "c.a")
     assert a.item == item_a
+    table.flush_state()  # saved by a worker once a second; now, for the test
     saved = (tmp_path / "state" / "144.1.py").read_bytes()
     from pmda_py.harvest.openmetrics import NameTable
 

@@ -350,6 +350,7 @@ class MetricState:
     optional: dict[str, str] | None = None
     inst_labels: dict[int, dict[str, str]] = attrs.field(factory=dict)
     values: dict[int, Any] = attrs.field(factory=dict)  #: this scrape's values, inst -> value
+    cache: Any = None  #: the server's prepared answer (opaque here)
 
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
