@@ -176,7 +176,9 @@ class OpenMetricsTable(Table):
     ) -> None:
         conf = pcp_conf()
         self.dir = os.path.normpath(dir or os.path.join(conf["PCP_PMDAS_DIR"], "openmetrics", "config.d"))
+        #: pmdaopenmetrics' place; the daemon's --state-dir (Config.state_dir) when not given here
         self.state_dir = state_dir or os.path.join(conf["PCP_VAR_DIR"], "config", "pmda")
+        self._state_dir_given = state_dir is not None
         self.interval = float(interval)
         self.timeout = float(timeout)
         self.concurrency = max(1, int(concurrency))
@@ -362,6 +364,9 @@ class OpenMetricsTable(Table):
         cfg = getattr(self, "config", None)
         if cfg is not None and getattr(cfg, "domain", None):
             self.domain = int(cfg.domain)
+        cfg_state: str = str(getattr(cfg, "state_dir", "") or "")
+        if cfg_state and not self._state_dir_given:
+            self.state_dir = cfg_state
         self._refused = set()
         self.clusters_table = self.load_table(0, MAX_CLUSTER)
         if self.clusters_table.lookup("control") != 0:

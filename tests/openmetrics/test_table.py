@@ -253,3 +253,22 @@ def test_compat_flag() -> None:
     (spec,) = cfg.tables
     assert (spec.table, spec.mount, spec.options["dir"], spec.options["interval"]) == ("openmetrics", "openmetrics",
                                                                                         "/x", "5.0")  # fmt: skip
+
+
+async def test_state_dir_from_the_daemon_config(tmp_path: Path) -> None:
+    """``pmda-py run --openmetrics-compat --state-dir D`` keeps the name tables in D."""
+    from pmda_py.config import parse_args
+    from pmda_py.daemon import load_table
+
+    (tmp_path / "config.d").mkdir()
+    (tmp_path / "config.d" / "f.url").write_text(f"file://{tmp_path}/doc\n")
+    (tmp_path / "doc").write_text("x 1\n")
+    cfg = parse_args(["--openmetrics-compat", "--openmetrics-dir", str(tmp_path / "config.d"),
+                      "--state-dir", str(tmp_path / "st"), "-l", os.devnull])  # fmt: skip
+    table = load_table(cfg.tables[0], cfg)
+    assert isinstance(table, OpenMetricsTable)
+    await table.startup({})
+    await table.wait_ready()
+    table.flush_state()
+    assert sorted(p.name for p in (tmp_path / "st").iterdir()) == ["144.0.py", "144.1.py"]
+    await table.shutdown()
