@@ -34,10 +34,11 @@ import trio
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
-from pmda_py.harvest.openmetrics.exposition import Limits, parse_document
+from pmda_py.harvest.openmetrics.exposition import Limits, Parsed, parse_document
 from pmda_py.harvest.openmetrics.model import (
     MAX_CLUSTER,
     MAX_METRIC,
+    Ingest,
     MetricState,
     NameTable,
     SourceConfig,
@@ -123,7 +124,7 @@ class _Cached:
         return self.packed[0] if self.packed is not None else None
 
 
-def _pack(mtype: int, insts: list[int], values: list[Any]) -> tuple[Any, bytes] | None:
+def _pack(mtype: int, insts: list[int], values: list[Any], same: Any = None) -> tuple[Any, bytes] | None:
     code = _PACK.get(mtype)
     if code is None:
         return None
@@ -133,7 +134,7 @@ def _pack(mtype: int, insts: list[int], values: list[Any]) -> tuple[Any, bytes] 
         return None
     if _LITTLE:
         arr.byteswap()
-    return array("I", [i & 0xFFFFFFFF for i in insts]), arr.tobytes()
+    return (same if same is not None else array("I", [i & 0xFFFFFFFF for i in insts])), arr.tobytes()
 
 
 class _TooBig(Exception):
@@ -490,8 +491,10 @@ class OpenMetricsTable(Table):
             src.fetch_ms += int(1000 * (time.monotonic() - t0))
         t1 = time.monotonic()
         text = body.decode("utf-8", "replace")
-        parsed = await trio.to_thread.run_sync(parse_document, text, self.limits)
-        res = src.model.ingest(parsed.samples, src.config)
+        # parse, ingest and the answers' cache in a worker thread: the trio thread stays free for pmcd
+        parsed, res, shape_changed = await trio.to_thread.run_sync(self._digest, src, text)
+        if shape_changed:
+            self._shape += 1
         src.parse_ms += int(1000 * (time.monotonic() - t1))
         problems = list(res.errors)
         if parsed.error is not None:
@@ -506,8 +509,13 @@ class OpenMetricsTable(Table):
             self._dirty[serial] = table
         src.last_good = time.monotonic()
         self._status(src, "success", code)
-        self._prepare(src)
         self._publish(src, res.new_instances)
+
+    def _digest(self, src: Source, text: str) -> tuple[Parsed, Ingest, bool]:
+        """(In a worker thread; one per source at a time.)"""
+        parsed = parse_document(text, self.limits)
+        res = src.model.ingest(parsed.samples, src.config)
+        return parsed, res, self._prepare(src)
 
     async def _get(self, src: Source) -> tuple[bytes, int]:
         limit = self.limits.max_bytes
@@ -682,11 +690,11 @@ class OpenMetricsTable(Table):
             if now - src.last_good > stale_after:
                 return None
         blobs = []
-        for ms in parts:
+        for ms, ins in zip(parts, insts):
             cached = ms.cache
-            if cached is None or cached.blob is None:
+            if cached is None or cached.packed is None or cached.packed[0] is not ins:  # instances changed since
                 return None
-            blobs.append(cached.blob)
+            blobs.append(cached.packed[1])
         return PackedFetch(metrics, vtypes, insts, b"".join(blobs), indoms, token)
 
     def _make_plan(self, metrics: tuple[Metric, ...]) -> Any:
@@ -709,9 +717,12 @@ class OpenMetricsTable(Table):
                 indoms.add(m.indom.id)
         return (metrics, key, object(), parts, list(sources.values()), vtypes, insts, frozenset(indoms))
 
-    def _prepare(self, src: Source) -> None:
+    @staticmethod
+    def _prepare(src: Source) -> bool:
         """Cache each metric's answer (instances in id order, as pmdaFetch
-        walks an indom; the packed blob for the fast path)."""
+        walks an indom; the packed blob for the fast path); True when an
+        instance list changed.  An unchanged instance list keeps its objects
+        (the packed plan checks them by identity)."""
         changed = False
         for ms in src.model.metrics.values():
             if not ms.values:
@@ -724,9 +735,10 @@ class OpenMetricsTable(Table):
             old: _Cached | None = ms.cache
             if old is None or old.insts != insts:
                 changed = True
-            ms.cache = _Cached(insts, values, _pack(ms.type, insts, values))
-        if changed:
-            self._shape += 1
+                ms.cache = _Cached(insts, values, _pack(ms.type, insts, values))
+            else:
+                ms.cache = _Cached(old.insts, values, _pack(ms.type, insts, values, old.packed_insts))
+        return changed
 
     def _control_value(self, m: Metric) -> Any:
         if m is self.c_debug:
@@ -745,6 +757,14 @@ class OpenMetricsTable(Table):
         return PmdaError(code=PmErr.PMID)
 
     def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+        for _ in range(3):  # a worker thread may be adding a label key to a dict read here
+            try:
+                return self._label_items(level, subject)
+            except RuntimeError:
+                continue
+        return []
+
+    def _label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
         if level == _L_CLUSTER:
             src = self.by_cluster.get(subject)
             return label_items(src.cluster_labels(), _L_CLUSTER) if src is not None else []

@@ -69,7 +69,7 @@ async def test_bad_sources_never_hold_up_fetch(tmp_path: Path, server: Controlle
     urls = {k: server.url(k) + "\n" for k in server.routes}
     urls["refused"] = f"http://127.0.0.1:{free_port()}/metrics\n"
     write_sources(tmp_path / "config.d", urls)
-    table = make_table(tmp_path, timeout="1", interval="60", max_bytes="100000")
+    table = make_table(tmp_path, timeout="3", interval="60", max_bytes="100000")
     with structlog.testing.capture_logs() as logs:
         await table.startup({})
         await table.wait_ready()  # the first round ended: every source answered or timed out
@@ -271,4 +271,39 @@ async def test_state_dir_from_the_daemon_config(tmp_path: Path) -> None:
     await table.wait_ready()
     table.flush_state()
     assert sorted(p.name for p in (tmp_path / "st").iterdir()) == ["144.0.py", "144.1.py"]
+    await table.shutdown()
+
+
+async def test_packed_answer_matches_the_general_one(tmp_path: Path, server: ControlledServer) -> None:
+    """A big fetch is answered in one piece (PackedFetch); its blob decodes
+    to the values the per-metric path gives, instance for instance."""
+    import struct
+
+    from pmda_py.table import PackedFetch
+
+    lines = [f'm{k}_total{{i="{j}"}} {k * 10 + j}' for k in range(30) for j in range(3)]
+    lines += [f"g{k} {k}.25" for k in range(30)]
+    server.routes["p"] = Route(("\n".join(lines) + "\n").encode())
+    write_sources(tmp_path / "config.d", {"p": server.url("p") + "\n"})
+    table = make_table(tmp_path, interval="60")
+    await table.startup({})
+    await table.wait_ready()
+    metrics = tuple(m for m in table.metrics() if m.name.startswith("p."))
+    assert len(metrics) == 60
+    whole = await table.fetch(FetchRequest(metrics, ProfilePdu()))
+    assert isinstance(whole, PackedFetch)
+    assert list(whole.metrics) == list(metrics) and whole.indoms == {m.indom.id for m in metrics if m.indom}
+    blob, off = bytes(whole.blob), 0
+    for m, insts in zip(metrics, whole.insts):
+        n = len(insts)
+        packed = dict(zip(insts, struct.unpack_from(f">{n}d", blob, off)))
+        off += 8 * n
+        general = (await table.fetch(FetchRequest((m,), ProfilePdu())))[m]
+        if isinstance(general, Columns):
+            assert packed == dict(zip(general.insts, general.values)), m.name
+        else:
+            assert packed == {0xFFFFFFFF: general}, m.name
+    assert off == len(blob)
+    again = await table.fetch(FetchRequest(metrics, ProfilePdu()))
+    assert isinstance(again, PackedFetch) and again.token is whole.token  # same shape: same token
     await table.shutdown()
