@@ -44,9 +44,9 @@ from tests.integration.pcpbed import PMCD, PrivatePmcd  # noqa: E402
 THEIRS = "/var/lib/pcp/pmdas/openmetrics/pmdaopenmetrics.python"
 
 SERVER = textwrap.dedent(
-    r'''
-    import http.server, sys
-    port, first, count, seed = (int(a) for a in sys.argv[1:5])
+    r"""
+    import http.server, sys, time
+    port, first, count, seed, slow_from = (int(a) for a in sys.argv[1:6])
     docs = {}
     for s in range(first, first + count):
         lines = []
@@ -65,6 +65,8 @@ SERVER = textwrap.dedent(
         def log_message(self, *a):
             pass
         def do_GET(self):
+            if int(self.path[2:] or 0) >= slow_from:
+                time.sleep(30)  # a source that never answers in time
             body = docs.get(self.path)
             if body is None:
                 self.send_error(404)
@@ -82,11 +84,11 @@ SERVER = textwrap.dedent(
             pass  # a client that gave up (a timed-out scrape) is not news
 
     S(("127.0.0.1", port), H).serve_forever()
-    '''
+    """
 )
 
 CLIENT = textwrap.dedent(
-    r'''
+    r"""
     import json, subprocess, sys, time
     from pcp import pmapi
     import cpmapi as c
@@ -134,7 +136,7 @@ CLIENT = textwrap.dedent(
         out["values"].append(n)
         time.sleep(max(0.0, 1.0 - (time.perf_counter() - s0)))
     json.dump(out, sys.stdout)
-    '''
+    """
 )
 
 
@@ -238,6 +240,7 @@ def main() -> int:
     ap.add_argument("--servers", type=int, default=4, help="exposition server processes")
     ap.add_argument("--fetches", type=int, default=10)
     ap.add_argument("--only", choices=["pmda_py", "pmdaopenmetrics"])
+    ap.add_argument("--slow", type=int, default=0, help="how many of the sources never answer in time (30 s)")
     args = ap.parse_args()
     if not os.path.exists(THEIRS) or not shutil.which("pminfo"):
         print("needs PCP with pmdaopenmetrics (scripts/install-pcp)", file=sys.stderr)
@@ -251,7 +254,9 @@ def main() -> int:
             if count <= 0:
                 break
             port = free_port()
-            procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(first), str(count), "0"]))
+            slow_from = args.sources - args.slow
+            procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(first), str(count), "0",
+                                           str(slow_from)]))  # fmt: skip
             urls += [f"http://127.0.0.1:{port}/s{s}" for s in range(first, first + count)]
         time.sleep(1.0)
         results = {}
@@ -261,7 +266,9 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix=f"ombench-{who}-") as tmp:
                 results[who] = run_agent(who, Path(tmp), urls, args.fetches)
             print(f"{who:16s} {json.dumps(results[who])}", flush=True)
-        print(f"sources={args.sources} metrics/source=100 values/source=140 expected values/sweep={args.sources * 140}")
+        good = args.sources - args.slow
+        print(f"sources={args.sources} (slow {args.slow}) metrics/source=100 values/source=140 "
+              f"expected values/sweep={good * 140}")  # fmt: skip
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

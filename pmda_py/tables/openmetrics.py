@@ -201,6 +201,8 @@ class OpenMetricsTable(Table):
         self._ssl: Any = None
         self._dirty: dict[int, NameTable] = {}  #: name tables to save (in a worker thread, once a second)
         self._plan: Any = None
+        #: one worker thread digests documents: more would only fight the trio thread for the GIL
+        self._cpu = trio.CapacityLimiter(1)
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
@@ -492,7 +494,7 @@ class OpenMetricsTable(Table):
         t1 = time.monotonic()
         text = body.decode("utf-8", "replace")
         # parse, ingest and the answers' cache in a worker thread: the trio thread stays free for pmcd
-        parsed, res, shape_changed = await trio.to_thread.run_sync(self._digest, src, text)
+        parsed, res, shape_changed = await trio.to_thread.run_sync(self._digest, src, text, limiter=self._cpu)
         if shape_changed:
             self._shape += 1
         src.parse_ms += int(1000 * (time.monotonic() - t1))
