@@ -46,11 +46,12 @@ THEIRS = "/var/lib/pcp/pmdas/openmetrics/pmdaopenmetrics.python"
 SERVER = textwrap.dedent(
     r"""
     import http.server, sys, time
-    port, first, count, seed, slow_from = (int(a) for a in sys.argv[1:6])
+    port, first, count, seed, slow_from, nmetrics = (int(a) for a in sys.argv[1:7])
+    served = {}
     docs = {}
     for s in range(first, first + count):
         lines = []
-        for m in range(100):
+        for m in range(nmetrics):
             if m < 20:
                 lines.append(f"# HELP req{m}_total Requests of kind {m}.\n# TYPE req{m}_total counter")
                 for code in (200, 404, 500):
@@ -65,8 +66,9 @@ SERVER = textwrap.dedent(
         def log_message(self, *a):
             pass
         def do_GET(self):
-            if int(self.path[2:] or 0) >= slow_from:
-                time.sleep(30)  # a source that never answers in time
+            served[self.path] = served.get(self.path, 0) + 1
+            if int(self.path[2:] or 0) >= slow_from and served[self.path] > 1:
+                time.sleep(30)  # answered once (its metrics exist), then never in time
             body = docs.get(self.path)
             if body is None:
                 self.send_error(404)
@@ -106,7 +108,7 @@ CLIENT = textwrap.dedent(
     pmids = (c_uint * len(found))(*found)
     # one pmFetch of 100 000 PMIDs overflows libpcp's PDU ceiling: sweep in
     # batches of at most BATCH PMIDs (as pmlogger fetches by group)
-    BATCH = 10000
+    BATCH = int(sys.argv[3])
     batches = [pmids[k : k + BATCH] for k in range(0, len(found), BATCH)]
     batches = [(c_uint * len(b))(*b) for b in batches]
     out = {"names": len(found), "batches": len(batches), "ms": [], "sweep_ms": [], "values": [], "errors": []}
@@ -177,7 +179,7 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def run_agent(who: str, root: Path, urls: list[str], fetches: int) -> dict[str, object]:
+def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -> dict[str, object]:
     cfg = root / "pmdas" / "openmetrics" / "config.d"
     cfg.mkdir(parents=True)
     for k, url in enumerate(urls):
@@ -199,7 +201,7 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int) -> dict[str, 
         pid = agent_pid(str(cfg))
         calls0 = _calls(pmcd)
         w0 = time.monotonic()
-        r = subprocess.run(["/usr/bin/python3", "-c", CLIENT, pmcd.host, str(fetches)], capture_output=True,
+        r = subprocess.run(["/usr/bin/python3", "-c", CLIENT, pmcd.host, str(fetches), str(batch)], capture_output=True,
                            text=True, timeout=600, env=pmcd.env)  # fmt: skip
         window = time.monotonic() - w0
         calls1 = _calls(pmcd)
@@ -240,7 +242,10 @@ def main() -> int:
     ap.add_argument("--servers", type=int, default=4, help="exposition server processes")
     ap.add_argument("--fetches", type=int, default=10)
     ap.add_argument("--only", choices=["pmda_py", "pmdaopenmetrics"])
-    ap.add_argument("--slow", type=int, default=0, help="how many of the sources never answer in time (30 s)")
+    ap.add_argument("--slow", type=int, default=0,
+                    help="how many of the sources answer once, then never in time (30 s)")  # fmt: skip
+    ap.add_argument("--metrics", type=int, default=100, help="metrics per source")
+    ap.add_argument("--batch", type=int, default=10000, help="PMIDs per pmFetch")
     args = ap.parse_args()
     if not os.path.exists(THEIRS) or not shutil.which("pminfo"):
         print("needs PCP with pmdaopenmetrics (scripts/install-pcp)", file=sys.stderr)
@@ -256,7 +261,7 @@ def main() -> int:
             port = free_port()
             slow_from = args.sources - args.slow
             procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(first), str(count), "0",
-                                           str(slow_from)]))  # fmt: skip
+                                           str(slow_from), str(args.metrics)]))  # fmt: skip
             urls += [f"http://127.0.0.1:{port}/s{s}" for s in range(first, first + count)]
         time.sleep(1.0)
         results = {}
@@ -264,11 +269,11 @@ def main() -> int:
             if args.only and who != args.only:
                 continue
             with tempfile.TemporaryDirectory(prefix=f"ombench-{who}-") as tmp:
-                results[who] = run_agent(who, Path(tmp), urls, args.fetches)
+                results[who] = run_agent(who, Path(tmp), urls, args.fetches, args.batch)
             print(f"{who:16s} {json.dumps(results[who])}", flush=True)
-        good = args.sources - args.slow
-        print(f"sources={args.sources} (slow {args.slow}) metrics/source=100 values/source=140 "
-              f"expected values/sweep={good * 140}")  # fmt: skip
+        per_source = 3 * min(20, args.metrics) + max(0, args.metrics - 20)
+        print(f"sources={args.sources} (slow {args.slow}) metrics/source={args.metrics} values/source={per_source} "
+              f"expected values/sweep={args.sources * per_source}")  # fmt: skip
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
