@@ -243,10 +243,10 @@ def test_loads_real_saved_tables() -> None:
     from pathlib import Path
 
     d = Path(__file__).resolve().parents[1] / "data" / "openmetrics"
-    clusters = NameTable.loads((d / "144.0.py").read_bytes(), 0xFFF)
+    clusters = NameTable.loads((d / "144.0.pickle").read_bytes(), 0xFFF)
     assert clusters.names[0] == "control" and not clusters.prefix_mode
-    items = NameTable.loads((d / "144.1.py").read_bytes(), 0x3FF)
+    items = NameTable.loads((d / "144.1.pickle").read_bytes(), 0x3FF)
     assert "http_requests_total" in items.names
-    inst = NameTable.loads((d / "144.5120.py").read_bytes(), 0x7FFFFFFF)
+    inst = NameTable.loads((d / "144.5120.pickle").read_bytes(), 0x7FFFFFFF)
     assert inst.prefix_mode and inst.names == ["code:200 method:get", "code:400 method:post"]
-    assert inst.dumps() == (d / "144.5120.py").read_bytes()
+    assert inst.dumps() == (d / "144.5120.pickle").read_bytes()
