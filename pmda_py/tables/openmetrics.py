@@ -775,7 +775,7 @@ class OpenMetricsTable(Table):
             if found is None:
                 return []
             ms = found[1]
-            items = label_items(ms.item_labels(), _L_ITEM) if ms.table is not None else []
+            items = label_items(ms.item_labels(), _L_ITEM)  # a PM_INDOM_NULL metric keeps its labels here
             if ms.optional:
                 items += label_items(ms.optional, _L_ITEM | _L_OPTIONAL)
             return items

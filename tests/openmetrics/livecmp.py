@@ -37,6 +37,8 @@ disk_read{instname="sda"} 10
 disk_read{instname="sdb"} 20
 # PCP ctx.switches counter count / sec
 ctx_switches 99
+# PCP5 null.labelled 1.2.3 u32 PM_INDOM_NULL discrete none
+nullm{site="x"} 5
 escaped{v="back\\\\slash and \\"quote\\" and \\t tab"} 1
 """
 
