@@ -346,6 +346,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="where instance-id caches are kept")
     p.add_argument("--mmv-compat", action="store_true", help="serve only the MMV table at 'mmv', as pmdammv does")
     p.add_argument("--mmv-dir", help="MMV directory (default $PCP_TMP_DIR/mmv)")
+    p.add_argument(
+        "--openmetrics-compat",
+        action="store_true",
+        help="serve only the OpenMetrics table at 'openmetrics' (domain 144), as pmdaopenmetrics does",
+    )
+    p.add_argument(
+        "--openmetrics-dir", help="OpenMetrics config directory (default $PCP_PMDAS_DIR/openmetrics/config.d)"
+    )
+    p.add_argument("--openmetrics-interval", type=float, help="seconds between scrapes of each source (default 10)")
+    p.add_argument("--openmetrics-timeout", type=float, help="deadline of one scrape in seconds (default 2)")
     return p
 
 
@@ -368,6 +378,18 @@ def parse_args(argv: Sequence[str]) -> Config:
         kw["tables"] = (TableSpec("mmv", "mmv", "mmv", None, {"compat": "1", "dir": mmv_dir}),)
         kw["mmv_compat"] = True
         kw["domain_labels"] = {"agent": "mmv"}
+    if ns.openmetrics_compat:
+        kw["name"] = ns.name or "openmetrics"
+        kw["domain"] = ns.domain if ns.domain is not None else 144
+        om: dict[str, str] = {
+            "dir": ns.openmetrics_dir or os.path.join(conf["PCP_PMDAS_DIR"], "openmetrics", "config.d")
+        }
+        if ns.openmetrics_interval is not None:
+            om["interval"] = str(ns.openmetrics_interval)
+        if ns.openmetrics_timeout is not None:
+            om["timeout"] = str(ns.openmetrics_timeout)
+        kw["tables"] = (TableSpec("openmetrics", "openmetrics", "openmetrics", None, om),)
+        kw["domain_labels"] = {"agent": "openmetrics"}
     if ns.table:
         kw["tables"] = tuple(kw.get("tables", ())) + tuple(ns.table)
     if ns.domain is not None:

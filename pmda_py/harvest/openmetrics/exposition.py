@@ -1,0 +1,199 @@
+"""The Prometheus/OpenMetrics text exposition, read as pmdaopenmetrics reads it.
+
+pmdaopenmetrics (PCP 6.0.3, ``SampleLineParser`` and ``Source.parse_lines``)
+is deliberately lax: a line is ``name [{label="value",...}] value [ignored]``,
+comments carry ``# HELP``, ``# TYPE``, ``# PCP`` and ``# PCP5`` metadata for
+the block of samples that follows, and the first line it cannot read ends the
+document (the samples before it are kept).  This module follows that grammar
+(including its escape rules: ``\\\\``, ``\\n`` and ``\\"`` are unescaped,
+any other ``\\x`` is kept as two characters) and adds limits: line length,
+labels per sample, label value size and samples per document.
+
+Sans-IO: text in, samples out; nothing here reads files or sockets.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+__all__ = ["Limits", "Parsed", "Sample", "parse_document", "parse_sample_line"]
+
+
+@attrs.frozen
+class Limits:
+    """Bounds on what one source may send (a breach is logged, never fatal)."""
+
+    max_bytes: int = 16 * 1024 * 1024  #: a bigger document is refused whole
+    max_line: int = 64 * 1024  #: a longer line ends the document (like a malformed one)
+    max_labels: int = 64  #: labels in one sample
+    max_label_value: int = 4096  #: characters in one label value
+    max_samples: int = 200_000  #: samples in one document (the rest are dropped)
+    max_instances: int = 10_000  #: instances of one metric
+    max_errors_logged: int = 5  #: log lines per source per scrape
+
+
+#: labels of a sample: None (no ``{}`` at all) or name -> value in line order
+LabelDict = Optional[dict[str, str]]
+
+
+@attrs.frozen
+class Sample:
+    """One sample line with the metadata in force for its block."""
+
+    name: str
+    labels: LabelDict
+    value: str
+    pcpline: str | None = None
+    helpline: str | None = None
+    typeline: str | None = None
+
+
+@attrs.define
+class Parsed:
+    """A document's samples; ``error`` (``(line number, reason)``) says where
+    and why reading stopped early, ``dropped`` counts samples over the limit."""
+
+    samples: list[Sample] = attrs.field(factory=list)
+    error: tuple[int, str] | None = None
+    dropped: int = 0
+
+
+_ESCAPES = {"\\": "\\", "n": "\n", '"': '"'}
+
+
+def _skip_ws(line: str, i: int, n: int) -> int:
+    while i < n and line[i].isspace():
+        i += 1
+    return i
+
+
+def parse_sample_line(line: str, limits: Limits | None = None) -> tuple[str, LabelDict, str]:
+    """``(name, labels, value text)`` of one sample line.
+
+    Raises:
+        ValueError: the line is not a sample (pmdaopenmetrics stops there).
+    """
+    lim = limits or Limits()
+    n = len(line)
+    i = _skip_ws(line, 0, n)
+    j = i
+    while j < n and line[j] != "{" and not line[j].isspace():
+        j += 1
+    name = line[i:j]
+    if not name:
+        raise ValueError("no metric name")
+    i = _skip_ws(line, j, n)
+    labels: LabelDict = None
+    if i < n and line[i] == "{":
+        labels = {}
+        i += 1
+        while True:
+            i = _skip_ws(line, i, n)
+            if i >= n:
+                raise ValueError("unterminated label set")
+            if line[i] == "}":
+                i += 1
+                break
+            j = i
+            while j < n and line[j] != "=" and not line[j].isspace():
+                j += 1
+            lname = line[i:j]
+            i = _skip_ws(line, j, n)
+            if i >= n or line[i] != "=" or not lname:
+                raise ValueError("expected =")
+            i = _skip_ws(line, i + 1, n)
+            if i >= n or line[i] != '"':
+                raise ValueError('expected "')
+            i += 1
+            parts: list[str] = []
+            size = 0
+            while True:
+                q = line.find('"', i)
+                b = line.find("\\", i, q if q >= 0 else n)
+                if b >= 0:
+                    parts.append(line[i:b])
+                    if b + 1 >= n:
+                        raise ValueError("unterminated label value")
+                    c = line[b + 1]
+                    parts.append(_ESCAPES.get(c, "\\" + c))
+                    size += b - i + 1
+                    i = b + 2
+                elif q >= 0:
+                    parts.append(line[i:q])
+                    size += q - i
+                    i = q + 1
+                    break
+                else:
+                    raise ValueError("unterminated label value")
+                if size > lim.max_label_value:
+                    break
+            value = "".join(parts)
+            if len(value) > lim.max_label_value:
+                raise ValueError(f"label {lname[:40]!r}: value longer than {lim.max_label_value}")
+            labels[lname] = value
+            if len(labels) > lim.max_labels:
+                raise ValueError(f"more than {lim.max_labels} labels")
+            i = _skip_ws(line, i, n)
+            if i >= n:
+                raise ValueError("unterminated label set")
+            if line[i] == ",":
+                i += 1
+                continue
+            if line[i] == "}":
+                i += 1
+                break
+            raise ValueError("expected , or }")
+        i = _skip_ws(line, i, n)
+    j = i
+    while j < n and not line[j].isspace():
+        j += 1
+    value_text = line[i:j]
+    if not value_text:
+        raise ValueError("no value")
+    return name, labels, value_text
+
+
+def parse_document(text: str, limits: Limits | None = None) -> Parsed:
+    """Every sample of ``text`` up to the first unreadable line."""
+    lim = limits or Limits()
+    out = Parsed()
+    pcpline: str | None = None
+    helpline: str | None = None
+    typeline: str | None = None
+    in_metrics = False
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if len(line) > lim.max_line:
+            out.error = (lineno, f"line longer than {lim.max_line} characters")
+            break
+        if line.startswith("#"):
+            if in_metrics:  # a new block: the previous block's metadata is dropped
+                in_metrics = False
+                pcpline = helpline = typeline = None
+            lp = line.split()
+            if len(lp) < 2:
+                continue
+            if lp[1] == "PCP":
+                pcpline = " ".join(lp[1:])
+            elif lp[1] == "PCP5":
+                pcpline = " ".join([lp[1], lp[2] if len(lp) > 2 else "", " ".join(lp[4:])])
+            elif lp[1] == "HELP":
+                helpline = " ".join(lp[3:])
+            elif lp[1] == "TYPE":
+                typeline = " ".join(lp[3:])
+            continue
+        in_metrics = True
+        if len(out.samples) >= lim.max_samples:
+            out.dropped += 1
+            continue
+        try:
+            name, labels, value = parse_sample_line(line, lim)
+        except ValueError as err:
+            out.error = (lineno, str(err))
+            break
+        out.samples.append(Sample(name, labels, value, pcpline, helpline, typeline))
+    return out

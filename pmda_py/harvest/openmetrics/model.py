@@ -1,0 +1,512 @@
+"""pmdaopenmetrics' names, numbers and metadata, sans-IO.
+
+Numbering (PCP 6.0.3 pmdaopenmetrics.python):
+
+* a source (``config.d/NAME.url`` or an executable ``config.d/NAME``) is a
+  cluster; ``NAME`` -> cluster is the persisted name table of indom 0
+  (cluster 0 is ``control``, the agent's own statistics);
+* a metric of cluster ``c`` is an item, from the persisted name table of
+  indom ``c`` (at most 1024 per source);
+* metric ``m`` of cluster ``c`` has indom serial ``4096 + c*1024 + m``
+  (unless it is singular), whose instance names are persisted too.
+
+A name table file (``$PCP_VAR_DIR/config/pmda/144.N.py``) is two pickles
+(protocol 0): the list of names, then the "prefix mode" flag (instance names
+shown as ``"N name"``).  They are read here with an unpickler that refuses
+every global, so a planted file cannot run code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from pmda_py.harvest.openmetrics.exposition import Limits, Sample
+from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
+
+__all__ = [
+    "MAX_CLUSTER",
+    "MAX_INDOM",
+    "MAX_METRIC",
+    "Ingest",
+    "MetricState",
+    "NameTable",
+    "SourceConfig",
+    "SourceModel",
+    "check_filter",
+    "indom_serial",
+    "metric_metadata",
+    "parse_units",
+    "parse_url_config",
+]
+
+MAX_CLUSTER = 0xFFF
+MAX_METRIC = 0x3FF
+MAX_INDOM = 0x7FFFFFFF
+
+_TYPES = {
+    "double": PmType.DOUBLE,
+    "float": PmType.FLOAT,
+    "u64": PmType.U64,
+    "64": PmType.I64,
+    "u32": PmType.U32,
+    "32": PmType.I32,
+    "string": PmType.STRING,
+    "aggregate": PmType.AGGREGATE,
+}
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,253}")
+
+
+def indom_serial(cluster: int, item: int) -> int:
+    """The indom serial pmdaopenmetrics gives metric ``item`` of ``cluster``."""
+    return MAX_CLUSTER + 1 + cluster * (MAX_METRIC + 1) + item
+
+
+# ----------------------------------------------------------- name tables
+
+
+class _NoGlobals(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refused global {module}.{name}")
+
+
+@attrs.define(eq=False)
+class NameTable:
+    """pmdaopenmetrics' PersistentNameTable: names get numbers in order of
+    first sight, never reused."""
+
+    maxnum: int
+    names: list[str] = attrs.field(factory=list)
+    prefix_mode: bool = False
+    dirty: bool = False
+    _index: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._index = {n: i for i, n in enumerate(self.names)}
+
+    def lookup(self, name: str) -> int:
+        """The number of ``name``, assigned if new.
+
+        Raises:
+            ValueError: more than ``maxnum + 1`` names.
+        """
+        num = self._index.get(name)
+        if num is not None:
+            return num
+        num = len(self.names)
+        if num > self.maxnum:
+            raise ValueError(f"too many ({num}) different names")
+        self.names.append(name)
+        self._index[name] = num
+        self.dirty = True
+        return num
+
+    def get(self, name: str) -> int | None:
+        return self._index.get(name)
+
+    def instance_name(self, num: int) -> str:
+        """As the indom shows it (``"N name"`` in prefix mode)."""
+        return f"{num} {self.names[num]}" if self.prefix_mode else self.names[num]
+
+    def instances(self) -> dict[int, str]:
+        return {i: self.instance_name(i) for i in range(len(self.names))}
+
+    @classmethod
+    def loads(cls, data: bytes, maxnum: int) -> NameTable:
+        """Read a saved table (a bad file raises ValueError)."""
+        f = io.BytesIO(data)
+        try:
+            names = _NoGlobals(f).load()
+        except Exception as err:
+            raise ValueError(f"unreadable name table: {err}") from err
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError("name table is not a list of strings")
+        prefix = False
+        try:
+            flag = _NoGlobals(f).load()
+            prefix = flag is True
+        except Exception:
+            pass
+        return cls(maxnum, list(names), prefix)
+
+    def dumps(self) -> bytes:
+        """The file image, as pmdaopenmetrics writes it."""
+        return pickle.dumps(self.names, protocol=0) + pickle.dumps(self.prefix_mode, protocol=0)
+
+
+# --------------------------------------------------------------- config
+
+
+@attrs.define
+class SourceConfig:
+    """A ``.url`` file: the URL, HEADER:, FILTER: and METADATA: lines."""
+
+    url: str = ""
+    headers: dict[str, str] = attrs.field(factory=dict)
+    filters: list[tuple[str, str, re.Pattern[str]]] = attrs.field(factory=list)
+    metadata: list[tuple[re.Pattern[str], list[str]]] = attrs.field(factory=list)
+    problems: list[str] = attrs.field(factory=list)
+
+
+def parse_url_config(text: str) -> SourceConfig:
+    """pmdaopenmetrics' ``parse_url_config``: the first line is the URL;
+    ``HEADER: name: value``, ``FILTER: {INCLUDE|EXCLUDE|OPTIONAL} {METRIC|LABEL} regex``,
+    ``METADATA: regex type indom semantics units...`` and ``#`` comments follow."""
+    lines = text.strip().split("\n")
+    cfg = SourceConfig(url=lines[0].strip())
+    for line in lines[1:]:
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("HEADER:"):
+            parts = line.split(":", 2)
+            key = "".join(parts[1].split())
+            cfg.headers[key] = " ".join(parts[2:]).lstrip()
+        elif line.startswith("FILTER:"):
+            fs = line[len("FILTER:") :].split()
+            if len(fs) < 3 or fs[0] not in ("INCLUDE", "EXCLUDE", "OPTIONAL") or fs[1] not in ("METRIC", "LABEL"):
+                cfg.problems.append(f"bad FILTER line {line!r}")
+                continue
+            try:
+                rx = re.compile(" ".join(fs[2:]))
+            except re.error as err:
+                cfg.problems.append(f"bad FILTER regex {' '.join(fs[2:])!r}: {err}")
+                continue
+            cfg.filters.append((fs[0], fs[1], rx))
+        elif line.startswith("METADATA:"):
+            md = line.split(" ")[1:]
+            if len(md) < 5:
+                cfg.problems.append(f"bad METADATA line {line!r}")
+                continue
+            try:
+                cfg.metadata.append((re.compile(md[0]), md[1:]))
+            except re.error as err:
+                cfg.problems.append(f"bad METADATA regex {md[0]!r}: {err}")
+        else:
+            cfg.problems.append(f'ignored unrecognised config entry "{line}"')
+    return cfg
+
+
+def check_filter(filters: Sequence[tuple[str, str, re.Pattern[str]]], name: str, kind: str) -> str:
+    """INCLUDE, EXCLUDE or OPTIONAL for ``name`` (first match wins)."""
+    for action, what, rx in filters:
+        if what == kind and rx.match(name):
+            return action
+    return "INCLUDE"
+
+
+# ------------------------------------------------------------- metadata
+
+_SPACE = {"byte": 0, "kbyte": 1, "mbyte": 2, "gbyte": 3, "tbyte": 4, "pbyte": 5, "ebyte": 6, "zbyte": 7, "ybyte": 8}
+_SPACE_ALIASES = {"bytes": "byte", "b": "byte", "kb": "kbyte", "kib": "kbyte", "mb": "mbyte", "mib": "mbyte",
+                  "gb": "gbyte", "gib": "gbyte", "tb": "tbyte", "tib": "tbyte"}  # fmt: skip
+_TIME = {"nanosec": 0, "microsec": 1, "millisec": 2, "sec": 3, "min": 4, "hour": 5}
+_TIME_ALIASES = {"nsec": "nanosec", "ns": "nanosec", "nanosecond": "nanosec", "nanoseconds": "nanosec",
+                 "usec": "microsec", "us": "microsec", "microsecond": "microsec", "microseconds": "microsec",
+                 "msec": "millisec", "ms": "millisec", "millisecond": "millisec", "milliseconds": "millisec",
+                 "s": "sec", "second": "sec", "seconds": "sec", "minute": "min", "minutes": "min",
+                 "hours": "hour", "hr": "hour"}  # fmt: skip
+
+
+def parse_units(text: str) -> PmUnits:
+    """The common forms of pmParseUnitsStr(3): ``none``, ``byte``,
+    ``Kbyte / sec``, ``count``, ``count x 10^3``, ``millisec`` ...
+
+    Raises:
+        ValueError: a form this reader does not know.
+    """
+    s = text.strip()
+    if s in ("", "none"):
+        return PmUnits()
+    num, _, den = s.partition("/")
+    dims = [0, 0, 0]
+    scales = [0, 0, 0]
+    for sign, part in ((1, num), (-1, den)):
+        toks = part.replace("^", " ^ ").split()
+        k = 0
+        while k < len(toks):
+            t = toks[k].lower()
+            power = 1
+            if k + 2 < len(toks) and toks[k + 1] == "^" and toks[k + 2].lstrip("-").isdigit() and t != "10":
+                power = int(toks[k + 2])
+                k += 2
+            if t in ("count", "counts"):
+                dims[2] += sign * power
+            elif t == "x" and k + 3 < len(toks) and toks[k + 1] == "10" and toks[k + 2] == "^":
+                scales[2] = int(toks[k + 3])
+                k += 3
+            elif _SPACE_ALIASES.get(t, t) in _SPACE:
+                dims[0] += sign * power
+                scales[0] = _SPACE[_SPACE_ALIASES.get(t, t)]
+            elif _TIME_ALIASES.get(t, t) in _TIME:
+                dims[1] += sign * power
+                scales[1] = _TIME[_TIME_ALIASES.get(t, t)]
+            else:
+                raise ValueError(f"unknown unit {toks[k]!r} in {text!r}")
+            k += 1
+    if not all(-8 <= d <= 7 for d in dims):
+        raise ValueError(f"dimension out of range in {text!r}")
+    return PmUnits(dim_space=dims[0], dim_time=dims[1], dim_count=dims[2], scale_space=scales[0] if dims[0] else 0,
+                   scale_time=scales[1] if dims[1] else 0, scale_count=scales[2] if dims[2] else 0)  # fmt: skip
+
+
+_SECONDS = PmUnits(dim_time=1, scale_time=3)
+_MICROSECONDS = PmUnits(dim_time=1, scale_time=1)
+_BYTES = PmUnits(dim_space=1)
+_COUNT = PmUnits(dim_count=1)
+_SEMS = {"instant": PmSem.INSTANT, "counter": PmSem.COUNTER, "discrete": PmSem.DISCRETE}
+
+
+def metric_metadata(
+    name: str, pcpline: str | None, typeline: str | None, problems: list[str] | None = None
+) -> tuple[str, int, int, PmUnits, bool]:
+    """``(leaf name, type, semantics, units, forced singular)`` of exposition
+    metric ``name``, from its PCP/PCP5/METADATA line or the heuristics."""
+    mtype, sem, units = PmType.DOUBLE, PmSem.INSTANT, PmUnits()
+    if pcpline:
+        md = pcpline.split(" ")
+        leaf = md[1] if len(md) > 1 else name
+        unit_text: str | None = None
+        if md[0] in ("PCP5", "METADATA"):
+            sem = _SEMS.get(md[4], sem) if len(md) > 4 else sem
+            mtype = _TYPES.get(md[2], PmType.DOUBLE) if len(md) > 2 else mtype
+            if len(md) >= 5:
+                unit_text = " ".join(md[5:])
+        elif md[0] == "PCP":
+            sem = _SEMS.get(md[2], sem) if len(md) >= 3 else sem
+            if len(md) >= 4:
+                unit_text = " ".join(md[3:])
+        if unit_text is not None:
+            try:
+                units = parse_units(unit_text)
+            except ValueError as err:
+                if problems is not None:
+                    problems.append(f"units of {name}: {err}")
+        return leaf, mtype, sem, units, "PM_INDOM_NULL" in md
+    pieces = name.split("_")
+    leaf = name.replace(":", ".")
+    bucket = typeline == "histogram" and "bucket" in pieces
+    if typeline == "counter" or "total" in pieces or "count" in pieces or "sum" in pieces or bucket:
+        sem = PmSem.COUNTER
+    if (typeline in ("histogram", "summary") and "count" in pieces) or bucket:
+        units = _COUNT
+    elif "seconds" in pieces:
+        units = _SECONDS
+    elif "microseconds" in pieces:
+        units = _MICROSECONDS
+    elif "bytes" in pieces:
+        units = _BYTES
+    return leaf, mtype, sem, units, False
+
+
+def valid_metric_name(name: str) -> bool:
+    """pmdaopenmetrics' rule (letters, digits, ``_ . :``, a letter first),
+    ASCII only (PCP names are ASCII)."""
+    return name.isascii() and name[0].isalpha() and re.sub("[_.:]", "", name).isalnum()
+
+
+def split_help(helpline: str | None) -> tuple[str, str]:
+    """``(one-line, rest)`` of a ``# HELP`` text after unescaping."""
+    if not helpline:
+        return "", ""
+    lines = helpline.replace("\\\\", "\\").replace("\\n", "\n").split("\n")
+    return lines[0], "\n".join(lines[1:])
+
+
+def label_items(labels: Mapping[str, str], flags: int, skip: str | None = None) -> list[tuple[str, str, int]]:
+    """Labels as ``(name, JSON text, flags)``; names PCP would refuse are left out."""
+    out = []
+    for k, v in labels.items():
+        if k != skip and _LABEL_NAME.fullmatch(k):
+            out.append((k, json.dumps(v, ensure_ascii=False), flags))
+    return out
+
+
+# --------------------------------------------------------------- metrics
+
+
+@attrs.define(eq=False)
+class MetricState:
+    """One metric of a source, as pmdaopenmetrics' ``Metric``."""
+
+    name: str  #: the exposition name
+    item: int
+    leaf: str  #: the name under ``openmetrics.SOURCE.``
+    type: int
+    sem: int
+    units: PmUnits
+    singular: bool
+    pcp: bool  #: described by a PCP/PCP5/METADATA line (instance names verbatim)
+    oneline: str
+    help: str
+    indom_serial: int | None
+    table: NameTable | None  #: the instance names (None: singular)
+    labels: dict[str, str] = attrs.field(factory=dict)  #: item labels (accumulated as pmdaopenmetrics does)
+    optional: dict[str, str] | None = None
+    inst_labels: dict[int, dict[str, str]] = attrs.field(factory=dict)
+    values: dict[int, Any] = attrs.field(factory=dict)  #: this scrape's values, inst -> value
+    cache: Any = None  #: the server's prepared answer (opaque here)
+
+    def item_labels(self) -> dict[str, str]:
+        opt = self.optional or {}
+        return {k: v for k, v in self.labels.items() if k not in opt}
+
+
+def _convert(mtype: int, text: str) -> Any:
+    if mtype in (PmType.DOUBLE, PmType.FLOAT):
+        return float(text)
+    if mtype in (PmType.U64, PmType.I64, PmType.U32, PmType.I32):
+        return int(text)
+    return text
+
+
+@attrs.define
+class Ingest:
+    """What one document did to a source."""
+
+    new: list[MetricState] = attrs.field(factory=list)
+    present: int = 0
+    samples: int = 0
+    errors: list[str] = attrs.field(factory=list)
+    excluded: list[str] = attrs.field(factory=list)
+    dirty: list[tuple[int, NameTable]] = attrs.field(factory=list)  #: (serial, table) to save
+    new_instances: bool = False
+
+
+class SourceModel:
+    """The metrics of one source, fed one parsed document per scrape.
+
+    ``load_table(serial, maxnum)`` returns the saved name table of indom
+    ``serial`` (an empty one if there is none): the I/O is the caller's.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cluster: int,
+        items: NameTable,
+        load_table: Callable[[int, int], NameTable],
+        limits: Limits | None = None,
+    ) -> None:
+        self.name = name
+        self.cluster = cluster
+        self.items = items
+        self.load_table = load_table
+        self.limits = limits or Limits()
+        self.metrics: dict[str, MetricState] = {}
+        self.by_item: dict[int, MetricState] = {}
+
+    def _labels(
+        self, labels: Mapping[str, str] | None, filters: Sequence[tuple[str, str, re.Pattern[str]]]
+    ) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+        if labels is None:
+            return None, None
+        inc: dict[str, str] = {}
+        opt: dict[str, str] = {}
+        for k, v in labels.items():
+            d = check_filter(filters, k, "LABEL") if filters else "INCLUDE"
+            if d == "INCLUDE":
+                inc[k] = v
+            elif d == "OPTIONAL":
+                inc[k] = opt[k] = v
+        if not inc:
+            return None, None
+        return inc, (opt or None)
+
+    def ingest(self, samples: Iterable[Sample], config: SourceConfig | None = None) -> Ingest:
+        """Replace the values with those of ``samples`` (pmdaopenmetrics'
+        ``parse_metric_line`` for each; the first bad sample ends it)."""
+        cfg = config or SourceConfig()
+        res = Ingest()
+        for m in self.metrics.values():
+            m.values = {}
+        dirty: dict[int, NameTable] = {}
+        for s in samples:
+            res.samples += 1
+            try:
+                inc, opt = self._labels(s.labels, cfg.filters)
+                found = self.metrics.get(s.name)
+                if found is not None:
+                    m = found
+                else:
+                    if cfg.filters and check_filter(cfg.filters, s.name, "METRIC") != "INCLUDE":
+                        res.excluded.append(s.name)
+                        continue
+                    if not valid_metric_name(s.name):
+                        raise ValueError(f"invalid metric name: {s.name[:80]!r}")
+                    m = self._new_metric(s, inc, opt, cfg, res)
+                    dirty[self.cluster] = self.items
+                    if m.table is not None and m.indom_serial is not None:
+                        dirty[m.indom_serial] = m.table
+                self._store(m, inc, opt, s.value, res)
+                if m.table is not None and m.table.dirty and m.indom_serial is not None:
+                    dirty[m.indom_serial] = m.table
+            except ValueError as err:
+                res.errors.append(f"cannot parse/store {s.name[:80]}: {err}")
+                break
+        res.dirty = list(dirty.items())
+        res.present = sum(1 for m in self.metrics.values() if m.values)
+        return res
+
+    def _new_metric(
+        self,
+        s: Sample,
+        inc: dict[str, str] | None,
+        opt: dict[str, str] | None,
+        cfg: SourceConfig,
+        res: Ingest,
+    ) -> MetricState:
+        item = self.items.lookup(s.name)
+        pcpline = s.pcpline
+        for rx, md in cfg.metadata:
+            if rx.match(s.name):
+                pcpline = f"METADATA {s.name} {' '.join(md)}"
+                break
+        leaf, mtype, sem, units, null_indom = metric_metadata(s.name, pcpline, s.typeline, res.errors)
+        singular = inc is None or null_indom
+        serial = None if singular else indom_serial(self.cluster, item)
+        table = None if serial is None else self.load_table(serial, MAX_INDOM)
+        oneline, help_text = split_help(s.helpline)
+        m = MetricState(s.name, item, leaf, mtype, sem, units, singular, bool(pcpline), oneline, help_text,
+                        serial, table, dict(inc or {}), dict(opt) if opt else None)  # fmt: skip
+        self.metrics[s.name] = m
+        self.by_item[item] = m
+        res.new.append(m)
+        return m
+
+    def _store(
+        self, m: MetricState, inc: dict[str, str] | None, opt: dict[str, str] | None, value: str, res: Ingest
+    ) -> None:
+        if m.singular or m.table is None:
+            inst = PM_IN_NULL
+            labels = inc or {}
+        else:
+            if inc is None:
+                raise ValueError("a sample without labels for a metric with instances")
+            naming = inc if opt is None else {k: v for k, v in inc.items() if k not in opt}
+            instname = None
+            if m.pcp:
+                instname = naming.get("instname", naming.get("instance"))
+            if instname is None:
+                if not m.table.prefix_mode:
+                    m.table.prefix_mode = True
+                    m.table.dirty = True
+                instname = " ".join(f"{k}:{v}" for k, v in sorted(naming.items()))
+                m.labels.update(naming)
+            known = m.table.get(instname)
+            if known is None:
+                if len(m.table.names) >= self.limits.max_instances:
+                    raise ValueError(f"more than {self.limits.max_instances} instances")
+                res.new_instances = True
+            inst = m.table.lookup(instname)
+            labels = naming
+        try:
+            m.values[inst] = _convert(m.type, value)
+        except ValueError:
+            res.errors.append(f"{m.name}: bad value {value[:40]!r}")
+        m.inst_labels[inst] = labels

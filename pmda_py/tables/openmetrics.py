@@ -1,0 +1,828 @@
+"""The OpenMetrics harvester table: pmdaopenmetrics' sources, names and ids,
+scraped asynchronously, outside the fetch.
+
+Mounted at ``openmetrics`` in domain 144 (``pmda-py run --openmetrics-compat``)
+it stands in for PCP's pmdaopenmetrics: it reads the same
+``$PCP_PMDAS_DIR/openmetrics/config.d`` (``*.url`` files with HEADER:,
+FILTER: and METADATA: lines, ``file://`` URLs, executable scripts) and the
+same persisted name tables (``$PCP_VAR_DIR/config/pmda/144.N.py``), so a
+site keeps its PMIDs and instance numbers.
+
+Unlike pmdaopenmetrics, which scrapes every source inside pmcd's fetch,
+every source here has its own timer (``interval``), a deadline per scrape
+(``timeout``) and a global cap on concurrent scrapes (``concurrency``); a
+fetch answers at once from the last good parse, and one scrape serves every
+client.  New and vanished metrics change the namespace (NAMES_CHANGE); the
+table is not ready until the first round of scrapes has finished.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import stat
+import sys
+import time
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import structlog
+import trio
+
+from pmda_py.config import pcp_conf
+from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
+from pmda_py.harvest.openmetrics.exposition import Limits, Parsed, parse_document
+from pmda_py.harvest.openmetrics.model import (
+    MAX_CLUSTER,
+    MAX_METRIC,
+    Ingest,
+    MetricState,
+    NameTable,
+    SourceConfig,
+    SourceModel,
+    label_items,
+    parse_url_config,
+)
+from pmda_py.pmapi import PmSem, PmType
+from pmda_py.table import (
+    Columns,
+    FetchRequest,
+    FetchResult,
+    InDom,
+    Metric,
+    PackedFetch,
+    StoreRequest,
+    Table,
+    TableContext,
+    units,
+)
+
+__all__ = ["OpenMetricsTable"]
+
+log = structlog.get_logger("pmda_py.openmetrics")
+
+#: pmdaopenmetrics polls a source it never reached every 10 s; with no
+#: timer of its own otherwise (it scrapes on every fetch), that is the interval
+DEFAULT_INTERVAL = 10.0
+DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
+DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
+
+_L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x20, 0x80
+
+
+def _flag(value: str) -> bool:
+    return value not in ("0", "", "no", "false")
+
+
+@attrs.define(eq=False)
+class Source:
+    """A configured source and its scrape state."""
+
+    name: str
+    cluster: int
+    path: str
+    scripted: bool
+    model: SourceModel
+    config: SourceConfig = attrs.field(factory=SourceConfig)
+    config_ctime: float = -1.0
+    calls: int = 0
+    fetch_ms: int = 0
+    parse_ms: int = 0
+    status: str = "unknown"
+    status_code: int = 0
+    last_good: float = -math.inf
+    exported: dict[int, Metric] = attrs.field(factory=dict)  #: item -> Metric now in the namespace
+    scope: trio.CancelScope | None = None
+    client: Any = None
+    logged_status: str = ""
+
+    def cluster_labels(self) -> dict[str, str]:
+        if self.scripted:
+            return {"script": self.path, "source": self.name}
+        url = self.config.url
+        if url.startswith("http"):
+            host = url.replace("http://", "").replace("https://", "").split("/")[0]
+        elif url.startswith("file://"):
+            host = socket.gethostname()
+        else:
+            host = "localhost"
+        if host == "localhost":
+            host = socket.gethostname()
+        return {"hostname": host, "source": self.name, "url": url}
+
+
+_PACK: dict[int, str] = {PmType.DOUBLE: "d", PmType.I64: "q", PmType.U64: "Q"}
+_LITTLE = sys.byteorder == "little"
+
+
+@attrs.frozen
+class _Cached:
+    """A metric's answer from the last good parse."""
+
+    insts: list[int]
+    values: list[Any]
+    packed: tuple[Any, bytes] | None  #: (instance array, big-endian 8-byte values), numeric types only
+
+    @property
+    def blob(self) -> bytes | None:
+        return self.packed[1] if self.packed is not None else None
+
+    @property
+    def packed_insts(self) -> Any:
+        return self.packed[0] if self.packed is not None else None
+
+
+def _pack(mtype: int, insts: list[int], values: list[Any], same: Any = None) -> tuple[Any, bytes] | None:
+    code = _PACK.get(mtype)
+    if code is None:
+        return None
+    try:
+        arr = array(code, values)
+    except (TypeError, OverflowError):
+        return None
+    if _LITTLE:
+        arr.byteswap()
+    return (same if same is not None else array("I", [i & 0xFFFFFFFF for i in insts])), arr.tobytes()
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _HttpStatus(Exception):
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+def _read_regular(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of a regular file (a FIFO or device would block)."""
+    with open(path, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return f.read(limit)
+
+
+class OpenMetricsTable(Table):
+    """OpenMetrics/Prometheus endpoints, as PCP's pmdaopenmetrics serves them."""
+
+    name = "openmetrics"
+    accepts_options = True
+    dynamic_names = True
+    deadline = 2.0
+
+    def __init__(
+        self,
+        dir: str | None = None,
+        state_dir: str | None = None,
+        interval: str = str(DEFAULT_INTERVAL),
+        timeout: str = str(DEFAULT_TIMEOUT),
+        concurrency: str = str(DEFAULT_CONCURRENCY),
+        max_bytes: str = str(Limits().max_bytes),
+        domain: str = "144",
+        sort: str = "1",
+        **_options: str,
+    ) -> None:
+        conf = pcp_conf()
+        self.dir = os.path.normpath(dir or os.path.join(conf["PCP_PMDAS_DIR"], "openmetrics", "config.d"))
+        #: pmdaopenmetrics' place; the daemon's --state-dir (Config.state_dir) when not given here
+        self.state_dir = state_dir or os.path.join(conf["PCP_VAR_DIR"], "config", "pmda")
+        self._state_dir_given = state_dir is not None
+        self.interval = float(interval)
+        self.timeout = float(timeout)
+        self.concurrency = max(1, int(concurrency))
+        self.limits = Limits(max_bytes=int(max_bytes))
+        self.domain = int(domain)
+        self.sort = _flag(sort)
+        self.debug = 0
+        self.generation = 0
+        self.sources: dict[str, Source] = {}
+        self.by_cluster: dict[int, Source] = {}
+        self._by_metric: dict[int, tuple[Source, MetricState]] = {}
+        self._indoms: dict[int, InDom] = {}
+        self._metrics_cache: list[Metric] | None = None
+        self._ready = trio.Event()
+        self._first_round: set[str] = set()
+        self._scope: trio.CancelScope | None = None
+        self._limiter: trio.CapacityLimiter | None = None
+        self._httpx: Any = None
+        self._ssl: Any = None
+        self._dirty: dict[int, NameTable] = {}  #: name tables to save (in a worker thread, once a second)
+        self._plan: Any = None
+        #: one worker thread digests documents: more would only fight the trio thread for the GIL
+        self._cpu = trio.CapacityLimiter(1)
+        self._shape = 0  #: bumped when any metric's instance list changes
+        self.clusters_table = NameTable(MAX_CLUSTER)
+        self.rounds = 0
+        self._started = time.monotonic()
+        self._refused: set[str] = set()
+        self._refused_items: dict[int, set[int]] = {}
+        self._control()
+
+    # ------------------------------------------------------------ control
+    def _control(self) -> None:
+        self.c_sources = InDom(0)
+        ms, cnt, ind = units(time=1, scale_time=2), units(count=1), self.c_sources
+
+        def ctl(name: str, item: int, type_: int, sem: int, text: str, **kw: Any) -> Metric:
+            # pmdaopenmetrics gives the one-line text as the help text too
+            return Metric(f"control.{name}", cluster=0, item=item, type=type_, sem=sem, oneline=text, help=text, **kw)
+
+        self.c_calls = ctl("calls", 1, PmType.U64, PmSem.COUNTER, "per-end-point source call counter",
+                           units=cnt, indom=ind)  # fmt: skip
+        self.c_fetch_time = ctl("fetch_time", 2, PmType.U64, PmSem.COUNTER,
+                                                "per-end-point source fetch time counter, excluding parse time",
+                                units=ms, indom=ind)  # fmt: skip
+        self.c_parse_time = ctl("parse_time", 3, PmType.U64, PmSem.COUNTER,
+                                                "per-end-point source parse time counter, excluding fetch time",
+                                units=ms, indom=ind)  # fmt: skip
+        self.c_debug = ctl("debug", 4, PmType.U32, PmSem.DISCRETE, "debug flag to enable verbose log messages, "
+                           "to enable: pmstore openmetrics.control.debug 1", writable=True)  # fmt: skip
+        self.c_status = ctl("status", 5, PmType.STRING, PmSem.INSTANT,
+                            "per-end-point source URL response status after the most recent fetch",
+                            indom=ind)  # fmt: skip
+        self.c_status_code = ctl("status_code", 6, PmType.I32, PmSem.DISCRETE,
+                                 "per-end-point source URL response status code after the most recent fetch",
+                                 indom=ind)  # fmt: skip
+        self._control_metrics = [self.c_calls, self.c_fetch_time, self.c_parse_time, self.c_debug, self.c_status,
+                                 self.c_status_code]  # fmt: skip
+
+    def metrics(self) -> Sequence[Metric]:
+        if self._metrics_cache is None:
+            out = list(self._control_metrics)
+            for src in self.by_cluster.values():
+                out.extend(src.exported.values())
+            self._metrics_cache = out
+        return self._metrics_cache
+
+    def indoms(self) -> Sequence[InDom]:
+        return [self.c_sources, *self._indoms.values()]
+
+    def clusters(self) -> set[int]:
+        return {0, *self.by_cluster}
+
+    # ------------------------------------------------------------ state files
+    def _state_path(self, serial: int) -> str:
+        return os.path.join(self.state_dir, f"{self.domain}.{serial}.py")
+
+    def load_table(self, serial: int, maxnum: int) -> NameTable:
+        path = self._state_path(serial)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(64 * 1024 * 1024)
+        except OSError:
+            return NameTable(maxnum)
+        try:
+            table = NameTable.loads(data, maxnum)
+        except ValueError as err:
+            log.warning("openmetrics_state_unreadable", file=path, error=str(err))
+            return NameTable(maxnum)
+        table.dirty = False
+        return table
+
+    def save_table(self, serial: int, table: NameTable) -> None:
+        if table.dirty and self._write_state(serial, table.dumps()):
+            table.dirty = False
+
+    def _write_state(self, serial: int, data: bytes) -> bool:
+        path = self._state_path(serial)
+        tmp = f"{path}.tmp{os.getpid()}"
+        try:
+            os.makedirs(self.state_dir, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError as err:
+            log.warning("openmetrics_state_unsaved", file=path, error=str(err))
+            return False
+        return True
+
+    def _take_dirty(self) -> list[tuple[int, bytes]]:
+        images = []
+        for serial, table in self._dirty.items():
+            if table.dirty:
+                images.append((serial, table.dumps()))
+                table.dirty = False
+        self._dirty = {}
+        return images
+
+    def flush_state(self) -> None:
+        """Save every changed name table now."""
+        for serial, data in self._take_dirty():
+            self._write_state(serial, data)
+
+    async def _saver(self) -> None:
+        while True:
+            await trio.sleep(1.0)
+            images = self._take_dirty()
+            if images:
+                await trio.to_thread.run_sync(self._write_all, images)
+
+    def _write_all(self, images: list[tuple[int, bytes]]) -> None:
+        for serial, data in images:
+            self._write_state(serial, data)
+
+    # ------------------------------------------------------------ sources
+    def rescan(self) -> list[Source]:
+        """Sources in the config directory now (new ones registered)."""
+        found: list[tuple[str, str, bool]] = []
+        for top, dirs, files in os.walk(self.dir):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for f in files:
+                if f.startswith("."):
+                    continue
+                path = os.path.join(top, f)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                scripted = bool(st.st_mode & stat.S_IXUSR)
+                base, ext = os.path.splitext(path)
+                if not scripted and ext != ".url":
+                    continue
+                name = base.replace(self.dir + "/", "").replace("/", ".")
+                found.append((name, path, scripted))
+        if self.sort:
+            found.sort(key=lambda t: t[1])
+        current: list[Source] = []
+        for name, path, scripted in found:
+            if name == "control" or not name[:1].isalpha() or not all(c.isalnum() or c in "_." for c in name) \
+                    or not name.isascii():  # fmt: skip
+                if name not in self._refused:
+                    self._refused.add(name)
+                    log.warning("openmetrics_source_refused", file=path, reason="unsuitable for the PCP namespace")
+                continue
+            src = self.sources.get(name)
+            if src is None:
+                try:
+                    cluster = self.clusters_table.lookup(name)
+                except ValueError:
+                    log.warning("openmetrics_source_refused", file=path, reason="too many sources")
+                    continue
+                self._dirty[0] = self.clusters_table
+                items = self.load_table(cluster, MAX_METRIC)
+                src = Source(name, cluster, path, scripted, SourceModel(name, cluster, items, self.load_table,
+                                                                        self.limits))  # fmt: skip
+                self.sources[name] = src
+                self.by_cluster[cluster] = src
+                self.c_sources.set(self.clusters_table.instances())
+                log.info("openmetrics_source", source=name, cluster=cluster, path=path)
+            current.append(src)
+        return current
+
+    # ------------------------------------------------------------ scraping
+    async def startup(self, context: TableContext) -> None:
+        self.domain = context.domain
+        if context.state_dir and not self._state_dir_given:
+            self.state_dir = context.state_dir
+        self._refused = set()
+        self.clusters_table = self.load_table(0, MAX_CLUSTER)
+        if self.clusters_table.lookup("control") != 0:
+            log.warning("openmetrics_state_odd", detail="cluster 0 is not 'control' in the saved table")
+        self.save_table(0, self.clusters_table)
+        self.c_sources.set(self.clusters_table.instances())
+        self._scope = trio.CancelScope()
+        self._started = time.monotonic()
+        trio.lowlevel.spawn_system_task(self._run)
+        with trio.move_on_after(max(0.0, min(self.deadline, 2.0) - 0.25)):
+            await self._ready.wait()
+
+    async def shutdown(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+
+    async def _run(self) -> None:
+        assert self._scope is not None
+        with self._scope:
+            try:
+                import ssl
+
+                import httpx
+
+                self._httpx = httpx
+                self._ssl = ssl.create_default_context()  # one for every source's client
+                await self._loop()
+            except Exception as exc:  # never take the daemon down
+                log.exception("openmetrics_scraper_failed", error=f"{type(exc).__name__}: {exc}")
+                self._ready.set()
+            finally:
+                self.flush_state()
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    for src in self.sources.values():
+                        await self._close_client(src)
+
+    async def _loop(self) -> None:
+        self._limiter = trio.CapacityLimiter(self.concurrency)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._saver)
+            first = True
+            while True:
+                try:
+                    current = self.rescan()
+                except OSError as err:
+                    log.warning("openmetrics_config_unreadable", dir=self.dir, error=str(err))
+                    current = list(self.sources.values())
+                names = {s.name for s in current}
+                for src in list(self.sources.values()):
+                    if src.name not in names and src.scope is not None:  # config file gone
+                        src.scope.cancel()
+                        src.scope = None
+                        self._drop_exports(src)
+                        await self._close_client(src)
+                for src in current:
+                    if src.scope is None:
+                        if first:
+                            self._first_round.add(src.name)
+                        src.scope = trio.CancelScope()
+                        nursery.start_soon(self._source_loop, src, src.scope)
+                if first:
+                    first = False
+                    if not self._first_round:
+                        self._ready.set()
+                await trio.sleep(self.interval)
+
+    def _round_done(self, src: Source) -> None:
+        if src.name in self._first_round:
+            self._first_round.discard(src.name)
+            if not self._first_round and not self._ready.is_set():
+                self.rounds += 1
+                log.info("openmetrics_ready", sources=len(self.sources),
+                         first_round_s=round(time.monotonic() - self._started, 3))  # fmt: skip
+                self._ready.set()
+
+    async def _source_loop(self, src: Source, scope: trio.CancelScope) -> None:
+        with scope:
+            while True:
+                t0 = trio.current_time()
+                try:
+                    await self.scrape(src)
+                except Exception as exc:  # a bug for one source stays with that source
+                    log.exception("openmetrics_scrape_bug", source=src.name, error=f"{type(exc).__name__}: {exc}")
+                self._round_done(src)
+                await trio.sleep_until(t0 + self.interval)
+
+    async def scrape(self, src: Source) -> None:
+        """One scrape of ``src``: fetch under the deadline, parse, publish."""
+        assert self._limiter is not None
+        async with self._limiter:
+            src.calls += 1
+            t0 = time.monotonic()
+            try:
+                st = os.stat(src.path)
+                if src.scripted:
+                    if not st.st_mode & stat.S_IXUSR:
+                        raise OSError(f"cannot execute '{src.path}'")
+                elif src.config_ctime < st.st_ctime:
+                    src.config = parse_url_config(_read_regular(src.path, 1024 * 1024).decode("utf-8", "replace"))
+                    src.config_ctime = st.st_ctime
+                    for p in src.config.problems:
+                        log.warning("openmetrics_config", source=src.name, problem=p)
+            except OSError as err:
+                self._status(src, f"cannot read {src.path}: {err}", 0)
+                return
+            code = 0
+            try:
+                with trio.fail_after(self.timeout):
+                    body, code = await self._get(src)
+            except trio.TooSlowError:
+                self._status(src, f"failed to fetch URL or execute script {src.path}: timed out after "
+                             f"{self.timeout:g} s", code)  # fmt: skip
+                return
+            except Exception as err:
+                code = err.code if isinstance(err, _HttpStatus) else code
+                self._status(src, f"failed to fetch URL or execute script {src.path}: {err}", code)
+                return
+            src.fetch_ms += int(1000 * (time.monotonic() - t0))
+        t1 = time.monotonic()
+        text = body.decode("utf-8", "replace")
+        # parse, ingest and the answers' cache in a worker thread: the trio thread stays free for pmcd
+        parsed, res, shape_changed = await trio.to_thread.run_sync(self._digest, src, text, limiter=self._cpu)
+        if shape_changed:
+            self._shape += 1
+        src.parse_ms += int(1000 * (time.monotonic() - t1))
+        problems = list(res.errors)
+        if parsed.error is not None:
+            problems.insert(0, f"line {parsed.error[0]}: {parsed.error[1]} (rest of the document skipped)")
+        if parsed.dropped:
+            problems.append(f"{parsed.dropped} samples over the limit of {self.limits.max_samples} dropped")
+        for p in problems[: self.limits.max_errors_logged]:
+            log.warning("openmetrics_parse", source=src.name, problem=p)
+        if len(problems) > self.limits.max_errors_logged:
+            log.warning("openmetrics_parse", source=src.name, more=len(problems) - self.limits.max_errors_logged)
+        for serial, table in res.dirty:
+            self._dirty[serial] = table
+        src.last_good = time.monotonic()
+        self._status(src, "success", code)
+        self._publish(src, res.new_instances)
+
+    def _digest(self, src: Source, text: str) -> tuple[Parsed, Ingest, bool]:
+        """(In a worker thread; one per source at a time.)"""
+        parsed = parse_document(text, self.limits)
+        res = src.model.ingest(parsed.samples, src.config)
+        return parsed, res, self._prepare(src)
+
+    async def _get(self, src: Source) -> tuple[bytes, int]:
+        limit = self.limits.max_bytes
+        if src.scripted:
+            return await self._run_script(src.path, limit), 0
+        url = src.config.url
+        if url.startswith("file://"):
+            data = _read_regular(url[7:], limit + 1)
+            if len(data) > limit:
+                raise _TooBig(f"document larger than {limit} bytes")
+            return data, 0
+        if src.client is None:
+            # a client per source: keep-alive to its host, and no shared pool to search (httpcore's pool
+            # scans every connection for every request); the global cap is our CapacityLimiter
+            httpx = self._httpx
+            one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+            src.client = httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
+        async with src.client.stream("GET", url, headers=src.config.headers, timeout=self.timeout) as r:
+            code = int(r.status_code)
+            if code >= 400:
+                kind = "Client" if code < 500 else "Server"  # requests' raise_for_status() text
+                raise _HttpStatus(code, f"{code} {kind} Error: {r.reason_phrase} for url: {url}")
+            size = int(r.headers.get("content-length") or 0)
+            if size > limit:
+                raise _TooBig(f"document larger than {limit} bytes (Content-Length {size})")
+            chunks = bytearray()
+            async for chunk in r.aiter_bytes():
+                chunks += chunk
+                if len(chunks) > limit:
+                    raise _TooBig(f"document larger than {limit} bytes")
+            return bytes(chunks), code
+
+    async def _run_script(self, path: str, limit: int) -> bytes:
+        proc = await trio.lowlevel.open_process([path], stdin=None, stdout=-1, stderr=None)
+        out = bytearray()
+        try:
+            assert proc.stdout is not None
+            while True:
+                chunk = await proc.stdout.receive_some(65536)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > limit:
+                    raise _TooBig(f"script output larger than {limit} bytes")
+            rc = await proc.wait()
+            if rc:
+                raise RuntimeError(f"script exited with status {rc}")
+            return bytes(out)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                with trio.CancelScope(shield=True):
+                    await proc.wait()
+
+    async def _close_client(self, src: Source) -> None:
+        client, src.client = src.client, None
+        if client is not None:
+            try:
+                await client.aclose()
+            except Exception as exc:
+                log.debug("openmetrics_client_close", source=src.name, error=str(exc))
+
+    def _status(self, src: Source, status: str, code: int) -> None:
+        src.status, src.status_code = status, code
+        if status != src.logged_status:  # a change of state is logged once, not every scrape
+            src.logged_status = status
+            if status == "success":
+                log.info("openmetrics_source_ok", source=src.name)
+            else:
+                log.warning("openmetrics_source_failed", source=src.name, status=status[:300], code=code)
+
+    # ------------------------------------------------------------ publishing
+    def _publish(self, src: Source, new_instances: bool) -> None:
+        """Make the namespace follow what the last document held."""
+        present = {m.item: m for m in src.model.metrics.values() if m.values}
+        changed = False
+        for item in list(src.exported):
+            if item not in present:
+                self._unexport(src, item)
+                changed = True
+        for item, ms in present.items():
+            if item not in src.exported:
+                metric = self._export(src, ms)
+                if metric is not None:
+                    changed = True
+            elif new_instances and ms.table is not None and ms.indom_serial is not None:
+                ind = self._indoms.get(ms.indom_serial)
+                if ind is not None and len(ind.instances) != len(ms.table.names):
+                    ind.set(ms.table.instances())
+        if new_instances:
+            for ms in present.values():
+                if ms.table is not None and ms.indom_serial in self._indoms:
+                    self._indoms[ms.indom_serial].set(ms.table.instances())
+        if changed:
+            self._metrics_cache = None
+            self.generation += 1
+
+    def _export(self, src: Source, ms: MetricState) -> Metric | None:
+        ind = None
+        try:
+            if ms.indom_serial is not None and ms.table is not None:
+                ind = InDom(ms.indom_serial, ms.table.instances())
+            m = Metric(
+                f"{src.name}.{ms.leaf}",
+                cluster=src.cluster,
+                item=ms.item,
+                type=ms.type,
+                sem=ms.sem,
+                units=ms.units,
+                indom=ind,
+                oneline=ms.oneline,
+                help=ms.help or ms.oneline,
+            )
+        except ValueError as err:
+            if ms.item not in self._refused_items.setdefault(src.cluster, set()):
+                self._refused_items[src.cluster].add(ms.item)
+                log.warning("openmetrics_metric_refused", source=src.name, metric=ms.name[:80], error=str(err))
+            return None
+        if ind is not None:
+            ind.domain = self.domain
+            self._indoms[ind.serial] = ind
+        src.exported[ms.item] = m
+        self._by_metric[id(m)] = (src, ms)
+        return m
+
+    def _unexport(self, src: Source, item: int) -> None:
+        m = src.exported.pop(item)
+        self._by_metric.pop(id(m), None)
+        if m.indom is not None:
+            self._indoms.pop(m.indom.serial, None)
+
+    def _drop_exports(self, src: Source) -> None:
+        if src.exported:
+            for item in list(src.exported):
+                self._unexport(src, item)
+            self._metrics_cache = None
+            self.generation += 1
+
+    # ------------------------------------------------------------ answering
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        if not self._ready.is_set():
+            raise PmdaNotReady()
+        if len(request.metrics) > 16:  # worth the one-piece answer
+            whole = self._fetch_packed(request.metrics)
+            if whole is not None:
+                return whole
+        out: dict[Metric, Any] = {}
+        stale_after = self._stale_after()
+        now = time.monotonic()
+        by_metric = self._by_metric
+        for m in request.metrics:
+            found = by_metric.get(id(m))
+            if found is None:
+                out[m] = self._control_value(m)
+                continue
+            src, ms = found
+            cached: _Cached | None = ms.cache
+            if cached is None or now - src.last_good > stale_after:
+                out[m] = PmdaError(code=PmErr.AGAIN)
+            elif m.indom is None:
+                out[m] = cached.values[0]
+            else:
+                out[m] = Columns(cached.insts, cached.values)
+        return out
+
+    def _stale_after(self) -> float:
+        """A source's last good parse is served this long (then PM_ERR_AGAIN)."""
+        return 2 * self.interval + self.timeout
+
+    def _fetch_packed(self, metrics: tuple[Metric, ...]) -> PackedFetch | None:
+        """Every value in one big-endian blob (the dispatcher's fast path), when
+        every metric asked for is a source's numeric metric with fresh values."""
+        plan = self._plan
+        if plan is None or plan[0] != metrics or plan[1] != (self._shape, self.generation):
+            plan = self._plan = self._make_plan(metrics)
+        if plan[2] is None:
+            return None
+        _, _, token, parts, sources, vtypes, insts, indoms = plan
+        now, stale_after = time.monotonic(), self._stale_after()
+        for src in sources:
+            if now - src.last_good > stale_after:
+                return None
+        blobs = []
+        for ms, ins in zip(parts, insts):
+            cached = ms.cache
+            if cached is None or cached.packed is None or cached.packed[0] is not ins:  # instances changed since
+                return None
+            blobs.append(cached.packed[1])
+        return PackedFetch(metrics, vtypes, insts, b"".join(blobs), indoms, token)
+
+    def _make_plan(self, metrics: tuple[Metric, ...]) -> Any:
+        parts: list[MetricState] = []
+        sources: dict[int, Source] = {}
+        vtypes: list[int] = []
+        insts: list[Any] = []
+        indoms: set[int] = set()
+        key = (self._shape, self.generation)
+        for m in metrics:
+            found = self._by_metric.get(id(m))
+            cached = found[1].cache if found is not None else None
+            if found is None or cached is None or cached.blob is None:
+                return (metrics, key, None, (), (), (), (), frozenset())
+            sources[id(found[0])] = found[0]
+            parts.append(found[1])
+            vtypes.append(m.type)
+            insts.append(cached.packed_insts)
+            if m.indom is not None:
+                indoms.add(m.indom.id)
+        return (metrics, key, object(), parts, list(sources.values()), vtypes, insts, frozenset(indoms))
+
+    @staticmethod
+    def _prepare(src: Source) -> bool:
+        """Cache each metric's answer (instances in id order, as pmdaFetch
+        walks an indom; the packed blob for the fast path); True when an
+        instance list changed.  An unchanged instance list keeps its objects
+        (the packed plan checks them by identity)."""
+        changed = False
+        for ms in src.model.metrics.values():
+            if not ms.values:
+                if ms.cache is not None:
+                    ms.cache = None
+                    changed = True
+                continue
+            insts = sorted(ms.values)
+            values = [ms.values[i] for i in insts]
+            old: _Cached | None = ms.cache
+            if old is None or old.insts != insts:
+                changed = True
+                ms.cache = _Cached(insts, values, _pack(ms.type, insts, values))
+            else:
+                ms.cache = _Cached(old.insts, values, _pack(ms.type, insts, values, old.packed_insts))
+        return changed
+
+    def _control_value(self, m: Metric) -> Any:
+        if m is self.c_debug:
+            return self.debug
+        srcs = self.by_cluster.values()
+        if m is self.c_calls:
+            return {0: sum(s.calls for s in srcs), **{s.cluster: s.calls for s in srcs}}
+        if m is self.c_fetch_time:
+            return {0: sum(s.fetch_ms for s in srcs), **{s.cluster: s.fetch_ms for s in srcs}}
+        if m is self.c_parse_time:
+            return {0: sum(s.parse_ms for s in srcs), **{s.cluster: s.parse_ms for s in srcs}}
+        if m is self.c_status:
+            return {0: "none", **{s.cluster: s.status for s in srcs}}
+        if m is self.c_status_code:
+            return {0: 0, **{s.cluster: s.status_code for s in srcs}}
+        return PmdaError(code=PmErr.PMID)
+
+    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+        for _ in range(3):  # a worker thread may be adding a label key to a dict read here
+            try:
+                return self._label_items(level, subject)
+            except RuntimeError:
+                continue
+        return []
+
+    def _label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+        if level == _L_CLUSTER:
+            src = self.by_cluster.get(subject)
+            return label_items(src.cluster_labels(), _L_CLUSTER) if src is not None else []
+        if level == _L_ITEM:
+            found = self._by_metric.get(id(subject))
+            if found is None:
+                return []
+            ms = found[1]
+            items = label_items(ms.item_labels(), _L_ITEM)  # a PM_INDOM_NULL metric keeps its labels here
+            if ms.optional:
+                items += label_items(ms.optional, _L_ITEM | _L_OPTIONAL)
+            return items
+        if level == _L_INDOM:
+            if subject is self.c_sources:
+                return []
+            src = self.by_cluster.get((subject.serial - MAX_CLUSTER - 1) // (MAX_METRIC + 1))
+            return label_items({"source": src.name}, _L_INDOM) if src is not None else []
+        if level == _L_INSTANCES:
+            ind, inst = subject
+            if ind is self.c_sources:
+                return []
+            c, item = divmod(ind.serial - MAX_CLUSTER - 1, MAX_METRIC + 1)
+            src = self.by_cluster.get(c)
+            found_ms = src.model.by_item.get(item) if src is not None else None
+            if found_ms is None or found_ms.table is None or inst >= len(found_ms.table.names):
+                return []
+            ms = found_ms
+            assert ms.table is not None
+            items = label_items(ms.inst_labels.get(inst, {}), _L_INSTANCES, skip="instname")
+            items.append(("instname", label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1],
+                          _L_INSTANCES | _L_OPTIONAL))  # fmt: skip
+            return items
+        return None
+
+    async def store(self, request: StoreRequest) -> None:
+        if request.metric is not self.c_debug:
+            raise PmdaError(code=PmErr.PERMISSION)
+        value = int(next(iter(request.values.values())))
+        if value < 0:
+            raise PmdaError(code=PmErr.BADSTORE)
+        self.debug = 1 if value else 0
+        log.info("openmetrics_debug", value=self.debug)

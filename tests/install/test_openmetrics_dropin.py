@@ -1,0 +1,130 @@
+"""``PYPMDA_OPENMETRICS=1 ./Install`` swaps pmcd.conf's openmetrics line
+(PCP's pmdaopenmetrics) for the pmda_py drop-in, ``./Remove`` puts it back;
+into the system pmcd, like the MMV drop-in test in test_install.py.
+
+PCP's own pmdaopenmetrics is installed first when pmcd.conf has no
+openmetrics line (and removed again at the end), since the drop-in only
+stands in for an installed agent.  Everything is put back as found."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, PMSIGNAL, REPO, require_root_pcp, run
+
+pytestmark = pytest.mark.pcp
+
+INSTALL, REMOVE = str(REPO / "Install"), str(REPO / "Remove")
+THEIRS_DIR = PMDAS / "openmetrics"
+OURS_DIR = PMDAS / "pypmda-openmetrics"
+SOURCE = THEIRS_DIR / "config.d" / "pmdapyinstall.url"
+
+
+def _openmetrics_lines(text: str) -> list[str]:
+    return [ln for ln in text.split("[access]")[0].splitlines() if ln.split()[:1] == ["openmetrics"]]
+
+
+def _pminfo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["pminfo", *args], capture_output=True, text=True, timeout=60)
+
+
+def _wait(pred, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def _has_values(metric: str) -> bool:
+    r = subprocess.run(["pmprobe", "-v", metric], capture_output=True, text=True, timeout=30)
+    return r.returncode == 0 and bool(re.search(rf"^{re.escape(metric)} [1-9]\d* ", r.stdout, re.M))
+
+
+def _our_pids() -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                args = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(a.startswith(str(OURS_DIR / "venv").encode()) for a in args) and b"pmda_py" in args:
+                pids.append(int(d.name))
+    return pids
+
+
+@pytest.fixture
+def pmdaopenmetrics(tmp_path: Path) -> Iterator[str]:
+    """PCP's pmdaopenmetrics in the system pmcd with one file:// source;
+    yields pmcd.conf as it was with it installed."""
+    require_root_pcp()
+    if not (THEIRS_DIR / "Install").exists():
+        pytest.skip("PCP's pmdaopenmetrics is not installed (pcp package)")
+    if subprocess.run(["/usr/bin/python3", "-c", "import requests"], capture_output=True).returncode:
+        pytest.skip("python3-requests missing (pmdaopenmetrics needs it): run scripts/install-pcp")
+    conf0, root0 = PMCD_CONF.read_text(), (PMNS_DIR / "root").read_bytes()
+    if str(OURS_DIR) in conf0:
+        print("install tests: restoring pmdaopenmetrics, an earlier run left the drop-in in pmcd.conf")
+        run([REMOVE], {"PYPMDA_OPENMETRICS": "1"})
+        conf0, root0 = PMCD_CONF.read_text(), (PMNS_DIR / "root").read_bytes()
+    doc = Path("/var/lib/pcp/tmp/pmdapyinstall.prom")
+    doc.write_text('# HELP pyinst_total A test counter.\n# TYPE pyinst_total counter\npyinst_total{k="a"} 7\n')
+    SOURCE.write_text(f"file://{doc}\n")
+    installed_here = not _openmetrics_lines(conf0)
+    try:
+        if installed_here:
+            r = subprocess.run(["./Install"], cwd=THEIRS_DIR, stdin=subprocess.DEVNULL, capture_output=True,
+                               text=True, timeout=300)  # fmt: skip
+            assert r.returncode == 0, r.stdout + r.stderr
+        assert _wait(lambda: _has_values("openmetrics.pmdapyinstall.pyinst_total"), 60), PMCD_CONF.read_text()
+        yield PMCD_CONF.read_text()
+    finally:
+        if str(OURS_DIR) in PMCD_CONF.read_text():
+            run([REMOVE], {"PYPMDA_OPENMETRICS": "1"})
+        if installed_here:
+            subprocess.run(["./Remove"], cwd=THEIRS_DIR, stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+        SOURCE.unlink(missing_ok=True)
+        doc.unlink(missing_ok=True)
+        if PMCD_CONF.read_text() != conf0 or (PMNS_DIR / "root").read_bytes() != root0:
+            PMCD_CONF.write_text(conf0)
+            (PMNS_DIR / "root").write_bytes(root0)
+            subprocess.run([PMSIGNAL, "-a", "-s", "HUP", "pmcd"], check=False)
+            time.sleep(2)
+
+
+def test_openmetrics_dropin_replaces_and_restores_pmdaopenmetrics(pmdaopenmetrics: str) -> None:
+    before = pmdaopenmetrics
+    (original,) = _openmetrics_lines(before)
+    ids_before = _pminfo("-md", "openmetrics.pmdapyinstall.pyinst_total").stdout
+    assert "PMID: 144." in ids_before, ids_before
+    try:
+        r = run([INSTALL], {"PYPMDA_OPENMETRICS": "1"})
+        assert r.returncode == 0, r.stdout + r.stderr
+        (line,) = _openmetrics_lines(PMCD_CONF.read_text())
+        assert line == f"openmetrics\t144\tpipe\tbinary\tnotready\t{OURS_DIR}/pmdaopenmetrics -d 144", line
+        assert _wait(lambda: len(_our_pids()) == 1)
+        assert _wait(lambda: _has_values("openmetrics.pmdapyinstall.pyinst_total"), 60)
+        out = _pminfo("-mdf", "openmetrics.pmdapyinstall.pyinst_total").stdout
+        assert 'inst [0 or "0 k:a"] value 7' in out, out
+        # the PMID and indom pmdaopenmetrics gave it are kept (its saved name tables)
+        assert re.findall(r"PMID: \S+|InDom: \S+", out) == re.findall(r"PMID: \S+|InDom: \S+", ids_before)
+        status = _pminfo("-f", "openmetrics.control.status").stdout
+        assert '"pmdapyinstall"] value "success"' in status, status
+    finally:
+        r = run([REMOVE], {"PYPMDA_OPENMETRICS": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert PMCD_CONF.read_text() == before  # pmcd's configuration with pmdaopenmetrics, byte for byte
+    assert _openmetrics_lines(PMCD_CONF.read_text()) == [original]
+    assert _wait(lambda: not _our_pids())
+    assert _wait(lambda: _has_values("openmetrics.pmdapyinstall.pyinst_total"), 60)  # theirs serves it again
+    assert not (OURS_DIR / "openmetrics.pmcd.orig").exists()
+    shutil.rmtree(OURS_DIR / "__pycache__", ignore_errors=True)
