@@ -95,7 +95,7 @@ def test_layers(path: Path) -> None:
     for dep in sorted(_imports(path)):
         top = dep.split(".")[0]
         if top != "pmda_py":
-            if top == "trio" and module.startswith(NO_TRIO):
+            if top == "trio" and any(module == p or module.startswith(p + ".") for p in NO_TRIO):
                 bad.append(f"{dep} (the sans-IO core never imports trio)")
             continue
         if dep.startswith("pmda_py.testing") and not module.startswith(("pmda_py.testing", "pmda_py.demo")):
@@ -122,4 +122,4 @@ def test_the_contract_can_fail() -> None:
                         "pmda_py.wire._probe", False)  # fmt: skip
     assert probe == {"trio", "pmda_py.dispatch", "pmda_py.wire.pdus"}
     assert _layer("pmda_py.dispatch")[1] > _layer("pmda_py.wire._probe")[1]
-    assert "pmda_py.wire._probe".startswith(NO_TRIO)
+    assert any("pmda_py.wire._probe".startswith(p + ".") for p in NO_TRIO)

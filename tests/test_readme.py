@@ -40,6 +40,7 @@ CLAIMS: dict[str, str] = {
     "async def test_simple(pmda_command):": "test_testing_snippets",
     "pmda-py dbpmda -n": "test_dbpmda_example",
     "pmda-py run --mmv-compat": "test_mmv_compat_command",
+    "pmda-py run --openmetrics-compat --notready": "test_openmetrics_compat_command",
     "sudo ./Install </dev/null": "tests/install/test_install.py::test_install_fetch_store_remove_twice",
     "pypmda\t310\tpipe\tbinary": "tests/install/test_install.py::test_install_fetch_store_remove_twice",
 }
@@ -256,3 +257,25 @@ async def test_mmv_compat_command(workdir: Path) -> None:
         values = await pmda.fetch_values(["mmv.control.files", "mmv.control.reload"])
         assert values["mmv.control.files"] == 0
         assert (await pmda.pmid("mmv.control.files")) >> 22 == 70
+
+
+async def test_openmetrics_compat_command(workdir: Path) -> None:
+    """``pmda-py run --openmetrics-compat --notready``: pmdaopenmetrics'
+    config.d under ``$PCP_PMDAS_DIR/openmetrics``, domain 144; not ready
+    (as pmcd.conf's ``notready`` expects) until the first scrape round, then
+    PMDAREADY and the source's metrics."""
+    from pmda_py.errors import PmErr
+    from pmda_py.wire import ErrorPdu
+
+    conf = workdir / "pmdas" / "openmetrics" / "config.d"
+    conf.mkdir(parents=True)
+    (workdir / "doc.txt").write_text("# TYPE jobs_total counter\njobs_total 7\n")
+    (conf / "local.url").write_text(f"file://{workdir / 'doc.txt'}\n")
+    env, argv = _command(_block("pmda-py run --openmetrics-compat --notready").splitlines()[0])
+    env = _env(workdir, PCP_PMDAS_DIR=str(workdir / "pmdas"), **env)
+    async with open_pipe_pmda(argv, env=env, cwd=str(workdir)) as pmda:
+        ready = await pmda.receive(timeout=20)
+        assert isinstance(ready, ErrorPdu) and ready.code == PmErr.PMDAREADY
+        values = await pmda.fetch_values(["openmetrics.local.jobs_total"])
+        assert values["openmetrics.local.jobs_total"] == 7.0
+        assert (await pmda.pmid("openmetrics.local.jobs_total")) >> 22 == 144
