@@ -214,6 +214,8 @@ class Dispatcher:
         self._packed_cache: dict[str, Any] = {}
         #: the layouts of repeated fetches, by the request's PMIDs (see :class:`_FastFetch`)
         self._fast: dict[tuple[int, ...], _FastFetch | int] = {}
+        #: the metrics of a request's PMIDs by table, by the request's PMIDs
+        self._wanted: dict[tuple[int, ...], dict[int, tuple[Mount, list[Metric]]]] = {}
         #: whether repeated fetches take the fast path (off: always the general one)
         self.fast_fetch = True
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
@@ -284,6 +286,7 @@ class Dispatcher:
         self._by_pmid, self._by_indom, self._pmns, self._by_name = by_pmid, by_indom, pmns, by_name
         self._generations = [m.table.generation for m in self.mounts]
         self._fast.clear()
+        self._wanted.clear()
         if old_names and old_names != set(by_name):
             self.names_changed = True
 
@@ -360,17 +363,9 @@ class Dispatcher:
         t0 = time.perf_counter()
         profile = session.profile(context)
         attributes = session.attributes(context)
-        wanted: dict[int, tuple[Mount, list[Metric]]] = {}
-        for p in dict.fromkeys(pdu.pmids):
-            found = self._by_pmid.get(p)
-            if found is None:
-                continue
-            mount, metric = found
-            entry = wanted.get(id(mount))
-            if entry is None:
-                wanted[id(mount)] = (mount, [metric])
-            else:
-                entry[1].append(metric)
+        wanted = self._wanted.get(pdu.pmids)
+        if wanted is None:
+            wanted = self._group(pdu.pmids)
         calls = []
         for mount, metrics in wanted.values():
             req = FetchRequest(tuple(metrics), profile, context, attributes)
@@ -448,6 +443,25 @@ class Dispatcher:
         if len(cache) >= _FAST_SLOTS:
             del cache[next(iter(cache))]
         cache[pdu.pmids] = fast_or_retry
+
+    def _group(self, pmids: tuple[int, ...]) -> dict[int, tuple[Mount, list[Metric]]]:
+        """The request's known metrics by table (id of the mount), each once,
+        in request order; kept for the next FETCH of the same PMIDs."""
+        wanted: dict[int, tuple[Mount, list[Metric]]] = {}
+        for p in dict.fromkeys(pmids):
+            found = self._by_pmid.get(p)
+            if found is None:
+                continue
+            mount, metric = found
+            entry = wanted.get(id(mount))
+            if entry is None:
+                wanted[id(mount)] = (mount, [metric])
+            else:
+                entry[1].append(metric)
+        if len(self._wanted) >= _FAST_SLOTS:
+            del self._wanted[next(iter(self._wanted))]
+        self._wanted[pmids] = wanted
+        return wanted
 
     def _packed_result(
         self, pdu: FetchPdu, metrics: list[Metric], outcome: Any, profile: ProfilePdu
