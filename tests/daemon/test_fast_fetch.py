@@ -143,7 +143,7 @@ profiles_st = st.one_of(
 )
 
 
-@settings(max_examples=150)
+@settings(max_examples=300)
 @given(data=st.data(), specs=specs_st)
 def test_fast_path_bytes_equal_general_path(data: st.DataObject, specs: list[tuple[int, bool]]) -> None:
     """Fetch after fetch (values, instance sets, profiles, PMID lists
