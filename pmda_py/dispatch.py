@@ -68,7 +68,16 @@ from pmda_py.wire import (
     ValueBlock,
     ValueSet,
 )
-from pmda_py.wire.result import FIXED_CODES, FixedLayout, PackedColumn, PackedRun, ResultBuilder, encode_packed_run
+from pmda_py.wire.result import (
+    FIXED_CODES,
+    FixedLayout,
+    PackedColumn,
+    PackedRun,
+    PackedRunCache,
+    ResultBuilder,
+    SectionCache,
+    encode_packed_run,
+)
 
 __all__ = [
     "DispatchStats",
@@ -210,8 +219,8 @@ class Dispatcher:
         self._pmns = Namespace()  # the mounted names, for the PMNS PDUs
         self._instance_cache: dict[int, tuple[dict[int, str], EncodedReply]] = {}
         #: the last fetch's value-set section, reused when the next has the same shape
-        self._result_cache: dict[str, Any] = {}
-        self._packed_cache: dict[str, Any] = {}
+        self._result_cache = SectionCache()
+        self._packed_cache = PackedRunCache()
         #: the layouts of repeated fetches, by the request's PMIDs (see :class:`_FastFetch`)
         self._fast: dict[tuple[int, ...], _FastFetch | int] = {}
         #: the metrics of a request's PMIDs by table, by the request's PMIDs
@@ -474,16 +483,16 @@ class Dispatcher:
         if not all(_includes_all(profile, ind) for ind in outcome.indoms):
             return None
         cache = self._packed_cache
-        if cache.get("pmids") != pdu.pmids:  # the table's token covers metrics, not our PMIDs
-            cache.clear()
+        if cache.pmids != pdu.pmids:  # the table's token covers metrics, not our PMIDs
+            cache.token = None
         try:
             data = encode_packed_run(PackedRun(pdu.pmids, outcome.vtypes, outcome.insts, outcome.blob, outcome.token),
                                      self._state_flags(), cache=cache)  # fmt: skip
         except ValueError as err:  # a table bug: the general path reports it per metric
             log.error("table_bad_packed_fetch", error=str(err))
             return None
-        cache["pmids"] = pdu.pmids
-        return data, int(cache["total"])
+        cache.pmids = pdu.pmids
+        return data, cache.total
 
     def _state_flags(self) -> int:
         flags = 0

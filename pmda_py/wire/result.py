@@ -20,7 +20,16 @@ from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import PmType
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
-__all__ = ["FIXED_CODES", "FixedLayout", "PackedColumn", "PackedRun", "ResultBuilder", "encode_packed_run"]
+__all__ = [
+    "FIXED_CODES",
+    "FixedLayout",
+    "PackedColumn",
+    "PackedRun",
+    "PackedRunCache",
+    "ResultBuilder",
+    "SectionCache",
+    "encode_packed_run",
+]
 
 _LITTLE: Final = sys.byteorder == "little"
 _HDR = struct.Struct("!iiiiii")  # len, type, from, sec, usec, numpmid
@@ -82,6 +91,34 @@ class PackedColumn:
 
     def __len__(self) -> int:
         return len(self.data) // self.size
+
+
+class SectionCache:
+    """What :meth:`ResultBuilder.encode` keeps between fetches: the value-set
+    section of the last reply whose sets were all errors or fixed-size
+    blocks, with its shape key and instance arrays."""
+
+    __slots__ = ("insts", "key", "sets")
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self.sets = b""
+        self.insts: list[array[int]] = []
+
+
+class PackedRunCache:
+    """What :func:`encode_packed_run` keeps between fetches of one
+    :attr:`PackedRun.token`: the value-set section and the block template.
+    ``pmids`` is the caller's: the PMID list the section was built for."""
+
+    __slots__ = ("pmids", "sets", "template", "token", "total")
+
+    def __init__(self) -> None:
+        self.token: object = None
+        self.total = 0
+        self.sets = b""
+        self.template: array[int] = _NO_WORDS
+        self.pmids: Sequence[int] = ()
 
 
 class ResultBuilder:
@@ -207,7 +244,7 @@ class ResultBuilder:
                 return None
         return tuple(key)
 
-    def encode(self, flags: int = 0, from_: int = 0, cache: dict[str, Any] | None = None) -> bytes:
+    def encode(self, flags: int = 0, from_: int = 0, cache: SectionCache | None = None) -> bytes:
         """The RESULT PDU; ``flags`` are the state-change flags (timestamp sec).
 
         The value-set section is one preallocated native-order ``array`` filled
@@ -220,18 +257,17 @@ class ResultBuilder:
             key = self.shape()
             if (
                 key is not None
-                and cache.get("key") == key
-                and cache.get("insts") == [it.insts for it in self._items if it.kind == "fixed"]
+                and cache.key == key
+                and cache.insts == [it.insts for it in self._items if it.kind == "fixed"]
             ):
-                return self._encode_blocks_only(flags, from_, cache["sets"])
+                return self._encode_blocks_only(flags, from_, cache.sets)
         data = self._encode(flags, from_)
         if cache is not None:
             key = self.shape()
             if key is not None:
                 nsets = 4 * sum(2 if it.kind == "err" else 3 + 2 * len(it.insts) for it in self._items)
-                cache.clear()
-                cache.update(key=key, sets=data[24 : 24 + nsets],
-                             insts=[it.insts for it in self._items if it.kind == "fixed"])  # fmt: skip
+                cache.key, cache.sets = key, data[24 : 24 + nsets]
+                cache.insts = [it.insts for it in self._items if it.kind == "fixed"]
         return data
 
     def _encode_blocks_only(self, flags: int, from_: int, sets: bytes) -> bytes:
@@ -373,7 +409,7 @@ class PackedRun:
         self.token = token
 
 
-def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: dict[str, Any] | None = None) -> bytes:
+def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: PackedRunCache | None = None) -> bytes:
     """The RESULT PDU of a :class:`PackedRun` (every set DPTR blocks of 8
     bytes), the same bytes :class:`ResultBuilder` gives for those values.
 
@@ -384,10 +420,12 @@ def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: dic
     Raises:
         ValueError: the blob does not hold 8 bytes per instance.
     """
-    total = sum(len(i) for i in run.insts) if cache is None or cache.get("token") is not run.token else cache["total"]
+    hit = cache is not None and cache.token is run.token
+    total = cache.total if cache is not None and hit else sum(len(i) for i in run.insts)
     if memoryview(run.blob).nbytes != 8 * total:
         raise ValueError("packed run: the blob does not hold 8 bytes per value")
-    if cache is None or cache.get("token") is not run.token:
+    built = cache if cache is not None else PackedRunCache()
+    if not hit:
         nsets = len(run.pmids)
         nwords = 3 * nsets + 2 * total
         sets = array("I", bytes(4 * nwords))
@@ -407,18 +445,14 @@ def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: dic
         if _LITTLE:
             sets.byteswap()
             template.byteswap()  # headers in network order; the value words are copied in as bytes
-        built: dict[str, Any] = {"token": run.token, "total": total, "sets": sets.tobytes(), "template": template}
-        if cache is not None:
-            cache.clear()
-            cache.update(built)
-    else:
-        built = cache
-    out = array("I", built["template"])
+        built.token, built.total, built.sets, built.template = run.token, total, sets.tobytes(), template
+        built.pmids = ()
+    out = array("I", built.template)
     words = array("I")
     words.frombytes(memoryview(run.blob).cast("B"))
     out[1::3] = words[0::2]
     out[2::3] = words[1::2]
-    sets_b: bytes = built["sets"]
+    sets_b = built.sets
     head = _HDR.pack(24 + len(sets_b) + 12 * total, PduType.RESULT, from_, flags, 0, len(run.pmids))
     return b"".join((head, sets_b, out))
 

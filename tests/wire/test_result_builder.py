@@ -89,8 +89,10 @@ def test_section_reuse_gives_identical_bytes() -> None:
     encode, and must not be reused when the shape changes."""
     from array import array
 
+    from pmda_py.wire.result import SectionCache
+
     insts = array("I", range(5))
-    cache: dict[str, object] = {}
+    cache = SectionCache()
     for k in range(4):
         b = ResultBuilder()
         b.add_values(1, PmType.U64, insts, [k * 10 + i for i in range(5)])
@@ -131,9 +133,9 @@ def test_packed_run_matches_the_builder(sets: list[tuple[int, int, list[int]]], 
     builder's bytes, from scratch and from its cache (new values, same shape)."""
     from array import array
 
-    from pmda_py.wire.result import PackedColumn, PackedRun, encode_packed_run
+    from pmda_py.wire.result import PackedColumn, PackedRun, PackedRunCache, encode_packed_run
 
-    token, cache = object(), {}
+    token, cache = object(), PackedRunCache()
     for _ in range(2):
         blobs = [data.draw(st.binary(min_size=8 * len(i), max_size=8 * len(i))) for _, _, i in sets]
         ref = ResultBuilder()
