@@ -386,7 +386,8 @@ class Dispatcher:
                 self._fetch_done(t0, packed[1])
                 return EncodedReply(PduType.RESULT, packed[0])
         fast = self._fast.get(pdu.pmids) if self.fast_fetch else None
-        if type(fast) is _FastFetch and fast.profile is profile:
+        if type(fast) is _FastFetch and (fast.profile is profile or fast.profile == profile):
+            fast.profile = profile  # pmcd resends an equal profile when it switches client contexts
             data = fast.encode(outcomes, 0x10 if self.names_changed else 0)
             if data is not None:
                 self.names_changed = False
@@ -442,7 +443,7 @@ class Dispatcher:
         fast = None
         if all(type(o) is dict for o in outcomes):
             fast = _FastFetch.build(pdu.pmids, profile, self._by_pmid, answers, data, len(outcomes))
-        if fast is None or (type(old) is _FastFetch and old.hits == 0 and old.profile is profile):
+        if fast is None or (type(old) is _FastFetch and old.hits == 0 and old.profile == profile):
             # not eligible, or the shape keeps changing: try again in a while
             fast_or_retry: _FastFetch | int = self.stats.fetches + _FAST_RETRY
         else:

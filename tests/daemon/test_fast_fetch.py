@@ -211,6 +211,16 @@ def test_repeat_takes_the_fast_path_and_changes_invalidate_it() -> None:
     got = _decoded(_fetch(d, s, pmids))
     assert [i for i, _v in got[a.pmid(DOMAIN)]] == [2]
     assert [i for i, _v in got[c.pmid(DOMAIN)]] == [2]
+    # an equal profile in a new object (pmcd resends it on context switches): still the fast way
+    s.prof = ProfilePdu(entries=(ProfileEntry(INDOM_ID, 1, (2,)),))
+    _fetch(d, s, pmids)
+    fast = d._fast[pmids]
+    assert not isinstance(fast, int)
+    before = fast.hits
+    s.prof = ProfilePdu(entries=(ProfileEntry(INDOM_ID, 1, (2,)),))
+    got = _decoded(_fetch(d, s, pmids))
+    assert fast.hits == before + 1
+    assert [i for i, _v in got[c.pmid(DOMAIN)]] == [2]
     # a changed shape (another PMID list): its own reply
     got = _decoded(_fetch(d, s, (c.pmid(DOMAIN), b.pmid(DOMAIN))))
     assert list(got) == [c.pmid(DOMAIN), b.pmid(DOMAIN)]
