@@ -19,7 +19,9 @@ MMV_DATA = DATA / "mmv"
 # tests/test_pmns.py's regression example).  The seed is chosen here, printed
 # in the report header and reusable with --hypothesis-seed=N.  The "fixed"
 # profile (--hypothesis-profile=fixed) is the derandomised, small one.
-settings.register_profile("default", deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "default", deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.register_profile(
     "fixed", derandomize=True, max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
