@@ -225,6 +225,8 @@ class Dispatcher:
         self._fast: dict[tuple[int, ...], _FastFetch | int] = {}
         #: the metrics of a request's PMIDs by table, by the request's PMIDs
         self._wanted: dict[tuple[int, ...], dict[int, tuple[Mount, list[Metric]]]] = {}
+        #: encoded DESC replies by PMID (cleared with the index)
+        self._desc_replies: dict[int, EncodedReply] = {}
         #: whether repeated fetches take the fast path (off: always the general one)
         self.fast_fetch = True
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
@@ -296,6 +298,7 @@ class Dispatcher:
         self._generations = [m.table.generation for m in self.mounts]
         self._fast.clear()
         self._wanted.clear()
+        self._desc_replies.clear()
         if old_names and old_names != set(by_name):
             self.names_changed = True
 
@@ -331,7 +334,7 @@ class Dispatcher:
             except Exception as exc:
                 self._table_failed(m.name or type(m.table).__name__, "check", exc)
         self._refresh_index()
-        kind = PduType(pdu.pdu_type).name
+        kind = _KIND_NAMES[pdu.pdu_type]
         self.stats.count(kind)
         try:
             if isinstance(pdu, FetchPdu):
@@ -360,11 +363,16 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- DESC
 
-    def _desc(self, pdu: DescReqPdu) -> Pdu:
+    def _desc(self, pdu: DescReqPdu) -> Pdu | EncodedReply:
+        reply = self._desc_replies.get(pdu.pmid)
+        if reply is not None:
+            return reply
         found = self._by_pmid.get(pdu.pmid)
         if found is None:
             return ErrorPdu(PmErr.PMID)
-        return DescPdu(found[1].desc(self.domain))
+        # a metric's descriptor is fixed (Metric is frozen): encode it once per index
+        reply = self._desc_replies[pdu.pmid] = EncodedReply(PduType.DESC, DescPdu(found[1].desc(self.domain)).encode())
+        return reply
 
     # --------------------------------------------------------------- FETCH
 
@@ -826,6 +834,8 @@ def _walk(node: Node, prefix: str, out: list[str]) -> None:
     for name, child in reversed(node.children.items()):
         _walk(child, f"{prefix}.{name}", out)
 
+
+_KIND_NAMES: dict[int, str] = {t: t.name for t in PduType}
 
 _FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
 _FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
