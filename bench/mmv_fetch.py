@@ -30,9 +30,21 @@ PMDAMMV = "/var/lib/pcp/pmdas/mmv/pmdammv"
 
 
 def write(path: Path, metrics: int, instances: int) -> None:
-    subprocess.run(["/usr/bin/python3", str(HERE.parent / "scripts" / "write_mmv.py"), str(path),
-                    "--metrics", str(metrics), "--instances", str(instances), "--cluster", "7"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "/usr/bin/python3",
+            str(HERE.parent / "scripts" / "write_mmv.py"),
+            str(path),
+            "--metrics",
+            str(metrics),
+            "--instances",
+            str(instances),
+            "--cluster",
+            "7",
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def run(cmd: list[str], tmp: Path, metrics: int, iterations: int) -> tuple[float, float, int]:
@@ -62,10 +74,18 @@ def main() -> int:
         try:
             (tmp / "mmv").mkdir()
             write(tmp / "mmv" / "bench", metrics, instances)
-            ref = run([PMDAMMV, "-d", "70", "-l", str(tmp / "pmdammv.log")], tmp, metrics,
-                      max(3, args.iterations // (10 if metrics > 500 else 1)))  # fmt: skip
-            ours = run([sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(tmp / "ours.log")],
-                       tmp, metrics, args.iterations)  # fmt: skip
+            ref = run(
+                [PMDAMMV, "-d", "70", "-l", str(tmp / "pmdammv.log")],
+                tmp,
+                metrics,
+                max(3, args.iterations // (10 if metrics > 500 else 1)),
+            )
+            ours = run(
+                [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(tmp / "ours.log")],
+                tmp,
+                metrics,
+                args.iterations,
+            )
             assert ref[2] == ours[2], (ref[2], ours[2])
             print(f"{ref[2]:8d} {'pmdammv (C daemon)':28} {ref[0]:9.2f} {ref[1]:9.2f}")
             print(

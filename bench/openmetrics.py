@@ -155,10 +155,32 @@ class BenchPmcd(PrivatePmcd):
 
     def start(self, wait_for: str = "pmcd.version") -> BenchPmcd:
         self.proc = subprocess.Popen(
-            [PMCD, "-f", "-A", "-i", "127.0.0.1", "-p", str(self.port), "-s", str(self.sock), "-c", str(self.conf),
-             "-n", str(self.pmns), "-l", str(self.log), "-t", "5", "-q", "10"],
-            env=self.env, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                PMCD,
+                "-f",
+                "-A",
+                "-i",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-s",
+                str(self.sock),
+                "-c",
+                str(self.conf),
+                "-n",
+                str(self.pmns),
+                "-l",
+                str(self.log),
+                "-t",
+                "5",
+                "-q",
+                "10",
+            ],
+            env=self.env,
+            cwd=self.root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.wait(wait_for, timeout=600)
         return self
 
@@ -190,10 +212,13 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -
     if who == "pmdaopenmetrics":
         cmd = f"/usr/bin/python3 {THEIRS} -c {cfg} -l {root}/agent.log"
     else:
-        cmd = (f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
-               f"--state-dir {var}/config/pmda -l {root}/agent.log")  # fmt: skip
-    pmcd = BenchPmcd(root, [f"openmetrics 144 pipe binary notready {cmd}"], "root {\n    openmetrics\t144:*:*\n}\n",
-                     env=env)  # fmt: skip
+        cmd = (
+            f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
+            f"--state-dir {var}/config/pmda -l {root}/agent.log"
+        )
+    pmcd = BenchPmcd(
+        root, [f"openmetrics 144 pipe binary notready {cmd}"], "root {\n    openmetrics\t144:*:*\n}\n", env=env
+    )
     t0 = time.monotonic()
     try:
         pmcd.start(wait_for="openmetrics.control.calls")
@@ -201,14 +226,22 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -
         pid = agent_pid(str(cfg))
         calls0 = _calls(pmcd)
         w0 = time.monotonic()
-        r = subprocess.run(["/usr/bin/python3", "-c", CLIENT, pmcd.host, str(fetches), str(batch)], capture_output=True,
-                           text=True, timeout=600, env=pmcd.env)  # fmt: skip
+        r = subprocess.run(
+            ["/usr/bin/python3", "-c", CLIENT, pmcd.host, str(fetches), str(batch)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=pmcd.env,
+        )
         window = time.monotonic() - w0
         calls1 = _calls(pmcd)
         if r.returncode:  # e.g. pmcd gave up on the agent (its fetch overran pmcd's 5 s timeout)
             agent_lines = [ln for ln in pmcd.log_text().splitlines() if "openmetrics" in ln or "timeout" in ln.lower()]
-            return {"ready_s": round(ready, 2), "client_failed": r.stderr.strip().splitlines()[-1][:300],
-                    "pmcd_log": agent_lines[-4:]}  # fmt: skip
+            return {
+                "ready_s": round(ready, 2),
+                "client_failed": r.stderr.strip().splitlines()[-1][:300],
+                "pmcd_log": agent_lines[-4:],
+            }
         out = json.loads(r.stdout)
         rss = rss_kb(pid) if pid else 0
         log = (root / "agent.log").read_text(errors="replace")
@@ -244,8 +277,9 @@ def main() -> int:
     ap.add_argument("--servers", type=int, default=4, help="exposition server processes")
     ap.add_argument("--fetches", type=int, default=10)
     ap.add_argument("--only", choices=["pmda_py", "pmdaopenmetrics"])
-    ap.add_argument("--slow", type=int, default=0,
-                    help="how many of the sources answer once, then never in time (30 s)")  # fmt: skip
+    ap.add_argument(
+        "--slow", type=int, default=0, help="how many of the sources answer once, then never in time (30 s)"
+    )
     ap.add_argument("--metrics", type=int, default=100, help="metrics per source")
     ap.add_argument("--batch", type=int, default=10000, help="PMIDs per pmFetch")
     args = ap.parse_args()
@@ -262,8 +296,21 @@ def main() -> int:
                 break
             port = free_port()
             slow_from = args.sources - args.slow
-            procs.append(subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(first), str(count), "0",
-                                           str(slow_from), str(args.metrics)]))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        SERVER,
+                        str(port),
+                        str(first),
+                        str(count),
+                        "0",
+                        str(slow_from),
+                        str(args.metrics),
+                    ]
+                )
+            )
             urls += [f"http://127.0.0.1:{port}/s{s}" for s in range(first, first + count)]
         time.sleep(1.0)
         results = {}
@@ -274,8 +321,10 @@ def main() -> int:
                 results[who] = run_agent(who, Path(tmp), urls, args.fetches, args.batch)
             print(f"{who:16s} {json.dumps(results[who])}", flush=True)
         per_source = 3 * min(20, args.metrics) + max(0, args.metrics - 20)
-        print(f"sources={args.sources} (slow {args.slow}) metrics/source={args.metrics} values/source={per_source} "
-              f"expected values/sweep={args.sources * per_source}")  # fmt: skip
+        print(
+            f"sources={args.sources} (slow {args.slow}) metrics/source={args.metrics} values/source={per_source} "
+            f"expected values/sweep={args.sources * per_source}"
+        )
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

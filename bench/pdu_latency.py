@@ -44,8 +44,15 @@ def requests(desc_pmid: int, ind: int, fetch_pmid: int | None) -> dict[str, byte
     return out
 
 
-def measure(cmd: list[str], env: dict[str, str], desc_pmid: int, ind: int, fetch_pmid: int | None,
-            iterations: int, record: dict[str, str] | None = None) -> dict[str, tuple[float, float]]:  # fmt: skip
+def measure(
+    cmd: list[str],
+    env: dict[str, str],
+    desc_pmid: int,
+    ind: int,
+    fetch_pmid: int | None,
+    iterations: int,
+    record: dict[str, str] | None = None,
+) -> dict[str, tuple[float, float]]:
     """p50/p90 per request; ``record`` collects the replies (hex) for the floor."""
     d = PipeDriver(cmd, env)
     try:
@@ -69,14 +76,14 @@ def main() -> int:
     runs: dict[str, dict[str, tuple[float, float]]] = {}
     ours = [sys.executable, "-m", "pmda_py", "run", "-d", "254", "-l", log, "--table", "bench_table:BenchTable=bench"]
     recorded: dict[str, str] = {}
-    runs["pmda-py run"] = measure(ours, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations,
-                                  recorded)  # fmt: skip
+    runs["pmda-py run"] = measure(ours, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations, recorded)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(recorded, f)
     try:
         floor = [sys.executable, str(HERE / "prebuilt_replies.py"), f.name]
-        runs["pre-built replies"] = measure(floor, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0),
-                                            args.iterations)  # fmt: skip
+        runs["pre-built replies"] = measure(
+            floor, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations
+        )
     finally:
         os.unlink(f.name)
     if not Path("/var/lib/pcp/pmdas/sample/pmdasample").exists():
@@ -88,8 +95,10 @@ def main() -> int:
         runs["pmdasample (C)"] = measure(sample, env, pmid(29, 0, 5), indom(29, 1), None, args.iterations)
         simple = ["/usr/bin/python3", "/var/lib/pcp/pmdas/simple/pmdasimple.python", "-d", "253"]
         runs["pmdasimple.python"] = measure(simple, env, pmid(253, 0, 1), indom(253, 0), None, args.iterations)
-    print(f"{args.n} values per FETCH, {args.n} instances for INSTANCE on ours and pcp.pmda; "
-          f"pmdasample/pmdasimple answer 3 instances")  # fmt: skip
+    print(
+        f"{args.n} values per FETCH, {args.n} instances for INSTANCE on ours and pcp.pmda; "
+        f"pmdasample/pmdasimple answer 3 instances"
+    )
     print(f"{'PMDA':20} {'request':16} {'p50 us':>9} {'p90 us':>9} {'ref/ours (p50)':>15}")
     base = runs["pmda-py run"]
     for name, res in runs.items():

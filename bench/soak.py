@@ -40,8 +40,21 @@ def main() -> int:
     src = root / "src"
     src.mkdir()
     for name, m, n in (("app", 50, 20), ("small", 5, 3)):
-        subprocess.run(["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py"), str(src / name), "--metrics",
-                        str(m), "--instances", str(n), "--name", name], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                "/usr/bin/python3",
+                str(REPO / "scripts" / "write_mmv.py"),
+                str(src / name),
+                "--metrics",
+                str(m),
+                "--instances",
+                str(n),
+                "--name",
+                name,
+            ],
+            check=True,
+            capture_output=True,
+        )
     shutil.copy(src / "app", mmv / "app")
     (root / "simple.conf").write_text("sec,min,hour\n")
     cfg = root / "soak.conf"
@@ -55,8 +68,11 @@ def main() -> int:
         f"soak 252 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {root / 'soak.log'} --state-dir {root}",
         f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat -l {root / 'mmv.log'}",
     ]
-    pmns = Path("/var/lib/pcp/pmns/root_pmcd").read_text().replace(
-        "root {\n    pmcd\n}", "root {\n    pmcd\n    soak\t252:*:*\n    mmv\t70:*:*\n}", 1)  # fmt: skip
+    pmns = (
+        Path("/var/lib/pcp/pmns/root_pmcd")
+        .read_text()
+        .replace("root {\n    pmcd\n}", "root {\n    pmcd\n    soak\t252:*:*\n    mmv\t70:*:*\n}", 1)
+    )
     pmcd = PrivatePmcd(root, agents, pmns, env={"PCP_TMP_DIR": str(root / "tmp")})
     pmcd.start()
     pmcd.wait("soak.control.pid", desc_only=True)
@@ -118,8 +134,14 @@ def main() -> int:
         return out
 
     def control() -> dict[str, float]:
-        out = pmcd.tool("pminfo", "-f", "soak.control.rss", "soak.control.fetch.latency.p99",
-                        "soak.control.fetch.count", check=False).stdout  # fmt: skip
+        out = pmcd.tool(
+            "pminfo",
+            "-f",
+            "soak.control.rss",
+            "soak.control.fetch.latency.p99",
+            "soak.control.fetch.count",
+            check=False,
+        ).stdout
         vals: dict[str, float] = {}
         cur = ""
         for line in out.splitlines():
@@ -141,9 +163,12 @@ def main() -> int:
         while time.monotonic() - t0 < args.minutes * 60:
             time.sleep(min(30, args.minutes * 60))
             now = control()
-            print(f"{time.monotonic() - t0:6.0f}s fetches={counts['fetches']} errors={counts['errors']} "
-                  f"stores={counts['stores']} churn={counts['churn']} rss={agent_rss()} kB "
-                  f"p99={now.get('soak.control.fetch.latency.p99', 0):.3f} ms", flush=True)  # fmt: skip
+            print(
+                f"{time.monotonic() - t0:6.0f}s fetches={counts['fetches']} errors={counts['errors']} "
+                f"stores={counts['stores']} churn={counts['churn']} rss={agent_rss()} kB "
+                f"p99={now.get('soak.control.fetch.latency.p99', 0):.3f} ms",
+                flush=True,
+            )
     finally:
         stop.set()
         for t in threads:
@@ -157,8 +182,10 @@ def main() -> int:
         print(f"RSS of the {agent} agent: start {r0} kB, end {r1} kB, growth {100 * (r1 - r0) / max(r0, 1):.1f}%")
     rss0, rss1 = start.get("soak.control.rss", 0), end.get("soak.control.rss", 0)
     print(f"duration: {args.minutes} min, clients: {args.clients}")
-    print(f"client fetches (pminfo runs): {counts['fetches']}, stores: {counts['stores']}, "
-          f"MMV churn steps: {counts['churn']}, client errors: {counts['errors']}")  # fmt: skip
+    print(
+        f"client fetches (pminfo runs): {counts['fetches']}, stores: {counts['stores']}, "
+        f"MMV churn steps: {counts['churn']}, client errors: {counts['errors']}"
+    )
     print(f"agent FETCHes answered: {int(end.get('soak.control.fetch.count', 0))}")
     print(f"soak agent RSS by its own control metric: {rss0:.0f} -> {rss1:.0f} kB")
     print(f"p99 fetch latency (agent side): {end.get('soak.control.fetch.latency.p99', 0):.3f} ms")

@@ -53,8 +53,10 @@ async def _show(pmda: PmdaClient, prefix: str, out: list[str]) -> None:
         except PmdaReplyError:
             oneline = "(no help)"
         ind = "PM_INDOM_NULL" if d.indom == PM_INDOM_NULL else indom_str(d.indom)
-        say(f"{name:34} {pmid_str(p):11} {PmType(d.type).name:7} {PmSem(d.sem).name:8} "
-            f"indom={ind:13} units={_units(d):6} {oneline}")  # fmt: skip
+        say(
+            f"{name:34} {pmid_str(p):11} {PmType(d.type).name:7} {PmSem(d.sem).name:8} "
+            f"indom={ind:13} units={_units(d):6} {oneline}"
+        )
     say()
     say("== three fetches (values change as pmdasimple's do) ==")
     wanted = [n for n in pmids if ".time." not in n and "latency" not in n and "uptime" not in n]

@@ -290,9 +290,12 @@ def configure_main(argv: Sequence[str]) -> int:
         os.chmod(tmp, 0o644)
         # a fresh interpreter: tables imported while checking SRC must load from DEST's pythonpath too
         check = subprocess.run(
-            [sys.executable, "-m", "pmda_py", "pmns", "-c", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, check=False,
-        )  # fmt: skip
+            [sys.executable, "-m", "pmda_py", "pmns", "-c", tmp],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
         if check.returncode:
             why = check.stderr.strip().replace("pmda-py pmns: ", "", 1).replace(tmp, dest)
             raise ValueError(why or f"{dest} would be bad")

@@ -46,8 +46,16 @@ LAYERS: dict[str, int] = {
     "pmda_py.testing": 6,
     "pmda_py": 6,  # the package's own __init__: the public API re-exports
 }
-NO_TRIO = ("pmda_py.wire", "pmda_py.session", "pmda_py.harvest", "pmda_py.table", "pmda_py.dispatch",
-           "pmda_py.namespace", "pmda_py.errors", "pmda_py.pmapi")  # fmt: skip
+NO_TRIO = (
+    "pmda_py.wire",
+    "pmda_py.session",
+    "pmda_py.harvest",
+    "pmda_py.table",
+    "pmda_py.dispatch",
+    "pmda_py.namespace",
+    "pmda_py.errors",
+    "pmda_py.pmapi",
+)
 
 
 def _name(path: Path) -> str:
@@ -118,8 +126,9 @@ def test_every_module_has_a_layer() -> None:
 def test_the_contract_can_fail() -> None:
     """The checker sees the violations of a wire module that imports trio
     and the dispatcher."""
-    probe = _imports_of("import trio\nfrom pmda_py.dispatch import Dispatcher\nfrom . import pdus\n",
-                        "pmda_py.wire._probe", False)  # fmt: skip
+    probe = _imports_of(
+        "import trio\nfrom pmda_py.dispatch import Dispatcher\nfrom . import pdus\n", "pmda_py.wire._probe", False
+    )
     assert probe == {"trio", "pmda_py.dispatch", "pmda_py.wire.pdus"}
     assert _layer("pmda_py.dispatch")[1] > _layer("pmda_py.wire._probe")[1]
     assert any("pmda_py.wire._probe".startswith(p + ".") for p in NO_TRIO)

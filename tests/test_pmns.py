@@ -76,8 +76,13 @@ def test_simple_root_through_includes_and_macros() -> None:
     assert ns.names(pmid(253, 9, 9)) == []
     assert ns.children("simple") == [("numfetch", True), ("color", True), ("time", False), ("now", True)]
     assert ns.children("") == [("simple", False)]
-    assert ns.traverse("simple") == ["simple.numfetch", "simple.color", "simple.time.user", "simple.time.sys",
-                                     "simple.now"]  # fmt: skip
+    assert ns.traverse("simple") == [
+        "simple.numfetch",
+        "simple.color",
+        "simple.time.user",
+        "simple.time.sys",
+        "simple.now",
+    ]
     assert ns.traverse("simple.time.user") == ["simple.time.user"]
     for bad in ("simple", "simple.time", "simple.nonesuch", "simple.numfetch.x", "nonesuch"):
         with pytest.raises(KeyError):
@@ -109,8 +114,12 @@ def test_flattened_copies_of_the_pcp_files() -> None:
     simple = load(str(DATA / "simple.pmns"))
     assert simple.leaves() == _ns(SIMPLE_ROOT, stdpmid=STDPMID, pmns=SIMPLE_PMNS).leaves()
     sample = load(str(DATA / "sample.pmns"))
-    assert sample.dynamic_roots() == {"sample.secret": 29, "sample.ghosts": 29, "sampledso.secret": 30,
-                                      "sampledso.ghosts": 30}  # fmt: skip
+    assert sample.dynamic_roots() == {
+        "sample.secret": 29,
+        "sample.ghosts": 29,
+        "sampledso.secret": 30,
+        "sampledso.ghosts": 30,
+    }
     assert sample.lookup("sampledso.colour") == pmid(30, 0, 5)
     assert sample.names(pmid(29, 0, 5)) == ["sample.colour", "sample.dupnames.four.colour"]  # PMNS order
 
@@ -139,8 +148,13 @@ c { q Q }
     lines = preprocess(text, "f")
     assert lines[0][:2] == ("f", 2) and lines[0][2].strip() == "#define X 1"  # not in column 1: no directive
     squeezed = [(f, n, " ".join(t.split())) for f, n, t in lines[1:]]
-    assert squeezed == [("f", 7, "root { a b c }"), ("f", 14, "a { n7 7:1:2 Aa }"), ("f", 15, "a.Aa { A_1 7:0:3 }"),
-                        ("f", 17, "b { A 0:0:4 }"), ("f", 18, "c { q 1:2: 3 }")]  # fmt: skip
+    assert squeezed == [
+        ("f", 7, "root { a b c }"),
+        ("f", 14, "a { n7 7:1:2 Aa }"),
+        ("f", 15, "a.Aa { A_1 7:0:3 }"),
+        ("f", 17, "b { A 0:0:4 }"),
+        ("f", 18, "c { q 1:2: 3 }"),
+    ]
     with pytest.raises(PmnsError, match=r"^f:2: Illegal line number control number$"):
         parse(lines)
     ns = parse(lines[1:])
@@ -263,8 +277,11 @@ def _trees(draw: st.DrawFn) -> dict[str, int]:
         if any(name == k or name.startswith(k + ".") or k.startswith(name + ".") for k in leaves):
             continue
         dyn = draw(st.booleans()) and draw(st.booleans())
-        p = pmid(511, draw(st.integers(1, 510)), 0) if dyn else pmid(*draw(st.tuples(
-            st.integers(0, 510), st.integers(0, 4095), st.integers(0, 1023))))  # fmt: skip
+        p = (
+            pmid(511, draw(st.integers(1, 510)), 0)
+            if dyn
+            else pmid(*draw(st.tuples(st.integers(0, 510), st.integers(0, 4095), st.integers(0, 1023))))
+        )
         leaves[name] = p
     return leaves
 
@@ -298,8 +315,14 @@ def _require_pcp() -> None:
 
 
 def _pminfo(path: Path | str) -> tuple[int, list[str], str]:
-    r = subprocess.run([PMINFO, "-n", str(path), "-m"], capture_output=True, text=True, timeout=30,
-                       env={**os.environ, "LC_ALL": "C"}, cwd=str(Path(path).parent))  # fmt: skip
+    r = subprocess.run(
+        [PMINFO, "-n", str(path), "-m"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "LC_ALL": "C"},
+        cwd=str(Path(path).parent),
+    )
     # libpcp adds its built-in and configured derived metrics (511.0.N) to every PMNS
     lines = [ln for ln in r.stdout.splitlines() if not re.search(r" PMID: 511\.0\.\d+$", ln)]
     return r.returncode, lines, r.stderr
@@ -322,8 +345,9 @@ def _listing(ns: Namespace, pminfo_lines: list[str]) -> list[str]:
 
 
 @pytest.mark.pcp
-@pytest.mark.parametrize("path", ["/var/lib/pcp/pmdas/simple/root", "/var/lib/pcp/pmdas/sample/root",
-                                  "/var/lib/pcp/pmns/root"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path", ["/var/lib/pcp/pmdas/simple/root", "/var/lib/pcp/pmdas/sample/root", "/var/lib/pcp/pmns/root"]
+)
 def test_same_names_and_pmids_as_pminfo(path: str) -> None:
     _require_pcp()
     rc, lines, err = _pminfo(path)

@@ -116,8 +116,9 @@ def test_make_demo_and_make_test(workdir: Path) -> None:
     assert dry.returncode == 0, dry.stderr
     assert re.search(r"-m pmda_py demo$", dry.stdout, re.M) and re.search(r"-m pytest", dry.stdout), dry.stdout
     assert re.search(r"^make test$", (REPO / ".ci" / "run").read_text(), re.M)
-    r = subprocess.run([sys.executable, "-m", "pmda_py", "demo"], cwd=workdir, capture_output=True, text=True,
-                       timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "pmda_py", "demo"], cwd=workdir, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"pypmda\.control\.fetch\.count = \d+", r.stdout), r.stdout
 
@@ -138,10 +139,22 @@ def test_system_tests_are_opt_in(workdir: Path, monkeypatch: pytest.MonkeyPatch)
     assert f"{SYSTEM_TESTS}=1" in block
     env = {k: v for k, v in os.environ.items() if k not in ("CI", SYSTEM_TESTS)}
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-         "tests/install/test_install.py::test_systemd_unit_verifies"],
-        cwd=REPO, capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "tests/install/test_install.py::test_systemd_unit_verifies",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert "1 skipped" in r.stdout and f"set {SYSTEM_TESTS}=1 to run" in r.stdout, r.stdout
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv(SYSTEM_TESTS, "1")
@@ -226,8 +239,14 @@ def test_testing_snippets(workdir: Path) -> None:
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != PYTHON_BIN)
     env = {**os.environ, **_env(workdir), "PATH": path, "PYTHONPATH": str(workdir)}
     env.pop("VIRTUAL_ENV", None)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=workdir,
-                       capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout + r.stderr
 
 
@@ -241,8 +260,7 @@ def test_dbpmda_example(workdir: Path) -> None:
     env = {**os.environ, **_env(workdir), "PATH": f"{PYTHON_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     ours = subprocess.run(["bash", "-c", block], cwd=workdir, capture_output=True, text=True, env=env, timeout=60)
     real_block = block.replace("pmda-py dbpmda -n", "dbpmda -n")
-    real = subprocess.run(["bash", "-c", real_block], cwd=workdir, capture_output=True, text=True, env=env,
-                          timeout=60)  # fmt: skip
+    real = subprocess.run(["bash", "-c", real_block], cwd=workdir, capture_output=True, text=True, env=env, timeout=60)
     assert 'inst: 0 name: "red"' in ours.stdout and "253.0.1 (simple.color): numval: 3" in ours.stdout, ours
     mask = re.compile(r"dump from 0x[0-9a-f]+")
     assert mask.sub("ADDR", ours.stdout) == mask.sub("ADDR", real.stdout)

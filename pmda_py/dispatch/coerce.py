@@ -16,6 +16,8 @@ from pmda_py.table import Columns, Metric
 from pmda_py.wire import EventArray, ProfilePdu, ValueBlock
 from pmda_py.wire.result import PackedColumn
 
+_INTS = frozenset((int,))
+
 __all__ = ["PACKED_SIZE", "check_range", "columns", "includes_all", "store_value"]
 
 
@@ -83,11 +85,11 @@ def check_range(type_: int, vals: Sequence[Any]) -> None:
                 if not isinstance(v, EventArray):
                     raise TypeError(f"event value {v!r}")
         return
-    lo, hi = min(vals), max(vals)
-    if isinstance(lo, bool) or isinstance(hi, bool) or not isinstance(lo, int) or not isinstance(hi, int):
+    if not _INTS.issuperset(map(type, vals)):  # min/max alone let a float or bool in between through
         for v in vals:
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"{PmType(type_).name} value {v!r} is not an int")
+    lo, hi = min(vals), max(vals)
     if lo < rng[0] or hi > rng[1]:
         raise OverflowError(f"{PmType(type_).name} value out of range [{lo}, {hi}]")
 

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import time
 from collections.abc import Awaitable, Mapping, Sequence
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Callable, Protocol, TypeVar
 
 import structlog
@@ -62,7 +65,16 @@ from pmda_py.wire import (
     ValueBlock,
     ValueSet,
 )
-from pmda_py.wire.result import PackedColumn, PackedRun, ResultBuilder, encode_packed_run
+from pmda_py.wire.result import (
+    FIXED_CODES,
+    FixedLayout,
+    PackedColumn,
+    PackedRun,
+    PackedRunCache,
+    ResultBuilder,
+    SectionCache,
+    encode_packed_run,
+)
 
 __all__ = [
     "DispatchStats",
@@ -161,8 +173,16 @@ class Dispatcher:
         self._pmns = Namespace()  # the mounted names, for the PMNS PDUs
         self._instance_cache: dict[int, tuple[dict[int, str], EncodedReply]] = {}
         #: the last fetch's value-set section, reused when the next has the same shape
-        self._result_cache: dict[str, Any] = {}
-        self._packed_cache: dict[str, Any] = {}
+        self._result_cache = SectionCache()
+        self._packed_cache = PackedRunCache()
+        #: the layouts of repeated fetches, by the request's PMIDs (see :class:`_FastFetch`)
+        self._fast: dict[tuple[int, ...], _FastFetch | int] = {}
+        #: the metrics of a request's PMIDs by table, by the request's PMIDs
+        self._wanted: dict[tuple[int, ...], dict[int, tuple[Mount, list[Metric]]]] = {}
+        #: encoded DESC replies by PMID (cleared with the index)
+        self._desc_replies: dict[int, EncodedReply] = {}
+        #: whether repeated fetches take the fast path (off: always the general one)
+        self.fast_fetch = True
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
@@ -197,8 +217,15 @@ class Dispatcher:
         index = MountIndex.build(self.mounts, self.domain, strict=strict, prepare=self._attach_cache)
         old_names = set(self._by_name)
         self._by_pmid, self._by_indom, self._pmns, self._by_name = (
-            index.by_pmid, index.by_indom, index.pmns, index.by_name)  # fmt: skip
+            index.by_pmid,
+            index.by_indom,
+            index.pmns,
+            index.by_name,
+        )
         self._generations = index.generations
+        self._fast.clear()
+        self._wanted.clear()
+        self._desc_replies.clear()
         if old_names and old_names != set(index.by_name):
             self.names_changed = True
 
@@ -282,7 +309,7 @@ class Dispatcher:
             if spent > CHECK_BUDGET:  # synchronous: it held every request up
                 log.warning("table_check_slow", table=m.name, seconds=round(spent, 3), budget=CHECK_BUDGET)
         self._refresh_index()
-        kind = PduType(pdu.pdu_type).name
+        kind = _KIND_NAMES[pdu.pdu_type]
         self.stats.count(kind)
         route = self._routes.get(pdu.pdu_type)
         if route is None:  # the session passes only request types: a bug if reached
@@ -298,27 +325,24 @@ class Dispatcher:
     # ---------------------------------------------------------------- DESC
 
     async def _desc(self, event: Request, pdu: DescReqPdu) -> Pdu:
+        reply = self._desc_replies.get(pdu.pmid)
+        if reply is not None:
+            return reply
         found = self._by_pmid.get(pdu.pmid)
         if found is None:
             return ErrorPdu(PmErr.PMID)
-        return DescPdu(found[1].desc(self.domain))
+        # a metric's descriptor is fixed (Metric is frozen): encode it once per index
+        reply = self._desc_replies[pdu.pmid] = EncodedReply(PduType.DESC, DescPdu(found[1].desc(self.domain)).encode())
+        return reply
 
     # --------------------------------------------------------------- FETCH
 
     async def _fetch(self, event: Request, pdu: FetchPdu) -> Pdu:
         t0 = time.perf_counter()
         context, profile, attributes = event.context, event.profile, event.attributes
-        wanted: dict[int, tuple[Mount, list[Metric]]] = {}
-        for p in dict.fromkeys(pdu.pmids):
-            found = self._by_pmid.get(p)
-            if found is None:
-                continue
-            mount, metric = found
-            entry = wanted.get(id(mount))
-            if entry is None:
-                wanted[id(mount)] = (mount, [metric])
-            else:
-                entry[1].append(metric)
+        wanted = self._wanted.get(pdu.pmids)
+        if wanted is None:
+            wanted = self._group(pdu.pmids)
         calls = []
         for mount, metrics in wanted.values():
             req = FetchRequest(tuple(metrics), profile, context, attributes)
@@ -329,6 +353,14 @@ class Dispatcher:
             if packed is not None:
                 self._fetch_done(t0, packed[1])
                 return EncodedReply(PduType.RESULT, packed[0])
+        fast = self._fast.get(pdu.pmids) if self.fast_fetch else None
+        if type(fast) is _FastFetch and (fast.profile is profile or fast.profile == profile):
+            fast.profile = profile  # pmcd resends an equal profile when it switches client contexts
+            data = fast.encode(outcomes, 0x10 if self.names_changed else 0)
+            if data is not None:
+                self.names_changed = False
+                self._fetch_done(t0, fast.layout.nvalues)
+                return EncodedReply(PduType.RESULT, data)
         answers: dict[int, Mapping[Metric, Any]] = {}  # id(mount) -> metric -> value or exception
         for (mount, _metrics), outcome in zip(wanted.values(), outcomes):
             if isinstance(outcome, PmdaNotReady):
@@ -357,8 +389,57 @@ class Dispatcher:
             mount, metric = found
             nvalues += add_values(builder, p, mount, metric, answers[id(mount)].get(metric), profile)
         data = builder.encode(self._state_flags(), cache=self._result_cache)
+        if self.fast_fetch:
+            self._learn(pdu, profile, outcomes, answers, data, fast)
         self._fetch_done(t0, nvalues)
         return EncodedReply(PduType.RESULT, data)
+
+    def _learn(
+        self,
+        pdu: FetchPdu,
+        profile: ProfilePdu,
+        outcomes: list[Any],
+        answers: dict[int, Mapping[Metric, Any]],
+        data: bytes,
+        old: _FastFetch | int | None,
+    ) -> None:
+        """After a general-path fetch: keep its layout for the next fetch
+        of the same PMIDs if every value is fixed-size (else remember not to
+        try again for a while)."""
+        if type(old) is int and old > self.stats.fetches:
+            return  # not eligible lately: retry later
+        fast = None
+        if all(type(o) is dict for o in outcomes):
+            fast = _FastFetch.build(pdu.pmids, profile, self._by_pmid, answers, data, len(outcomes))
+        if fast is None or (type(old) is _FastFetch and old.hits == 0 and old.profile == profile):
+            # not eligible, or the shape keeps changing: try again in a while
+            fast_or_retry: _FastFetch | int = self.stats.fetches + _FAST_RETRY
+        else:
+            fast_or_retry = fast
+        cache = self._fast
+        cache.pop(pdu.pmids, None)
+        if len(cache) >= _FAST_SLOTS:
+            del cache[next(iter(cache))]
+        cache[pdu.pmids] = fast_or_retry
+
+    def _group(self, pmids: tuple[int, ...]) -> dict[int, tuple[Mount, list[Metric]]]:
+        """The request's known metrics by table (id of the mount), each once,
+        in request order; kept for the next FETCH of the same PMIDs."""
+        wanted: dict[int, tuple[Mount, list[Metric]]] = {}
+        for p in dict.fromkeys(pmids):
+            found = self._by_pmid.get(p)
+            if found is None:
+                continue
+            mount, metric = found
+            entry = wanted.get(id(mount))
+            if entry is None:
+                wanted[id(mount)] = (mount, [metric])
+            else:
+                entry[1].append(metric)
+        if len(self._wanted) >= _FAST_SLOTS:
+            del self._wanted[next(iter(self._wanted))]
+        self._wanted[pmids] = wanted
+        return wanted
 
     def _packed_result(
         self, pdu: FetchPdu, metrics: list[Metric], outcome: Any, profile: ProfilePdu
@@ -371,16 +452,19 @@ class Dispatcher:
         if not all(includes_all(profile, ind) for ind in outcome.indoms):
             return None
         cache = self._packed_cache
-        if cache.get("pmids") != pdu.pmids:  # the table's token covers metrics, not our PMIDs
-            cache.clear()
+        if cache.pmids != pdu.pmids:  # the table's token covers metrics, not our PMIDs
+            cache.token = None
         try:
-            data = encode_packed_run(PackedRun(pdu.pmids, outcome.vtypes, outcome.insts, outcome.blob, outcome.token),
-                                     self._state_flags(), cache=cache)  # fmt: skip
+            data = encode_packed_run(
+                PackedRun(pdu.pmids, outcome.vtypes, outcome.insts, outcome.blob, outcome.token),
+                self._state_flags(),
+                cache=cache,
+            )
         except (ValueError, TypeError, OverflowError) as err:  # a table bug: the general path reports it per metric
             log.error("table_bad_packed_fetch", error=str(err))
             return None
-        cache["pmids"] = pdu.pmids
-        return data, int(cache["total"])
+        cache.pmids = pdu.pmids
+        return data, cache.total
 
     def _state_flags(self) -> int:
         """The RESULT timestamp's state flags.  NAMES_CHANGE is cleared only
@@ -462,7 +546,7 @@ class Dispatcher:
             check_range(metric.type, vals)
             builder.add_values(p, metric.type, insts, vals)
             return len(insts)
-        except (TypeError, ValueError, OverflowError, AttributeError) as err:
+        except (TypeError, ValueError, OverflowError, AttributeError, struct.error) as err:
             tname = mount.name or type(mount.table).__name__
             self.stats.table_errors[tname] = self.stats.table_errors.get(tname, 0) + 1
             log.error(
@@ -718,6 +802,144 @@ def _walk(node: Node, prefix: str, out: list[str]) -> None:
         _walk(child, f"{prefix}.{name}", out)
 
 
+_KIND_NAMES: dict[int, str] = {t: t.name for t in PduType}
+
+_FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
+_FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
+_NUMBERS = frozenset((int, float))
+_DICTS = frozenset((dict,))
+_INTS = frozenset((int,))
+
+
+class _FastFetch:
+    """The layout of a repeated FETCH (same PMIDs, same profile, same
+    instances): its values come out of the tables' dicts by a few C-level
+    passes (``map``, ``chain``, ``itemgetter``) and go into the reply through
+    :class:`FixedLayout` (one precompiled ``struct`` per group, which checks
+    each value's range).  Group 0 holds the singular metrics' values, group
+    1 the ``{inst: value}`` metrics' values, each in request order.  Anything
+    unexpected (another instance list, a non-number, a value out of range)
+    answers None: the general path then encodes that fetch and reports the
+    bad value precisely."""
+
+    __slots__ = ("hits", "keys", "layout", "multis", "ntables", "pick", "profile", "singles")
+
+    def __init__(
+        self,
+        profile: ProfilePdu,
+        singles: list[Metric],
+        multis: list[Metric],
+        keys: list[tuple[Any, ...]],
+        pick: Callable[[Sequence[Any]], Any] | None,
+        layout: FixedLayout,
+        ntables: int,
+    ) -> None:
+        self.profile = profile
+        self.singles, self.multis, self.keys, self.pick = singles, multis, keys, pick
+        self.layout = layout
+        self.ntables = ntables
+        self.hits = 0
+
+    @classmethod
+    def build(
+        cls,
+        pmids: Sequence[int],
+        profile: ProfilePdu,
+        by_pmid: Mapping[int, tuple[Mount, Metric]],
+        answers: Mapping[int, Mapping[Metric, Any]],
+        data: bytes,
+        ntables: int,
+    ) -> _FastFetch | None:
+        """The layout of the reply ``data`` the general path made, or None
+        when some value is not a plain number of a fixed-size type."""
+        singles: list[Metric] = []
+        multis: list[Metric] = []
+        keys: list[tuple[Any, ...]] = []
+        picked: list[int] = []
+        flat = 0  # values of the {inst: value} metrics, before the profile
+        groups: list[int] = []
+        types: list[int] = []
+        for p in pmids:
+            found = by_pmid.get(p)
+            if found is None:
+                groups.append(-1)
+                types.append(0)
+                continue
+            mount, metric = found
+            if metric.type not in FIXED_CODES:
+                return None
+            value = answers[id(mount)].get(metric)
+            types.append(metric.type)
+            if metric.indom is None:
+                if type(value) not in _NUMBERS:
+                    return None
+                singles.append(metric)
+                groups.append(0)
+                continue
+            if type(value) is not dict:
+                return None
+            insts = tuple(value)
+            ind = metric.indom.id
+            if includes_all(profile, ind):
+                picked.extend(range(flat, flat + len(insts)))
+                kept = len(insts)
+            else:
+                kept = 0
+                for k, i in enumerate(insts):
+                    if type(i) is int and profile.includes(ind, i):
+                        picked.append(flat + k)
+                        kept += 1
+            multis.append(metric)
+            keys.append(insts)
+            flat += len(insts)
+            groups.append(1 if kept else -1)
+        try:
+            layout = FixedLayout(data, groups, types, 2)
+        except (ValueError, KeyError, IndexError):
+            return None  # the general path answered otherwise (e.g. an error for a bad instance)
+        if layout.nvalues != len(singles) + len(picked):
+            return None
+        pick: Callable[[Sequence[Any]], Any] | None = None
+        if len(picked) != flat:
+            pick = itemgetter(*picked) if len(picked) > 1 else (lambda v: [v[k] for k in picked])
+        return cls(profile, singles, multis, keys, pick, layout, ntables)
+
+    def encode(self, outcomes: list[Any], flags: int) -> bytes | None:
+        """The reply for these table answers, or None to take the general path."""
+        if len(outcomes) != self.ntables:
+            return None
+        if len(outcomes) == 1:
+            answer = outcomes[0]
+            if type(answer) is not dict:
+                return None
+        else:
+            answer = {}
+            for o in outcomes:
+                if type(o) is not dict:
+                    return None
+                answer.update(o)
+        get = answer.get
+        single = list(map(get, self.singles))
+        if not _NUMBERS.issuperset(map(type, single)):
+            return None
+        multi: Any = ()
+        if self.multis:
+            dicts: list[Any] = list(map(get, self.multis))
+            if not _DICTS.issuperset(map(type, dicts)) or list(map(tuple, dicts)) != self.keys:
+                return None
+            multi = list(chain.from_iterable(map(dict.values, dicts)))
+            if self.pick is not None:
+                multi = self.pick(multi)
+            if not _NUMBERS.issuperset(map(type, multi)):
+                return None
+        try:
+            data = self.layout.encode((single, multi), flags)
+        except (struct.error, OverflowError, TypeError):
+            return None
+        self.hits += 1
+        return data
+
+
 def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[Any]]:
     return lambda: table.fetch(req)
 
@@ -733,7 +955,13 @@ def _label_fits(reply: Pdu) -> Pdu:
     if isinstance(reply, LabelPdu):
         for s in reply.sets:
             if len(s.labels) >= 255 or len(s.json) >= 65535:
-                log.warning("label_set_too_big", ident=reply.ident, type=reply.type, labels=len(s.labels),
-                            json_bytes=len(s.json), limit="254 labels, 65534 bytes")  # fmt: skip
+                log.warning(
+                    "label_set_too_big",
+                    ident=reply.ident,
+                    type=reply.type,
+                    labels=len(s.labels),
+                    json_bytes=len(s.json),
+                    limit="254 labels, 65534 bytes",
+                )
                 return ErrorPdu(PmErr.TOOBIG)
     return reply

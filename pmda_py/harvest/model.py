@@ -473,4 +473,3 @@ def _column(section: memoryview, t: int, first: int, n: int) -> list[Any]:
     view: memoryview = section.cast(code)  # type: ignore[call-overload]
     out: list[Any] = view[first * per : (first + n) * per : per].tolist()
     return out
-

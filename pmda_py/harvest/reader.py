@@ -286,6 +286,18 @@ class MmvFile:
             else:
                 diags.append(Diagnostic("toc", toc_off, f"bad TOC type {ttype}"))
         return cls(
-            size, version, g1, g2, flags, process, cluster, tuple(indoms), tuple(metrics), tuple(values),
-            values_offset, values_count, tuple(labels), tuple(diags),
-        )  # fmt: skip
+            size,
+            version,
+            g1,
+            g2,
+            flags,
+            process,
+            cluster,
+            tuple(indoms),
+            tuple(metrics),
+            tuple(values),
+            values_offset,
+            values_count,
+            tuple(labels),
+            tuple(diags),
+        )

@@ -48,11 +48,17 @@ class ControlTable(Table):
         count = units(count=1)
         msec = units(time=1, scale_time=2)
         self.requests = Metric(
-            "requests", cluster=4090, item=0, type=PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.pdus,
+            "requests",
+            cluster=4090,
+            item=0,
+            type=PmType.U64,
+            sem=PmSem.COUNTER,
+            units=count,
+            indom=self.pdus,
             oneline="requests received, by PDU type",
             help="Number of PDUs received from pmcd since the daemon started, per PDU type\n"
             '("BAD" counts requests that failed to decode and were answered PM_ERR_IPC).',
-        )  # fmt: skip
+        )
         self.fetches = Metric(
             "fetch.count",
             cluster=4090,
@@ -96,26 +102,51 @@ class ControlTable(Table):
             oneline="longest time to answer a FETCH",
         )
         self.latency_p99 = Metric(
-            "fetch.latency.p99", cluster=4090, item=7, type=PmType.DOUBLE, units=msec,
+            "fetch.latency.p99",
+            cluster=4090,
+            item=7,
+            type=PmType.DOUBLE,
+            units=msec,
             oneline="99th percentile of the time to answer a FETCH (last 4096 fetches)",
-        )  # fmt: skip
+        )
         self.rss = Metric(
-            "rss", cluster=4092, item=3, type=PmType.U64, units=units(space=1, scale_space=1),
+            "rss",
+            cluster=4092,
+            item=3,
+            type=PmType.U64,
+            units=units(space=1, scale_space=1),
             oneline="resident set size of the daemon",
-        )  # fmt: skip
+        )
         self.errors = Metric(
-            "table.errors", cluster=4091, item=0, type=PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
+            "table.errors",
+            cluster=4091,
+            item=0,
+            type=PmType.U64,
+            sem=PmSem.COUNTER,
+            units=count,
+            indom=self.tables,
             oneline="table calls that raised or returned bad values",
-        )  # fmt: skip
+        )
         self.timeouts = Metric(
-            "table.timeouts", cluster=4091, item=1, type=PmType.U64, sem=PmSem.COUNTER, units=count, indom=self.tables,
+            "table.timeouts",
+            cluster=4091,
+            item=1,
+            type=PmType.U64,
+            sem=PmSem.COUNTER,
+            units=count,
+            indom=self.tables,
             oneline="table calls that overran their deadline (answered PM_ERR_AGAIN)",
-        )  # fmt: skip
+        )
         self.loglevel = Metric(
-            "log.level", cluster=4092, item=0, type=PmType.STRING, sem=PmSem.DISCRETE, writable=True,
+            "log.level",
+            cluster=4092,
+            item=0,
+            type=PmType.STRING,
+            sem=PmSem.DISCRETE,
+            writable=True,
             oneline="log level (debug, info, warning, error); storable",
             help="The daemon's log level.  Change it with, e.g.,\n  pmstore NAME.control.log.level debug",
-        )  # fmt: skip
+        )
         self.uptime = Metric(
             "uptime",
             cluster=4092,

@@ -132,8 +132,9 @@ class _PackedPlan:
             indoms.add(m.indom.id)
         if len(files) != 1 or offset < 0:
             return cls(metrics, generation)
-        return cls(metrics, generation, files.pop(), offset, tuple(runs),
-                   tuple(vtypes), tuple(insts), frozenset(indoms))  # fmt: skip
+        return cls(
+            metrics, generation, files.pop(), offset, tuple(runs), tuple(vtypes), tuple(insts), frozenset(indoms)
+        )
 
 
 class MmvTable(Table):
@@ -269,8 +270,9 @@ class MmvTable(Table):
                     if self.allowed_uids is not None:
                         owner = os.fstat(f.fileno()).st_uid
                         if owner not in self.allowed_uids:
-                            log.warning("mmv_file_owner_refused", file=name, uid=owner,
-                                        allowed=sorted(self.allowed_uids))  # fmt: skip
+                            log.warning(
+                                "mmv_file_owner_refused", file=name, uid=owner, allowed=sorted(self.allowed_uids)
+                            )
                             continue
                     data = f.read()
             except OSError as err:

@@ -231,24 +231,59 @@ class OpenMetricsTable(Table):
             # pmdaopenmetrics gives the one-line text as the help text too
             return Metric(f"control.{name}", cluster=0, item=item, type=type_, sem=sem, oneline=text, help=text, **kw)
 
-        self.c_calls = ctl("calls", 1, PmType.U64, PmSem.COUNTER, "per-end-point source call counter",
-                           units=cnt, indom=ind)  # fmt: skip
-        self.c_fetch_time = ctl("fetch_time", 2, PmType.U64, PmSem.COUNTER,
-                                                "per-end-point source fetch time counter, excluding parse time",
-                                units=ms, indom=ind)  # fmt: skip
-        self.c_parse_time = ctl("parse_time", 3, PmType.U64, PmSem.COUNTER,
-                                                "per-end-point source parse time counter, excluding fetch time",
-                                units=ms, indom=ind)  # fmt: skip
-        self.c_debug = ctl("debug", 4, PmType.U32, PmSem.DISCRETE, "debug flag to enable verbose log messages, "
-                           "to enable: pmstore openmetrics.control.debug 1", writable=True)  # fmt: skip
-        self.c_status = ctl("status", 5, PmType.STRING, PmSem.INSTANT,
-                            "per-end-point source URL response status after the most recent fetch",
-                            indom=ind)  # fmt: skip
-        self.c_status_code = ctl("status_code", 6, PmType.I32, PmSem.DISCRETE,
-                                 "per-end-point source URL response status code after the most recent fetch",
-                                 indom=ind)  # fmt: skip
-        self._control_metrics = [self.c_calls, self.c_fetch_time, self.c_parse_time, self.c_debug, self.c_status,
-                                 self.c_status_code]  # fmt: skip
+        self.c_calls = ctl(
+            "calls", 1, PmType.U64, PmSem.COUNTER, "per-end-point source call counter", units=cnt, indom=ind
+        )
+        self.c_fetch_time = ctl(
+            "fetch_time",
+            2,
+            PmType.U64,
+            PmSem.COUNTER,
+            "per-end-point source fetch time counter, excluding parse time",
+            units=ms,
+            indom=ind,
+        )
+        self.c_parse_time = ctl(
+            "parse_time",
+            3,
+            PmType.U64,
+            PmSem.COUNTER,
+            "per-end-point source parse time counter, excluding fetch time",
+            units=ms,
+            indom=ind,
+        )
+        self.c_debug = ctl(
+            "debug",
+            4,
+            PmType.U32,
+            PmSem.DISCRETE,
+            "debug flag to enable verbose log messages, to enable: pmstore openmetrics.control.debug 1",
+            writable=True,
+        )
+        self.c_status = ctl(
+            "status",
+            5,
+            PmType.STRING,
+            PmSem.INSTANT,
+            "per-end-point source URL response status after the most recent fetch",
+            indom=ind,
+        )
+        self.c_status_code = ctl(
+            "status_code",
+            6,
+            PmType.I32,
+            PmSem.DISCRETE,
+            "per-end-point source URL response status code after the most recent fetch",
+            indom=ind,
+        )
+        self._control_metrics = [
+            self.c_calls,
+            self.c_fetch_time,
+            self.c_parse_time,
+            self.c_debug,
+            self.c_status,
+            self.c_status_code,
+        ]
 
     def metrics(self) -> Sequence[Metric]:
         if self._metrics_cache is None:
@@ -349,8 +384,12 @@ class OpenMetricsTable(Table):
             found.sort(key=lambda t: t[1])
         current: list[Source] = []
         for name, path, scripted in found:
-            if name == "control" or not name[:1].isalpha() or not all(c.isalnum() or c in "_." for c in name) \
-                    or not name.isascii():  # fmt: skip
+            if (
+                name == "control"
+                or not name[:1].isalpha()
+                or not all(c.isalnum() or c in "_." for c in name)
+                or not name.isascii()
+            ):
                 if name not in self._refused:
                     self._refused.add(name)
                     log.warning("openmetrics_source_refused", file=path, reason="unsuitable for the PCP namespace")
@@ -364,8 +403,9 @@ class OpenMetricsTable(Table):
                     continue
                 self._dirty[0] = self.clusters_table
                 items = self.load_table(cluster, MAX_METRIC)
-                src = Source(name, cluster, path, scripted, SourceModel(name, cluster, items, self.load_table,
-                                                                        self.limits))  # fmt: skip
+                src = Source(
+                    name, cluster, path, scripted, SourceModel(name, cluster, items, self.load_table, self.limits)
+                )
                 self.sources[name] = src
                 self.by_cluster[cluster] = src
                 self.c_sources.set(self.clusters_table.instances())
@@ -452,8 +492,11 @@ class OpenMetricsTable(Table):
             self._first_round.discard(src.name)
             if not self._first_round and not self._ready.is_set():
                 self.rounds += 1
-                log.info("openmetrics_ready", sources=len(self.sources),
-                         first_round_s=round(time.monotonic() - self._started, 3))  # fmt: skip
+                log.info(
+                    "openmetrics_ready",
+                    sources=len(self.sources),
+                    first_round_s=round(time.monotonic() - self._started, 3),
+                )
                 self._ready.set()
 
     async def _source_loop(self, src: Source, scope: trio.CancelScope) -> None:
@@ -491,8 +534,9 @@ class OpenMetricsTable(Table):
                 with trio.fail_after(self.timeout):
                     body, code = await self._get(src)
             except trio.TooSlowError:
-                self._status(src, f"failed to fetch URL or execute script {src.path}: timed out after "
-                             f"{self.timeout:g} s", code)  # fmt: skip
+                self._status(
+                    src, f"failed to fetch URL or execute script {src.path}: timed out after {self.timeout:g} s", code
+                )
                 return
             except Exception as err:
                 code = err.code if isinstance(err, _HttpStatus) else code
@@ -813,8 +857,9 @@ class OpenMetricsTable(Table):
             ms = found_ms
             assert ms.table is not None
             items = label_items(ms.inst_labels.get(inst, {}), _L_INSTANCES, skip="instname")
-            items.append(("instname", label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1],
-                          _L_INSTANCES | _L_OPTIONAL))  # fmt: skip
+            items.append(
+                ("instname", label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1], _L_INSTANCES | _L_OPTIONAL)
+            )
             return items
         return None
 

@@ -115,17 +115,34 @@ class SimpleTable(Table):
         )
         sec = units(time=1, scale_time=3)
         self.user_m = Metric(
-            "time.user", cluster=1, item=2, type=PmType.DOUBLE, sem=PmSem.COUNTER, units=sec,
-            oneline="Time agent has spent executing user code", help=_HELP_USER,
-        )  # fmt: skip
+            "time.user",
+            cluster=1,
+            item=2,
+            type=PmType.DOUBLE,
+            sem=PmSem.COUNTER,
+            units=sec,
+            oneline="Time agent has spent executing user code",
+            help=_HELP_USER,
+        )
         self.sys_m = Metric(
-            "time.sys", cluster=1, item=3, type=PmType.DOUBLE, sem=PmSem.COUNTER, units=sec,
-            oneline="Time agent has spent executing system code", help=_HELP_SYS,
-        )  # fmt: skip
+            "time.sys",
+            cluster=1,
+            item=3,
+            type=PmType.DOUBLE,
+            sem=PmSem.COUNTER,
+            units=sec,
+            oneline="Time agent has spent executing system code",
+            help=_HELP_SYS,
+        )
         self.now_m = Metric(
-            "now", cluster=2, item=4, type=PmType.U32, indom=self.time,
-            oneline="Time of day with a configurable instance domain", help=_HELP_NOW,
-        )  # fmt: skip
+            "now",
+            cluster=2,
+            item=4,
+            type=PmType.U32,
+            indom=self.time,
+            oneline="Time of day with a configurable instance domain",
+            help=_HELP_NOW,
+        )
         self.numfetch = 0
         self.colours = {0: 0, 1: 100, 2: 200}
         self.times = os.times()

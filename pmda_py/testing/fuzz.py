@@ -102,8 +102,21 @@ def _expect_for(raw: bytes, kind: str) -> Case:
 
 
 def _names(rng: random.Random) -> str:
-    pool = ["simple", "simple.numfetch", "simple.time", "simple.time.user", "simple.color", "nonesuch", "simple..x",
-            "", "ctl", "ctl.pid", "simple.numfetch.x", "\u00e9t\u00e9", "a" * 300]  # fmt: skip
+    pool = [
+        "simple",
+        "simple.numfetch",
+        "simple.time",
+        "simple.time.user",
+        "simple.color",
+        "nonesuch",
+        "simple..x",
+        "",
+        "ctl",
+        "ctl.pid",
+        "simple.numfetch.x",
+        "\u00e9t\u00e9",
+        "a" * 300,
+    ]
     return rng.choice(pool)
 
 
@@ -113,8 +126,9 @@ def _valid(rng: random.Random, domain: int) -> bytes:
     ind = indom(domain, rng.choice([0, 1, 7, 4090]))
     frm = rng.choice([0, 0, 1, 2, 63])
     if k == 0:
-        return FetchPdu(tuple(p if rng.random() < 0.7 else rng.getrandbits(32) for _ in range(rng.randint(1, 6))),
-                        from_=frm).encode()  # fmt: skip
+        return FetchPdu(
+            tuple(p if rng.random() < 0.7 else rng.getrandbits(32) for _ in range(rng.randint(1, 6))), from_=frm
+        ).encode()
     if k == 1:
         return DescReqPdu(rng.choice([p, rng.getrandbits(32)]), from_=frm).encode()
     if k == 2:
@@ -127,8 +141,11 @@ def _valid(rng: random.Random, domain: int) -> bytes:
     if k == 3:
         return TextReqPdu(rng.choice([p, ind]), rng.choice([5, 6, 9, 10, 0, 3, 12, 255]), from_=frm).encode()
     if k == 4:
-        vs = ValueSet.of(p, rng.choice([0, 1, 5, 6]), [(rng.choice([-1, 0, 1, 2, 7]), 0)]) if rng.random() < 0.5 \
-            else ValueSet.of(p, 1, [(-1, rng.getrandbits(32))])  # fmt: skip
+        vs = (
+            ValueSet.of(p, rng.choice([0, 1, 5, 6]), [(rng.choice([-1, 0, 1, 2, 7]), 0)])
+            if rng.random() < 0.5
+            else ValueSet.of(p, 1, [(-1, rng.getrandbits(32))])
+        )
         try:
             return ResultPdu((vs,), from_=frm).encode()
         except (TypeError, ValueError, struct.error):
@@ -147,10 +164,13 @@ def _valid(rng: random.Random, domain: int) -> bytes:
         return LabelReqPdu(ident, t, from_=frm).encode()
     if k == 10:
         entries = tuple(
-            ProfileEntry(rng.choice([ind, indom(domain, 0)]), rng.randint(0, 1),
-                         tuple(rng.randint(-2, 3) for _ in range(rng.randint(0, 3))))
+            ProfileEntry(
+                rng.choice([ind, indom(domain, 0)]),
+                rng.randint(0, 1),
+                tuple(rng.randint(-2, 3) for _ in range(rng.randint(0, 3))),
+            )
             for _ in range(rng.randint(0, 2))
-        )  # fmt: skip
+        )
         return ProfilePdu(rng.randint(0, 3), rng.randint(0, 1), entries, from_=frm).encode()
     if k == 11:
         return AttrPdu(rng.choice([11, 12, 14, 15, 5, 99]), rng.randbytes(rng.randint(0, 12)), from_=frm).encode()
@@ -214,8 +234,15 @@ class Fuzzer:
     """Talks to one PMDA process over a pipe or a unix socket (blocking I/O
     with deadlines: a PMDA that does not answer in ``timeout`` s is hung)."""
 
-    def __init__(self, cmd: Sequence[str], *, transport: str = "pipe", sock_path: str | None = None,
-                 timeout: float = 5.0, env: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        *,
+        transport: str = "pipe",
+        sock_path: str | None = None,
+        timeout: float = 5.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.timeout = timeout
         self.sock: socket.socket | None = None
         full_env = {**os.environ, **(env or {})}
@@ -351,8 +378,17 @@ class Fuzzer:
             raise FuzzFailure("the PMDA did not exit after EOF") from None
 
 
-def run_fuzz(cmd: Sequence[str], inputs: int, seed: int, *, transport: str = "pipe", sock_path: str | None = None,
-             domain: int = 253, batch: int = 50, report: bool = False) -> dict[str, int]:  # fmt: skip
+def run_fuzz(
+    cmd: Sequence[str],
+    inputs: int,
+    seed: int,
+    *,
+    transport: str = "pipe",
+    sock_path: str | None = None,
+    domain: int = 253,
+    batch: int = 50,
+    report: bool = False,
+) -> dict[str, int]:
     """Send ``inputs`` random inputs in batches; raise FuzzFailure on the first broken rule."""
     rng = random.Random(seed)
     fz = Fuzzer(cmd, transport=transport, sock_path=sock_path)
@@ -371,8 +407,10 @@ def run_fuzz(cmd: Sequence[str], inputs: int, seed: int, *, transport: str = "pi
                 rss_start = fz.rss_kb()
             rss_peak = max(rss_peak, fz.rss_kb())
             if report and done % 10000 < batch:
-                print(f"{done} inputs, {fz.replies} replies, RSS {fz.rss_kb()} kB, {time.monotonic() - t0:.0f}s",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{done} inputs, {fz.replies} replies, RSS {fz.rss_kb()} kB, {time.monotonic() - t0:.0f}s",
+                    flush=True,
+                )
         rss_end = fz.rss_kb()
         if fz.close() != 0:
             raise FuzzFailure("the PMDA exited with a non-zero status after EOF")
@@ -381,13 +419,21 @@ def run_fuzz(cmd: Sequence[str], inputs: int, seed: int, *, transport: str = "pi
             fz.proc.kill()
             fz.proc.wait()
         raise
-    return {"inputs": inputs, "replies": fz.replies, "rss_start_kb": rss_start, "rss_end_kb": rss_end,
-            "rss_peak_kb": rss_peak, "seconds": int(time.monotonic() - t0), **kinds}  # fmt: skip
+    return {
+        "inputs": inputs,
+        "replies": fz.replies,
+        "rss_start_kb": rss_start,
+        "rss_end_kb": rss_end,
+        "rss_peak_kb": rss_peak,
+        "seconds": int(time.monotonic() - t0),
+        **kinds,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pmda_py.testing.fuzz", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m pmda_py.testing.fuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--inputs", type=int, default=100000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--transport", choices=["pipe", "unix"], default="pipe")
@@ -396,8 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("cmd", nargs="+", help="the PMDA command")
     ns = p.parse_args(argv)
     try:
-        res = run_fuzz(ns.cmd, ns.inputs, ns.seed, transport=ns.transport, sock_path=ns.socket, domain=ns.domain,
-                       report=True)  # fmt: skip
+        res = run_fuzz(
+            ns.cmd, ns.inputs, ns.seed, transport=ns.transport, sock_path=ns.socket, domain=ns.domain, report=True
+        )
     except FuzzFailure as err:
         print(f"FAIL: {err}", file=sys.stderr)
         return 1

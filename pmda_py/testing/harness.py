@@ -85,4 +85,3 @@ async def open_table_pmda(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
-

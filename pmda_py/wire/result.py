@@ -20,7 +20,16 @@ from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import PmType
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
-__all__ = ["PackedColumn", "PackedRun", "ResultBuilder", "encode_packed_run"]
+__all__ = [
+    "FIXED_CODES",
+    "FixedLayout",
+    "PackedColumn",
+    "PackedRun",
+    "PackedRunCache",
+    "ResultBuilder",
+    "SectionCache",
+    "encode_packed_run",
+]
 
 _LITTLE: Final = sys.byteorder == "little"
 _HDR = struct.Struct("!iiiiii")  # len, type, from, sec, usec, numpmid
@@ -82,6 +91,34 @@ class PackedColumn:
 
     def __len__(self) -> int:
         return len(self.data) // self.size
+
+
+class SectionCache:
+    """What :meth:`ResultBuilder.encode` keeps between fetches: the value-set
+    section of the last reply whose sets were all errors or fixed-size
+    blocks, with its shape key and instance arrays."""
+
+    __slots__ = ("insts", "key", "sets")
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self.sets = b""
+        self.insts: list[array[int]] = []
+
+
+class PackedRunCache:
+    """What :func:`encode_packed_run` keeps between fetches of one
+    :attr:`PackedRun.token`: the value-set section and the block template.
+    ``pmids`` is the caller's: the PMID list the section was built for."""
+
+    __slots__ = ("pmids", "sets", "template", "token", "total")
+
+    def __init__(self) -> None:
+        self.token: object = None
+        self.total = 0
+        self.sets = b""
+        self.template: array[int] = _NO_WORDS
+        self.pmids: Sequence[int] = ()
 
 
 class ResultBuilder:
@@ -207,7 +244,7 @@ class ResultBuilder:
                 return None
         return tuple(key)
 
-    def encode(self, flags: int = 0, from_: int = 0, cache: dict[str, Any] | None = None) -> bytes:
+    def encode(self, flags: int = 0, from_: int = 0, cache: SectionCache | None = None) -> bytes:
         """The RESULT PDU; ``flags`` are the state-change flags (timestamp sec).
 
         The value-set section is one preallocated native-order ``array`` filled
@@ -220,18 +257,17 @@ class ResultBuilder:
             key = self.shape()
             if (
                 key is not None
-                and cache.get("key") == key
-                and cache.get("insts") == [it.insts for it in self._items if it.kind == "fixed"]
+                and cache.key == key
+                and cache.insts == [it.insts for it in self._items if it.kind == "fixed"]
             ):
-                return self._encode_blocks_only(flags, from_, cache["sets"])
+                return self._encode_blocks_only(flags, from_, cache.sets)
         data = self._encode(flags, from_)
         if cache is not None:
             key = self.shape()
             if key is not None:
                 nsets = 4 * sum(2 if it.kind == "err" else 3 + 2 * len(it.insts) for it in self._items)
-                cache.clear()
-                cache.update(key=key, sets=data[24 : 24 + nsets],
-                             insts=[it.insts for it in self._items if it.kind == "fixed"])  # fmt: skip
+                cache.key, cache.sets = key, data[24 : 24 + nsets]
+                cache.insts = [it.insts for it in self._items if it.kind == "fixed"]
         return data
 
     def _encode_blocks_only(self, flags: int, from_: int, sets: bytes) -> bytes:
@@ -373,7 +409,7 @@ class PackedRun:
         self.token = token
 
 
-def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: dict[str, Any] | None = None) -> bytes:
+def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: PackedRunCache | None = None) -> bytes:
     """The RESULT PDU of a :class:`PackedRun` (every set DPTR blocks of 8
     bytes), the same bytes :class:`ResultBuilder` gives for those values.
 
@@ -384,10 +420,12 @@ def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: dic
     Raises:
         ValueError: the blob does not hold 8 bytes per instance.
     """
-    total = sum(len(i) for i in run.insts) if cache is None or cache.get("token") is not run.token else cache["total"]
+    hit = cache is not None and cache.token is run.token
+    total = cache.total if cache is not None and hit else sum(len(i) for i in run.insts)
     if memoryview(run.blob).nbytes != 8 * total:
         raise ValueError("packed run: the blob does not hold 8 bytes per value")
-    if cache is None or cache.get("token") is not run.token:
+    built = cache if cache is not None else PackedRunCache()
+    if not hit:
         nsets = len(run.pmids)
         nwords = 3 * nsets + 2 * total
         sets = array("I", bytes(4 * nwords))
@@ -407,17 +445,146 @@ def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: dic
         if _LITTLE:
             sets.byteswap()
             template.byteswap()  # headers in network order; the value words are copied in as bytes
-        built: dict[str, Any] = {"token": run.token, "total": total, "sets": sets.tobytes(), "template": template}
-        if cache is not None:
-            cache.clear()
-            cache.update(built)
-    else:
-        built = cache
-    out = array("I", built["template"])
+        built.token, built.total, built.sets, built.template = run.token, total, sets.tobytes(), template
+        built.pmids = ()
+    out = array("I", built.template)
     words = array("I")
     words.frombytes(memoryview(run.blob).cast("B"))
     out[1::3] = words[0::2]
     out[2::3] = words[1::2]
-    sets_b: bytes = built["sets"]
+    sets_b = built.sets
     head = _HDR.pack(24 + len(sets_b) + 12 * total, PduType.RESULT, from_, flags, 0, len(run.pmids))
     return b"".join((head, sets_b, out))
+
+
+#: struct codes of the types a :class:`FixedLayout` writes (32-bit INSITU, the rest 4/8-byte DPTR blocks)
+FIXED_CODES: Final[dict[int, str]] = {
+    PmType.I32: "i",
+    PmType.U32: "I",
+    PmType.I64: "q",
+    PmType.U64: "Q",
+    PmType.FLOAT: "f",
+    PmType.DOUBLE: "d",
+}
+
+
+def _runs(codes: Sequence[str]) -> str:
+    """``codes`` as a struct format with repeat counts (``"qqq" -> "3q"``)."""
+    out: list[str] = []
+    k = 0
+    while k < len(codes):
+        j = k
+        while j < len(codes) and codes[j] == codes[k]:
+            j += 1
+        out.append(f"{j - k}{codes[k]}" if j - k > 1 else codes[k])
+        k = j
+    return ">" + "".join(out)
+
+
+class FixedLayout:
+    """A RESULT whose values are all fixed-size, taken apart once so that a
+    repeat of it (same PMIDs, instances and types) is written by a few bulk
+    operations: one precompiled :class:`struct.Struct` per value group packs
+    (and range-checks) every value, and a short list of strided slice
+    assignments drops the packed words into a copy of the reply.
+
+    Built from a reply the general encoder made (``data``), so the constant
+    parts (PMIDs, instances, pointers, block headers) are its bytes.
+    ``groups[k]`` is the value group (``0 .. ngroups-1``) whose values fill
+    value set ``k`` in order, or -1 for a set with no values (an error);
+    ``types[k]`` its metric type (one of :data:`FIXED_CODES`).
+    """
+
+    __slots__ = ("_plan", "_template", "nvalues", "structs")
+
+    def __init__(self, data: bytes, groups: Sequence[int], types: Sequence[int], ngroups: int) -> None:
+        if len(data) % 4 or len(data) < 24:
+            raise ValueError("not a RESULT")
+        words = array("I", data)
+        if _LITTLE:
+            words.byteswap()
+        if words[1] != PduType.RESULT or words[0] != len(data) or words[5] != len(groups):
+            raise ValueError("not the RESULT of these value sets")
+        codes: list[list[str]] = [[] for _ in range(ngroups)]
+        entries: list[tuple[int, int, int]] = []  # (destination word, group, source word), hi words first
+        lows: list[tuple[int, int, int]] = []
+        used = [0] * ngroups
+        pos = 6
+        for g, t in zip(groups, types):
+            numval = words[pos + 1] if words[pos + 1] < 0x80000000 else -1
+            if g < 0 or numval <= 0:
+                if g >= 0 or numval > 0:
+                    raise ValueError("value set and layout disagree")
+                pos += 2
+                continue
+            code = FIXED_CODES[t]
+            valfmt = words[pos + 2]
+            for j in range(numval):
+                w = pos + 3 + 2 * j + 1
+                if valfmt == ValFmt.INSITU:
+                    if code not in "iI":
+                        raise ValueError("INSITU value of a non-32-bit type")
+                    dst, nw = w, 1
+                else:
+                    ptr = words[w]
+                    blen = words[ptr] & 0xFFFFFF
+                    nw = (blen - 4) // 4
+                    if code in "iI" or nw != struct.calcsize(code) // 4 or (words[ptr] >> 24) != t:
+                        raise ValueError("value block of the wrong type or size")
+                    dst = ptr + 1
+                codes[g].append(code)
+                entries.append((dst, g, used[g]))
+                if nw == 2:
+                    lows.append((dst + 1, g, used[g] + 1))
+                used[g] += nw
+            pos += 3 + 2 * numval
+        words[3] = 0  # the state flags: set per reply
+        if _LITTLE:
+            words.byteswap()
+        self._template = words  # native words holding the reply's big-endian bytes
+        self.structs = [struct.Struct(_runs(c)) for c in codes]
+        self.nvalues = sum(len(c) for c in codes)
+        self._plan = _compress(entries + lows)
+
+    def encode(self, values: Sequence[Sequence[Any]], flags: int = 0) -> bytes:
+        """The reply with ``values[g]`` (group ``g``'s values in order).
+
+        Raises:
+            struct.error, OverflowError, TypeError: a value does not fit its
+                type (the general path then reports which one).
+        """
+        src: list[array[int]] = []
+        for s, vals in zip(self.structs, values):
+            a = array("I")
+            a.frombytes(s.pack(*vals))
+            src.append(a)
+        out = self._template[:]
+        for d0, d1, ds, g, s0, s1, ss in self._plan:
+            out[d0:d1:ds] = src[g][s0:s1:ss]
+        if flags:
+            out[3] = _bswap(flags & 0xFFFFFFFF)
+        return out.tobytes()
+
+
+def _compress(entries: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int, int, int, int]]:
+    """(destination, group, source) word moves as strided slice moves."""
+    plan: list[tuple[int, int, int, int, int, int, int]] = []
+    k = 0
+    n = len(entries)
+    while k < n:
+        d0, g, s0 = entries[k]
+        count = 1
+        ds = ss = 1
+        if k + 1 < n and entries[k + 1][1] == g and entries[k + 1][0] > d0 and entries[k + 1][2] > s0:
+            ds, ss = entries[k + 1][0] - d0, entries[k + 1][2] - s0
+            count = 2
+            while (
+                k + count < n
+                and entries[k + count][1] == g
+                and entries[k + count][0] == d0 + count * ds
+                and entries[k + count][2] == s0 + count * ss
+            ):
+                count += 1
+        plan.append((d0, d0 + (count - 1) * ds + 1, ds, g, s0, s0 + (count - 1) * ss + 1, ss))
+        k += count
+    return plan

@@ -171,8 +171,21 @@ def test_creds_timeout_option_and_config_key(tmp_path: Path) -> None:
 class Daemon:
     def __init__(self, root: Path, *args: str) -> None:
         self.log = root / "pmda.log"
-        cmd = [*PMDA_PY, "run", "-d", "253", "-l", str(self.log), "--state-dir", str(root / "state"),
-               "--table", "simple=simple", "--table", "control=simple.control", *args]  # fmt: skip
+        cmd = [
+            *PMDA_PY,
+            "run",
+            "-d",
+            "253",
+            "-l",
+            str(self.log),
+            "--state-dir",
+            str(root / "state"),
+            "--table",
+            "simple=simple",
+            "--table",
+            "control=simple.control",
+            *args,
+        ]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         self.wait_log("listening")
 

@@ -18,26 +18,38 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpr
     import os
 
     return subprocess.run(
-        [*PMDA_PY, *args], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        [*PMDA_PY, *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "files", "expect"),
     [
         (["--table", "nosuch=x"], {}, "table nosuch: unknown table 'nosuch'"),
-        (["--table", "brokenmod:T=x"], {"brokenmod.py": "import nosuchmodule\n"},
-         "table brokenmod:T (brokenmod:T): ModuleNotFoundError: No module named 'nosuchmodule'"),
-        (["-c", "bad.conf"], {"bad.conf": "[pmda]\n[table foo]\nmount = foo\n"},
-         "bad.conf:2: [table foo] table: table foo: unknown table 'foo'"),
+        (
+            ["--table", "brokenmod:T=x"],
+            {"brokenmod.py": "import nosuchmodule\n"},
+            "table brokenmod:T (brokenmod:T): ModuleNotFoundError: No module named 'nosuchmodule'",
+        ),
+        (
+            ["-c", "bad.conf"],
+            {"bad.conf": "[pmda]\n[table foo]\nmount = foo\n"},
+            "bad.conf:2: [table foo] table: table foo: unknown table 'foo'",
+        ),
         (["-c", "bad.conf"], {"bad.conf": "[pmda]\ncolour = red\n"}, "bad.conf:2: [pmda] colour: unknown key"),
         (["-d", "99999"], {}, "domain 99999 out of range 1-510"),
     ],
     ids=["unknown-table", "module-does-not-import", "section-names-no-table", "bad-key", "bad-domain"],
-)  # fmt: skip
-def test_start_up_error_is_one_line_on_stderr(tmp_path: Path, args: list[str], files: dict[str, str],
-                                              expect: str) -> None:  # fmt: skip
+)
+def test_start_up_error_is_one_line_on_stderr(
+    tmp_path: Path, args: list[str], files: dict[str, str], expect: str
+) -> None:
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     log = tmp_path / "pmda.log"

@@ -23,8 +23,12 @@ async def test_slow_and_crashing_tables_do_not_stop_others(tmp_path) -> None:  #
     conf.write_text("sec\n")
     simple, slow, crash = SimpleTable(config=str(conf)), SlowTable(sleep="30"), CrashTable()
     slow.deadline = 0.3
-    mounts = [Mount(simple, "simple", "simple"), Mount(slow, "slow", "slow"), Mount(crash, "crash", "crash"),
-              Mount(ControlTable(), "ctl", "ctl")]  # fmt: skip
+    mounts = [
+        Mount(simple, "simple", "simple"),
+        Mount(slow, "slow", "slow"),
+        Mount(crash, "crash", "crash"),
+        Mount(ControlTable(), "ctl", "ctl"),
+    ]
     with capture_logs() as logs:
         async with open_table_pmda(*mounts, domain=253) as pmda:
             t0 = time.monotonic()
@@ -93,8 +97,11 @@ async def test_control_table_counts(tmp_path) -> None:  # type: ignore[no-untype
     conf.write_text("sec\n")
     slow = SlowTable(sleep="5")
     slow.deadline = 0.2
-    mounts = [Mount(SimpleTable(config=str(conf)), "simple", "simple"), Mount(ControlTable(), "ctl", "control"),
-              Mount(slow, "slow", "slow")]  # fmt: skip
+    mounts = [
+        Mount(SimpleTable(config=str(conf)), "simple", "simple"),
+        Mount(ControlTable(), "ctl", "control"),
+        Mount(slow, "slow", "slow"),
+    ]
     async with open_table_pmda(*mounts, domain=253) as pmda:
         await pmda.fetch([pmid(253, 0, 0)])
         await pmda.fetch([pmid(253, 4080, 0)])
@@ -161,9 +168,14 @@ async def test_packed_fetch_from_a_table_whole_and_broken() -> None:
             await trio.lowlevel.checkpoint()
             insts = array("I", [0, 7])
             blob = struct.pack("!QQdd", 5, 2**64 - 1, 0.5, -2.25)
-            return PackedFetch(request.metrics, [m.type for m in request.metrics], [insts] * len(request.metrics),
-                               blob[: 8 if self.short else 8 * 2 * len(request.metrics)], frozenset({1}),
-                               self.token)  # fmt: skip
+            return PackedFetch(
+                request.metrics,
+                [m.type for m in request.metrics],
+                [insts] * len(request.metrics),
+                blob[: 8 if self.short else 8 * 2 * len(request.metrics)],
+                frozenset({1}),
+                self.token,
+            )
 
     table = Packed()
     async with open_table_pmda(table, mount="p", domain=250) as pmda:

@@ -34,8 +34,20 @@ async def test_entry_point_table(tmp_path: Path) -> None:
 
 async def test_log_level_is_storable_and_json_logs(tmp_path: Path) -> None:
     log = tmp_path / "j.log"
-    cmd = [sys.executable, "-m", "pmda_py", "run", "-d", "250", "-l", str(log), "--log-format", "json",
-           "--table", "control=ctl"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pmda_py",
+        "run",
+        "-d",
+        "250",
+        "-l",
+        str(log),
+        "--log-format",
+        "json",
+        "--table",
+        "control=ctl",
+    ]
     async with open_pipe_pmda(cmd) as pmda:
         assert (await pmda.fetch_values(["ctl.log.level"]))["ctl.log.level"] == "info"
         p = await pmda.pmid("ctl.log.level")

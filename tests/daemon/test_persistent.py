@@ -21,8 +21,7 @@ DOMAIN = 250
 
 
 async def _ids(names: str, state: Path | None) -> dict[str, int]:
-    async with open_table_pmda(Names(names), mount="n", domain=DOMAIN,
-                               state_dir=str(state) if state else None) as pmda:  # fmt: skip
+    async with open_table_pmda(Names(names), mount="n", domain=DOMAIN, state_dir=str(state) if state else None) as pmda:
         return {e.name: e.inst for e in await pmda.instance(indom(DOMAIN, 7))}
 
 
@@ -72,10 +71,22 @@ async def test_daemon_restart_with_names_in_another_order(tmp_path: Path) -> Non
     seen = []
     for names in ("red,green,blue", "blue,violet,red,green"):
         conf = tmp_path / "pmda.conf"
-        conf.write_text(f"[pmda]\ndomain = {DOMAIN}\npythonpath = {REPO}\n\n"
-                        f"[table n]\ntable = tests.tables.persist:Names\nmount = n\nnames = {names}\n")  # fmt: skip
-        argv = [sys.executable, "-m", "pmda_py", "run", "-c", str(conf), "-l", str(tmp_path / "log"),
-                "--state-dir", str(state)]  # fmt: skip
+        conf.write_text(
+            f"[pmda]\ndomain = {DOMAIN}\npythonpath = {REPO}\n\n"
+            f"[table n]\ntable = tests.tables.persist:Names\nmount = n\nnames = {names}\n"
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "pmda_py",
+            "run",
+            "-c",
+            str(conf),
+            "-l",
+            str(tmp_path / "log"),
+            "--state-dir",
+            str(state),
+        ]
         async with open_pipe_pmda(argv, cwd="/", env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")}) as pmda:
             seen.append({e.name: e.inst for e in await pmda.instance(indom(DOMAIN, 7))})
             values = (await pmda.fetch_values(["n.value"]))["n.value"]

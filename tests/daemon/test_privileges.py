@@ -31,8 +31,22 @@ async def test_drop_to_pcp_after_binding(tmp_path: Path) -> None:
     sock = tmp_path / "pmda.sock"
     log = tmp_path / "pmda.log"
     pcp = pwd.getpwnam("pcp")
-    cmd = [sys.executable, "-m", "pmda_py", "run", "-d", "253", "-u", str(sock), "-U", "pcp", "-l", str(log),
-           "--table", "control=ctl"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pmda_py",
+        "run",
+        "-d",
+        "253",
+        "-u",
+        str(sock),
+        "-U",
+        "pcp",
+        "-l",
+        str(log),
+        "--table",
+        "control=ctl",
+    ]
     async with open_socket_pmda(unix=str(sock), command=cmd) as pmda:
         v = await pmda.fetch_values(["ctl.pid"])
         pid = v["ctl.pid"]

@@ -34,10 +34,21 @@ def run_args(tmp_path: Path) -> list[str]:
     conf = tmp_path / "simple.conf"
     conf.write_text("sec,min\n")
     return [
-        *PMDA_PY, "run", "-d", "253", "-l", str(tmp_path / "pmda.log"), "--state-dir", str(tmp_path / "state"),
-        "--table", "simple=simple", "--table", "control=simple.control",
-        "--table", "tests.tables.faults:CrashTable=crash",
-    ]  # fmt: skip
+        *PMDA_PY,
+        "run",
+        "-d",
+        "253",
+        "-l",
+        str(tmp_path / "pmda.log"),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--table",
+        "simple=simple",
+        "--table",
+        "control=simple.control",
+        "--table",
+        "tests.tables.faults:CrashTable=crash",
+    ]
 
 
 async def test_pipe_round_trip_and_clean_exit_on_eof(run_args: list[str], tmp_path: Path) -> None:

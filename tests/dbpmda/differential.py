@@ -31,35 +31,124 @@ SIMPLE_PMNS = "/var/lib/pcp/pmdas/simple/root"
 
 # metrics whose values do not change with time (or change the same way in both runs)
 SAMPLE_METRICS = [
-    "sample.long.one", "sample.long.ten", "sample.long.million", "sample.long.write_me", "sample.ulong.hundred",
-    "sample.ulong.write_me", "sample.longlong.million", "sample.longlong.write_me", "sample.ulonglong.one",
-    "sample.ulonglong.write_me", "sample.float.ten", "sample.float.write_me", "sample.double.one",
-    "sample.double.write_me", "sample.string.hullo", "sample.string.null", "sample.string.write_me",
-    "sample.aggregate.hullo", "sample.aggregate.write_me", "sample.colour", "sample.bin", "sample.bucket",
-    "sample.part_bin", "sample.bogus_bin", "sample.noinst", "sample.write_me", "sample.dupnames.two.float",
-    "sample.bad.unknown", "sample.bad.nosupport", "sample.bad.novalues", "sample.secret.foo.bar.three",
-    "sample.secret.foo.one", "sample.ulong.count.base", "sample.long.bin", "sample.negative.instant.m_32",
-    "sample.dynamic.counter", "sample.many.int",
-]  # fmt: skip
+    "sample.long.one",
+    "sample.long.ten",
+    "sample.long.million",
+    "sample.long.write_me",
+    "sample.ulong.hundred",
+    "sample.ulong.write_me",
+    "sample.longlong.million",
+    "sample.longlong.write_me",
+    "sample.ulonglong.one",
+    "sample.ulonglong.write_me",
+    "sample.float.ten",
+    "sample.float.write_me",
+    "sample.double.one",
+    "sample.double.write_me",
+    "sample.string.hullo",
+    "sample.string.null",
+    "sample.string.write_me",
+    "sample.aggregate.hullo",
+    "sample.aggregate.write_me",
+    "sample.colour",
+    "sample.bin",
+    "sample.bucket",
+    "sample.part_bin",
+    "sample.bogus_bin",
+    "sample.noinst",
+    "sample.write_me",
+    "sample.dupnames.two.float",
+    "sample.bad.unknown",
+    "sample.bad.nosupport",
+    "sample.bad.novalues",
+    "sample.secret.foo.bar.three",
+    "sample.secret.foo.one",
+    "sample.ulong.count.base",
+    "sample.long.bin",
+    "sample.negative.instant.m_32",
+    "sample.dynamic.counter",
+    "sample.many.int",
+]
 SIMPLE_METRICS = ["simple.numfetch", "simple.color", "simple.time.user", "simple.time.sys", "simple.now"]
 BOGUS_METRICS = ["sample.nonesuch", "sample", "sample.secret", "simple.nonesuch", "sampledso.long.one", "x.y.z"]
-PMIDS = ["29.0.5", "29.0.6", "29.0.10", "29.0.9999", "0.5", "5", "1.2.3", "29.0.1009", "253.0.1", "0x10",
-         "4294967295", "99999999999", "511.0.0", "29.4095.1023"]  # fmt: skip
+PMIDS = [
+    "29.0.5",
+    "29.0.6",
+    "29.0.10",
+    "29.0.9999",
+    "0.5",
+    "5",
+    "1.2.3",
+    "29.0.1009",
+    "253.0.1",
+    "0x10",
+    "4294967295",
+    "99999999999",
+    "511.0.0",
+    "29.4095.1023",
+]
 INDOMS = ["29.1", "29.2", "29.3", "29.7", "29.99", "253.0", "253.1", "1", "0", "-1", "7.7", "0x3"]
 INSTS = ["0", "1", "100", "300", "9999", "-1", "red", '"red"', '"bin-100"', "'green'", "x", '"no such"']
-STORE_VALUES = ['"42"', '"-1"', '"99999999999"', '"1.5"', '"abc"', '"1e400"', '" 7"', '"7 "', '"0x10"',
-                '"-99999999999999999999"', '"hello world"', "'3'", "42", '"18446744073709551615"',
-                '"inf"', '"1e-320"', '"+5"']  # fmt: skip
+STORE_VALUES = [
+    '"42"',
+    '"-1"',
+    '"99999999999"',
+    '"1.5"',
+    '"abc"',
+    '"1e400"',
+    '" 7"',
+    '"7 "',
+    '"0x10"',
+    '"-99999999999999999999"',
+    '"hello world"',
+    "'3'",
+    "42",
+    '"18446744073709551615"',
+    '"inf"',
+    '"1e-320"',
+    '"+5"',
+]
 ATTRS = ["1", "5", "14", "99", '"username"', '"container"', '"nonesuch"', "username"]
 FLAGS = ["pdu", "appl0", "-appl0", "nonesuch", "3", "fetch", "indom", "labels", "-nonesuch", "0"]
-JUNK = ["extra", "42", "1.2", "1.2.3", '"str"', "'s'", ",", "=", "+", "$m", "-x", "@", "on", "all", "indom",
-        "#c", '"unterminated', "''", "0xzz", "1.2.x", "-"]  # fmt: skip
+JUNK = [
+    "extra",
+    "42",
+    "1.2",
+    "1.2.3",
+    '"str"',
+    "'s'",
+    ",",
+    "=",
+    "+",
+    "$m",
+    "-x",
+    "@",
+    "on",
+    "all",
+    "indom",
+    "#c",
+    '"unterminated',
+    "''",
+    "0xzz",
+    "1.2.x",
+    "-",
+]
 
 
 _JUNK_CHARS = "abcdeflmnopqstx019.,-+=$#\"' \t@_/:?"
-_OPENS = ["open dso /nonexistent.so init 29", "open dso foo bar", "open socket unix /nonexistent",
-          "open socket inet 1", "open socket ipv6 1", "open pipe /nonexistent x", "open socket foo",
-          'open socket inet "nosuchservice"', "open socket", "open pipe", "open"]  # fmt: skip
+_OPENS = [
+    "open dso /nonexistent.so init 29",
+    "open dso foo bar",
+    "open socket unix /nonexistent",
+    "open socket inet 1",
+    "open socket ipv6 1",
+    "open pipe /nonexistent x",
+    "open socket foo",
+    'open socket inet "nosuchservice"',
+    "open socket",
+    "open pipe",
+    "open",
+]
 _SETS_DEBUG = re.compile(r"-?(?:[0-9][0-9.xX]*|all|" + "|".join(DEBUG_FLAGS) + r")")
 
 
@@ -107,12 +196,35 @@ def _valid(r: random.Random, simple: bool) -> list[str]:
         ["status"],
         ["debug", r.choice(["none", "nonesuch", "-nonesuch", "none x"])],
         ["wait", r.choice(["0", "0.01", "-1", "x"])],
-        [r.choice(["desc", "fetch", "store", "text", "instance", "profile", "label", "name", "pmid", "children",
-                   "traverse", "attr", "getdesc", "getiname", "timer", "wait", "debug", "open", "watch"])],
+        [
+            r.choice(
+                [
+                    "desc",
+                    "fetch",
+                    "store",
+                    "text",
+                    "instance",
+                    "profile",
+                    "label",
+                    "name",
+                    "pmid",
+                    "children",
+                    "traverse",
+                    "attr",
+                    "getdesc",
+                    "getiname",
+                    "timer",
+                    "wait",
+                    "debug",
+                    "open",
+                    "watch",
+                ]
+            )
+        ],
         ["close"] if r.random() < 0.2 else ["status"],
         ["namespace", r.choice(["/nonexistent/root", SAMPLE_PMNS])] if r.random() < 0.2 else ["help", "status"],
         [r.choice(["bogus", "descx", "q2", "Desc", "?x", "exitnow"]), *([m()] if r.random() < 0.5 else [])],
-    ]  # fmt: skip
+    ]
     return r.choice(choices)
 
 
@@ -214,16 +326,25 @@ class Bed:
         d.mkdir()
         d.chmod(0o777)
         if simple:
-            cmd = (f"open pipe {sys.executable} -m pmda_py run -d 253 --table simple=simple "
-                   f"-l {d}/simple.log --state-dir {d}")  # fmt: skip
+            cmd = (
+                f"open pipe {sys.executable} -m pmda_py run -d 253 --table simple=simple "
+                f"-l {d}/simple.log --state-dir {d}"
+            )
             return cmd, SIMPLE_PMNS
         return f"open pipe {SAMPLE} -d 29 -l {d}/sample.log", SAMPLE_PMNS
 
     def run(self, cmd: list[str], script: str, simple: bool, who: str) -> tuple[str, str]:
         open_line, pmns = self._open_line(simple, who)
         try:
-            r = subprocess.run([*cmd, "-e", "-n", pmns], input=script.replace("{open}", open_line, 1),
-                               capture_output=True, text=True, env=self.env, timeout=30, errors="replace")  # fmt: skip
+            r = subprocess.run(
+                [*cmd, "-e", "-n", pmns],
+                input=script.replace("{open}", open_line, 1),
+                capture_output=True,
+                text=True,
+                env=self.env,
+                timeout=30,
+                errors="replace",
+            )
         except subprocess.TimeoutExpired:
             return "TIMEOUT", "TIMEOUT"
         return mask(r.stdout), mask(r.stderr)

@@ -124,8 +124,13 @@ def _script(name: str, open_line: str) -> str:
 
 def test_sample_capture_script(pcp_env: dict[str, str], tmp_path: Path) -> None:
     out = _compare(_script("dbpmda_sample", f"open pipe {SAMPLE} -d 29 -l {tmp_path}/s.log"), SAMPLE_PMNS, pcp_env)
-    for needle in ('value "hullo world!" [68756c6c6f20776f726c6421]', "event records (7 missed)",
-                   "sample.secret.foo.bar.three", "Attribute: container=mycontainer", "29.0.1009"):  # fmt: skip
+    for needle in (
+        'value "hullo world!" [68756c6c6f20776f726c6421]',
+        "event records (7 missed)",
+        "sample.secret.foo.bar.three",
+        "Attribute: container=mycontainer",
+        "29.0.1009",
+    ):
         assert needle in out, needle
 
 
@@ -139,8 +144,9 @@ def test_simple_capture_scripts(name: str, pcp_env: dict[str, str], tmp_path: Pa
 
 def test_sample_inet_socket(pcp_env: dict[str, str], tmp_path: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([SAMPLE, "-d", "29", "-i", str(port), "-l", str(tmp_path / "i.log")],
-                            env={**os.environ, **pcp_env})  # fmt: skip
+    proc = subprocess.Popen(
+        [SAMPLE, "-d", "29", "-i", str(port), "-l", str(tmp_path / "i.log")], env={**os.environ, **pcp_env}
+    )
     try:
         time.sleep(0.5)
         script = _script("dbpmda_sample_inet", f"open socket inet {port}").replace("quit\n", "")
@@ -149,8 +155,9 @@ def test_sample_inet_socket(pcp_env: dict[str, str], tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
-    proc = subprocess.Popen([SAMPLE, "-d", "29", "-i", str(port), "-l", str(tmp_path / "j.log")],
-                            env={**os.environ, **pcp_env})  # fmt: skip
+    proc = subprocess.Popen(
+        [SAMPLE, "-d", "29", "-i", str(port), "-l", str(tmp_path / "j.log")], env={**os.environ, **pcp_env}
+    )
     try:
         time.sleep(0.5)
         ours = _run([sys.executable, "-m", "pmda_py", "dbpmda", "-n", SAMPLE_PMNS, "-e"], script + "quit\n", pcp_env)
@@ -175,8 +182,10 @@ def test_every_command_and_error_path_simple(pcp_env: dict[str, str], tmp_path: 
 
 def test_our_daemon_under_both_dbpmdas(pcp_env: dict[str, str], tmp_path: Path) -> None:
     """Our harness also agrees with real dbpmda when the PMDA is ours."""
-    cmd = (f"open pipe {sys.executable} -m pmda_py run -d 253 --table simple=simple "
-           f"-l {tmp_path}/o.log --state-dir {tmp_path}")  # fmt: skip
+    cmd = (
+        f"open pipe {sys.executable} -m pmda_py run -d 253 --table simple=simple "
+        f"-l {tmp_path}/o.log --state-dir {tmp_path}"
+    )
     _compare(_script("dbpmda_simple", cmd), SIMPLE_PMNS, pcp_env, lambda: _rm(tmp_path / "253.1"))
 
 
@@ -287,17 +296,23 @@ def _mask_status(text: str) -> str:
 
 
 def test_local_commands_help_status_debug_namespace(pcp_env: dict[str, str], tmp_path: Path) -> None:
-    script = EXTRA_LOCAL.format(open=f"open pipe {SAMPLE} -d 29 -l {tmp_path}/l.log", simple_pmns=SIMPLE_PMNS,
-                                sample_pmns=SAMPLE_PMNS)  # fmt: skip
+    script = EXTRA_LOCAL.format(
+        open=f"open pipe {SAMPLE} -d 29 -l {tmp_path}/l.log", simple_pmns=SIMPLE_PMNS, sample_pmns=SAMPLE_PMNS
+    )
     real = _run(["dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
     ours = _run([sys.executable, "-m", "pmda_py", "dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
     assert _mask_status(ours[0]) == _mask_status(real[0]), "stdout differs"
     assert ours[1] == real[1], "stderr differs"
     # "debug 3": 6.x sets the old bit 1 (fetch); 7.x refuses numeric flags
     first = "fetch appl1 appl2" if pcp_version() < (7, 0, 0) else "appl1 appl2"
-    for needle in (f"Debug options:          {first}", "Debug options:          (all)",
-                   "\t\tInstances: [3] [4]", "Namespace:              /nonexistent/root",
-                   "PMDA PMAPI Version:     2", "Attribute: username=x"):  # fmt: skip
+    for needle in (
+        f"Debug options:          {first}",
+        "Debug options:          (all)",
+        "\t\tInstances: [3] [4]",
+        "Namespace:              /nonexistent/root",
+        "PMDA PMAPI Version:     2",
+        "Attribute: username=x",
+    ):
         assert needle in real[0], needle
     assert 'dbpmda: Cannot load namespace from "/nonexistent/root"' in real[1]
 

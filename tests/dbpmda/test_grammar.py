@@ -33,8 +33,15 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 def test_tokens_as_lex_l() -> None:
     assert _tokens("desc sample.long.one\n") == [("DESC", "desc"), ("NAME", "sample.long.one"), ("EOL", "\n")]
     assert _tokens("fetch 1.2.3, 4.5 6 -7 0x10\n") == [
-        ("FETCH", "fetch"), ("NUMBER3D", "1.2.3"), ("COMMA", ","), ("NUMBER2D", "4.5"), ("NUMBER", "6"),
-        ("NEGNUMBER", "-7"), ("NUMBER", "0x10"), ("EOL", "\n")]  # fmt: skip
+        ("FETCH", "fetch"),
+        ("NUMBER3D", "1.2.3"),
+        ("COMMA", ","),
+        ("NUMBER2D", "4.5"),
+        ("NUMBER", "6"),
+        ("NEGNUMBER", "-7"),
+        ("NUMBER", "0x10"),
+        ("EOL", "\n"),
+    ]
     # keywords only as whole words; "q" is quit, "descx" a name
     assert [k for k, _ in _tokens("q descx ? -pdu $m\n")] == ["QUIT", "NAME", "HELP", "NEGNAME", "MACRO", "EOL"]
     # after "pipe" (start condition FNAME) a path is one token

@@ -21,8 +21,18 @@ def daemon_cmd(tmp_path: Path) -> list[str]:
         f"[table simple]\nmount = simple\nconfig = {tmp_path / 'simple.conf'}\n"
         "[table control]\nmount = ctl\n[table crash]\ntable = tests.tables.faults:CrashTable\nmount = crash\n"
     )
-    return [sys.executable, "-m", "pmda_py", "run", "-c", str(cfg), "-l", str(tmp_path / "fz.log"),
-            "--state-dir", str(tmp_path / "state")]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pmda_py",
+        "run",
+        "-c",
+        str(cfg),
+        "-l",
+        str(tmp_path / "fz.log"),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -58,10 +58,17 @@ def require_root_pcp() -> None:
         pytest.skip(problem)
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None, stdin: str | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def run(
+    cmd: list[str], env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run from the checkout; stdin at EOF unless ``stdin`` gives answers."""
     return subprocess.run(
-        cmd, cwd=REPO, input=stdin, stdin=subprocess.DEVNULL if stdin is None else None, capture_output=True,
-        text=True, env={**os.environ, **(env or {})}, timeout=timeout,
-    )  # fmt: skip
+        cmd,
+        cwd=REPO,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )

@@ -27,8 +27,14 @@ CONF = REPO / "etc" / "pypmda.conf"
 
 def _pminfo(d: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # as pmdaproc.sh runs it: no derived metrics
-    return subprocess.run(["pminfo", *args], cwd=d, capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "PCP_DERIVED_CONFIG": ""})  # fmt: skip
+    return subprocess.run(
+        ["pminfo", *args],
+        cwd=d,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PCP_DERIVED_CONFIG": ""},
+    )
 
 
 def _pmda_py(*args: str) -> subprocess.CompletedProcess[str]:
@@ -82,8 +88,10 @@ def test_pmns_dynamic_subtree(tmp_path: Path) -> None:
     """A dynamic table (MMV) below the PMDA name is a DOMAIN:*:* entry."""
     require_pcp()
     conf = tmp_path / "dyn.conf"
-    conf.write_text("[pmda]\nname = pypmda\n[table control]\nmount = pypmda.control\n"
-                    f"[table mmv]\ntable = mmv\nmount = pypmda.mmv\ndir = {tmp_path}\n")  # fmt: skip
+    conf.write_text(
+        "[pmda]\nname = pypmda\n[table control]\nmount = pypmda.control\n"
+        f"[table mmv]\ntable = mmv\nmount = pypmda.mmv\ndir = {tmp_path}\n"
+    )
     r = _pmda_py("pmns", "-c", str(conf), "--symdom", "PYPMDA")
     assert r.returncode == 0, r.stderr
     assert re.search(r"^pypmda \{\n    control\n    mmv\tPYPMDA:\*:\*\n\}", r.stdout, re.M), r.stdout
@@ -111,8 +119,9 @@ def test_help_builds_with_newhelp_and_is_read_back(tmp_path: Path) -> None:
     assert "@ PYPMDA.0 " in src and "@ pypmda.simple.numfetch Number of pmFetch operations.\n" in src
     # as pmdaproc.sh does it: SYMDOM. -> domain, then newhelp -n root
     text = re.sub(r"^@ PYPMDA\.", "@ 310.", src, flags=re.M)
-    r = subprocess.run([NEWHELP, "-n", "root", "-v", "2", "-o", "help"], cwd=d, input=text, capture_output=True,
-                       text=True)  # fmt: skip
+    r = subprocess.run(
+        [NEWHELP, "-n", "root", "-v", "2", "-o", "help"], cwd=d, input=text, capture_output=True, text=True
+    )
     assert r.returncode == 0 and r.stderr == "", r.stderr  # no truncated entries, no split lines
     hf = HelpFile.open(str(d / "help"))
     config = parse_args(["-c", str(CONF), "-l", "/dev/null"])
@@ -176,8 +185,9 @@ def test_configure_installs_good_config(tmp_path: Path) -> None:
         ("[pmda]\ncolour = red\n", ":2: [pmda] colour: unknown key"),
     ],
 )
-def test_configure_refuses_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str,
-                                      where: str) -> None:  # fmt: skip
+def test_configure_refuses_bad_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, where: str
+) -> None:
     src, dest = tmp_path / "bad.conf", tmp_path / "dest.conf"
     src.write_text(body)
     dest.write_text("# the good one\n")

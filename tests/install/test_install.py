@@ -159,8 +159,11 @@ def test_install_fetch_store_remove_twice(system_pmcd: dict[str, int]) -> None:
         assert "warnings" not in r.stdout
     lines = [ln for ln in PMCD_CONF.read_text().splitlines() if ln.split()[:1] == ["pypmda"]]
     assert len(lines) == 1, lines
-    assert re.fullmatch(r"pypmda\t310\tpipe\tbinary\s+/var/lib/pcp/pmdas/pypmda/pmdapypmda -d 310\s+"
-                        r"-h /var/lib/pcp/pmdas/pypmda/help", lines[0]), lines  # fmt: skip
+    assert re.fullmatch(
+        r"pypmda\t310\tpipe\tbinary\s+/var/lib/pcp/pmdas/pypmda/pmdapypmda -d 310\s+"
+        r"-h /var/lib/pcp/pmdas/pypmda/help",
+        lines[0],
+    ), lines
     assert _agents(PMCD_CONF.read_text()) == sorted([*_agents(conf_before), " ".join(lines[0].split())])
     pids = _our_pids(str(PMDAS / "pypmda" / "venv"))
     assert len(pids) == 1, pids  # the first install's agent is gone
@@ -203,8 +206,11 @@ def test_install_socket_answers_like_a_user(system_pmcd: dict[str, int]) -> None
         r = _install(stdin=f"socket\nInternet\n{port}\n")
         assert "via a pipe or a socket? [pipe]" in r.stdout
         line = next(ln for ln in PMCD_CONF.read_text().splitlines() if ln.startswith("pypmda\t"))
-        assert re.fullmatch(rf"pypmda\t310\tsocket\tinet {port}\t/var/lib/pcp/pmdas/pypmda/pmdapypmda "
-                            rf"-d 310 -i {port}\s+-h /var/lib/pcp/pmdas/pypmda/help", line), line  # fmt: skip
+        assert re.fullmatch(
+            rf"pypmda\t310\tsocket\tinet {port}\t/var/lib/pcp/pmdas/pypmda/pmdapypmda "
+            rf"-d 310 -i {port}\s+-h /var/lib/pcp/pmdas/pypmda/help",
+            line,
+        ), line
         assert _wait(lambda: _has_values("pypmda.simple.numfetch"))
     finally:
         assert run([REMOVE]).returncode == 0
@@ -225,9 +231,15 @@ def test_install_from_environment_name_domain_unix_socket(system_pmcd: dict[str,
         conf = (SYSCONF / TEST_NAME / f"{TEST_NAME}.conf").read_text()
         assert f"name = {TEST_NAME}\ndomain = {TEST_DOMAIN}\n" in conf and f"mount = {TEST_NAME}.loadavg" in conf
         # the installed directory knows its agent: its own Remove needs no environment
-        r = subprocess.run(["./Remove"], cwd=PMDAS / TEST_NAME, stdin=subprocess.DEVNULL, capture_output=True,
-                           text=True, timeout=120, env={k: v for k, v in os.environ.items()
-                                                        if not k.startswith("PYPMDA_")})  # fmt: skip
+        r = subprocess.run(
+            ["./Remove"],
+            cwd=PMDAS / TEST_NAME,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={k: v for k, v in os.environ.items() if not k.startswith("PYPMDA_")},
+        )
         assert r.returncode == 0 and f"Check {TEST_NAME} metrics have gone away ... OK" in r.stdout, r.stdout
     finally:
         run([REMOVE], env)
@@ -312,8 +324,14 @@ def test_needinstall_picked_up_by_pmcd_rc_script(system_pmcd: dict[str, int]) ->
     others = [p for p in _pids_named("pmcd") if p != system]
     assert not others, f"other pmcd processes {others} would make /etc/init.d/pmcd refuse to restart"
     try:
-        rc = subprocess.run(["/etc/init.d/pmcd", "restart"], stdin=subprocess.DEVNULL, capture_output=True,
-                            text=True, timeout=120, start_new_session=True)  # fmt: skip
+        rc = subprocess.run(
+            ["env", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "/etc/init.d/pmcd", "restart"],  # pmcd's agents' PATH
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            start_new_session=True,
+        )
         assert rc.returncode == 0, f"/etc/init.d/pmcd restart: exit {rc.returncode}\n{rc.stdout}{rc.stderr}"
         assert _wait(lambda: _has_values("pypmda.simple.numfetch"), 60), PMCD_CONF.read_text()
         # the rc script runs the Install in the background, then drops the marker
@@ -327,8 +345,21 @@ def test_needinstall_picked_up_by_pmcd_rc_script(system_pmcd: dict[str, int]) ->
 
 
 def _write_mmv(path: Path) -> None:
-    subprocess.run(["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py"), str(path), "--metrics", "3",
-                    "--instances", "2", "--name", path.name], check=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        [
+            "/usr/bin/python3",
+            str(REPO / "scripts" / "write_mmv.py"),
+            str(path),
+            "--metrics",
+            "3",
+            "--instances",
+            "2",
+            "--name",
+            path.name,
+        ],
+        check=True,
+        timeout=60,
+    )
 
 
 def test_mmv_dropin_replaces_and_restores_pmdammv(system_pmcd: dict[str, int]) -> None:
@@ -393,17 +424,30 @@ def test_systemd_unit_command_line_with_pmcd_socket_line(system_pmcd: dict[str, 
     sock.unlink(missing_ok=True)
     proc = subprocess.Popen(
         ["setpriv", f"--reuid={unit['User']}", f"--regid={unit['Group']}", "--init-groups", *cmd],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd="/",
         preexec_fn=lambda: os.umask(umask),
-    )  # fmt: skip
+    )
     try:
         assert _wait(sock.exists, 15), proc.stderr.read().decode() if proc.poll() is not None and proc.stderr else ""
         st = sock.stat()
         assert st.st_uid == _pcp_uid() and st.st_mode & 0o007 == 0  # pmcd (user pcp) only
         line = f"pypmda\t310\tsocket\tunix {sock}"
         time.sleep(1.1)  # pmcd notices a changed pmcd.conf by its mtime
-        r = run([str(PMDAS / "pypmda" / "venv" / "bin" / "python"), "-m", "pmda_py", "pmcdconf", str(PMCD_CONF),
-                 "pypmda", "310", line])  # fmt: skip
+        r = run(
+            [
+                str(PMDAS / "pypmda" / "venv" / "bin" / "python"),
+                "-m",
+                "pmda_py",
+                "pmcdconf",
+                str(PMCD_CONF),
+                "pypmda",
+                "310",
+                line,
+            ]
+        )
         assert r.returncode == 0, r.stderr
         subprocess.run([PMSIGNAL, "-a", "-s", "HUP", "pmcd"], check=True, timeout=30)
 

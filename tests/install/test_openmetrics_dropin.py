@@ -8,6 +8,7 @@ stands in for an installed agent.  Everything is put back as found."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -17,12 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
 from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, PMSIGNAL, REPO, require_root_pcp, run
 
-pytestmark = pytest.mark.pcp
+pytestmark = [pytest.mark.pcp, pytest.mark.system]
 
 INSTALL, REMOVE = str(REPO / "Install"), str(REPO / "Remove")
 THEIRS_DIR = PMDAS / "openmetrics"
+#: PCP's own Python agents run with pmpython, i.e. the python3 first in PATH: the
+#: system's, which has the pcp module (a pyenv or venv python3 has not)
+SYSTEM_PYTHON_ENV = {**os.environ, "PATH": f"/usr/bin:/bin:{os.environ.get('PATH', '')}"}
 OURS_DIR = PMDAS / "pypmda-openmetrics"
 SOURCE = THEIRS_DIR / "config.d" / "pmdapyinstall.url"
 
@@ -67,10 +72,11 @@ def pmdaopenmetrics(tmp_path: Path) -> Iterator[str]:
     """PCP's pmdaopenmetrics in the system pmcd with one file:// source;
     yields pmcd.conf as it was with it installed."""
     require_root_pcp()
-    if not (THEIRS_DIR / "Install").exists():
-        pytest.skip("PCP's pmdaopenmetrics is not installed (pcp package)")
-    if subprocess.run(["/usr/bin/python3", "-c", "import requests"], capture_output=True).returncode:
-        pytest.skip("python3-requests missing (pmdaopenmetrics needs it): run scripts/install-pcp")
+    require((THEIRS_DIR / "Install").exists(), "PCP's pmdaopenmetrics is not installed (pcp package)")
+    require(
+        subprocess.run(["/usr/bin/python3", "-c", "import requests"], capture_output=True).returncode == 0,
+        "python3-requests missing (pmdaopenmetrics needs it): run scripts/install-pcp",
+    )
     conf0, root0 = PMCD_CONF.read_text(), (PMNS_DIR / "root").read_bytes()
     if str(OURS_DIR) in conf0:
         print("install tests: restoring pmdaopenmetrics, an earlier run left the drop-in in pmcd.conf")
@@ -82,8 +88,15 @@ def pmdaopenmetrics(tmp_path: Path) -> Iterator[str]:
     installed_here = not _openmetrics_lines(conf0)
     try:
         if installed_here:
-            r = subprocess.run(["./Install"], cwd=THEIRS_DIR, stdin=subprocess.DEVNULL, capture_output=True,
-                               text=True, timeout=300)  # fmt: skip
+            r = subprocess.run(
+                ["./Install"],
+                cwd=THEIRS_DIR,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=SYSTEM_PYTHON_ENV,
+            )
             assert r.returncode == 0, r.stdout + r.stderr
         assert _wait(lambda: _has_values("openmetrics.pmdapyinstall.pyinst_total"), 60), PMCD_CONF.read_text()
         yield PMCD_CONF.read_text()
@@ -91,7 +104,14 @@ def pmdaopenmetrics(tmp_path: Path) -> Iterator[str]:
         if str(OURS_DIR) in PMCD_CONF.read_text():
             run([REMOVE], {"PYPMDA_OPENMETRICS": "1"})
         if installed_here:
-            subprocess.run(["./Remove"], cwd=THEIRS_DIR, stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+            subprocess.run(
+                ["./Remove"],
+                cwd=THEIRS_DIR,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=300,
+                env=SYSTEM_PYTHON_ENV,
+            )
         SOURCE.unlink(missing_ok=True)
         doc.unlink(missing_ok=True)
         if PMCD_CONF.read_text() != conf0 or (PMNS_DIR / "root").read_bytes() != root0:

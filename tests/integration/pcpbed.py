@@ -98,8 +98,13 @@ class PrivatePmcd:
         self.run_dir = root / "run"
         self.run_dir.mkdir(exist_ok=True)
         self.sock = root / "pmcd.socket"
-        self.env = {**os.environ, "PCP_RUN_DIR": str(self.run_dir), "PMCD_ROOT_AGENT": "0",
-                    "PMCD_RESTART_AGENTS": "0", **(env or {})}  # fmt: skip
+        self.env = {
+            **os.environ,
+            "PCP_RUN_DIR": str(self.run_dir),
+            "PMCD_ROOT_AGENT": "0",
+            "PMCD_RESTART_AGENTS": "0",
+            **(env or {}),
+        }
         self.pmns.write_text(pmns)
         self.write_conf(agents)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -109,8 +114,15 @@ class PrivatePmcd:
         return f"127.0.0.1:{self.port}"
 
     def write_conf(self, agents: list[str]) -> None:
-        lines = [f"pmcd 2 dso pmcd_init {PMDA_PCP_DSO}", *agents, "", "[access]", 'allow "local:*" : all;',
-                 "allow localhost : all;", "allow 127.0.0.1 : all;"]  # fmt: skip
+        lines = [
+            f"pmcd 2 dso pmcd_init {PMDA_PCP_DSO}",
+            *agents,
+            "",
+            "[access]",
+            'allow "local:*" : all;',
+            "allow localhost : all;",
+            "allow 127.0.0.1 : all;",
+        ]
         self.conf.write_text("\n".join(lines) + "\n")
 
     def start(self, wait_for: str = "pmcd.version") -> PrivatePmcd:
@@ -119,12 +131,34 @@ class PrivatePmcd:
         error is raised.  Every started pmcd is also killed at interpreter
         exit (:func:`kill_leftovers`), whatever happens to the test."""
         self.proc = subprocess.Popen(
-            [PMCD, "-f", "-A", "-i", "127.0.0.1", "-p", str(self.port), "-s", str(self.sock), "-c", str(self.conf),
-             "-n", str(self.pmns), "-l", str(self.log), "-t", "10", "-q", "10",
-             *(["-D", self.debug] if self.debug else [])],
-            env=self.env, cwd=self.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                PMCD,
+                "-f",
+                "-A",
+                "-i",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-s",
+                str(self.sock),
+                "-c",
+                str(self.conf),
+                "-n",
+                str(self.pmns),
+                "-l",
+                str(self.log),
+                "-t",
+                "10",
+                "-q",
+                "10",
+                *(["-D", self.debug] if self.debug else []),
+            ],
+            env=self.env,
+            cwd=self.root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         _LIVE.add(self)
         STARTED_GROUPS.append(self.proc.pid)
         try:
@@ -151,8 +185,9 @@ class PrivatePmcd:
         raise AssertionError(f"private pmcd: {metric} never became available; log:\n{self.log_text()}")
 
     def tool(self, name: str, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([name, "-h", self.host, *args], capture_output=True, text=True, env=self.env,
-                              check=check, timeout=timeout)  # fmt: skip
+        return subprocess.run(
+            [name, "-h", self.host, *args], capture_output=True, text=True, env=self.env, check=check, timeout=timeout
+        )
 
     def reconfigure(self, agents: list[str], wait_for: str, desc_only: bool = False) -> None:
         self.write_conf(agents)
@@ -222,8 +257,9 @@ def kill_leftovers() -> list[int]:
 
 def run_dbpmda(script: str, pmns: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> str:
     args = ["dbpmda", "-e"] + (["-n", pmns] if pmns else [])
-    r = subprocess.run(args, input=script, capture_output=True, text=True, env={**os.environ, **(env or {})},
-                       timeout=timeout)  # fmt: skip
+    r = subprocess.run(
+        args, input=script, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout
+    )
     return r.stdout + r.stderr
 
 

@@ -107,8 +107,19 @@ def _clear_simple_cache(env: dict[str, str]) -> None:
 
 
 def _ours(tmp_path: Path, *extra: str) -> list[str]:
-    return [*PMDA_PY, "run", "-d", "253", "--table", "simple=simple", "-l", str(tmp_path / "ours.log"),
-            "--state-dir", str(tmp_path / "state"), *extra]  # fmt: skip
+    return [
+        *PMDA_PY,
+        "run",
+        "-d",
+        "253",
+        "--table",
+        "simple=simple",
+        "-l",
+        str(tmp_path / "ours.log"),
+        "--state-dir",
+        str(tmp_path / "state"),
+        *extra,
+    ]
 
 
 def test_pipe_matches_pmdasimple_python(reference: str, pcp_env: dict[str, str], tmp_path: Path) -> None:
@@ -116,15 +127,24 @@ def test_pipe_matches_pmdasimple_python(reference: str, pcp_env: dict[str, str],
     ours = _normalise(out)
     assert ours == reference
     # sanity: the comparison covers real answers, not two empty transcripts
-    for needle in ("Semantics: counter  Units: sec", 'name: "green"', "Error PDU: Bad input to pmstore",
-                   'role="testing"', "units=\"hour\"", "   non-leaf time", "simple.time.user",
-                   "Attribute: userid=1000", "Unknown or illegal instance domain identifier"):  # fmt: skip
+    for needle in (
+        "Semantics: counter  Units: sec",
+        'name: "green"',
+        "Error PDU: Bad input to pmstore",
+        'role="testing"',
+        'units="hour"',
+        "   non-leaf time",
+        "simple.time.user",
+        "Attribute: userid=1000",
+        "Unknown or illegal instance domain identifier",
+    ):
         assert needle in ours, needle
 
 
 @pytest.mark.parametrize("transport", ["inet", "unix"])
-def test_sockets_match_pmdasimple_python(reference: str, pcp_env: dict[str, str], tmp_path: Path,
-                                         transport: str) -> None:  # fmt: skip
+def test_sockets_match_pmdasimple_python(
+    reference: str, pcp_env: dict[str, str], tmp_path: Path, transport: str
+) -> None:
     if transport == "inet":
         port = free_port()
         extra, target = ["-i", str(port)], f"inet {port}"

@@ -48,17 +48,24 @@ def _start_config(workdir: Path, pcp_env: dict[str, str], tables: str) -> Privat
     """:func:`_start` with ``pmda-py run -c`` of a config mounting ``tables``."""
     cfg = workdir / "t.conf"
     # the fault tables live in the test package: the repository is on the agent's path
-    cfg.write_text(f"[pmda]\nname = faulty\ndomain = 251\npythonpath = {REPO}\n[table simple]\nmount = t.simple\n"
-                   + tables)  # fmt: skip
-    return _start(workdir, pcp_env,
-                  f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} "
-                  f"--state-dir {workdir}")  # fmt: skip
+    cfg.write_text(
+        f"[pmda]\nname = faulty\ndomain = 251\npythonpath = {REPO}\n[table simple]\nmount = t.simple\n" + tables
+    )
+    return _start(
+        workdir,
+        pcp_env,
+        f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} --state-dir {workdir}",
+    )
 
 
 def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, str]) -> None:
-    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = tests.tables.faults:SlowTable\nmount = t.slow\n"
-                                           "deadline = 1.0\nsleep = 30\n[table crash]\n"
-                                           "table = tests.tables.faults:CrashTable\nmount = t.crash\n")  # fmt: skip
+    pmcd = _start_config(
+        workdir,
+        pcp_env,
+        "[table slow]\ntable = tests.tables.faults:SlowTable\nmount = t.slow\n"
+        "deadline = 1.0\nsleep = 30\n[table crash]\n"
+        "table = tests.tables.faults:CrashTable\nmount = t.crash\n",
+    )
     try:
         t0 = time.monotonic()
         r = pmcd.tool("pminfo", "-f", "t.slow.value", "t.crash.boom", "t.simple.numfetch", check=False)
@@ -86,15 +93,20 @@ def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, s
 
 
 def test_notready_start(workdir: Path, pcp_env: dict[str, str]) -> None:
-    line = (f"t 251 pipe binary notready {sys.executable} -m pmda_py run -d 251 --notready "
-            f"--table simple=t.simple -l {workdir / 't.log'} --state-dir {workdir}")  # fmt: skip
+    line = (
+        f"t 251 pipe binary notready {sys.executable} -m pmda_py run -d 251 --notready "
+        f"--table simple=t.simple -l {workdir / 't.log'} --state-dir {workdir}"
+    )
     pmcd = _start(workdir, pcp_env, line)
     try:
         r = pmcd.tool("pminfo", "-f", "t.simple.numfetch")
         assert "value 1" in r.stdout
         ours = (workdir / "t.log").read_text()
-        assert ours.index("notready") < ours.index("tables_mounted") < ours.index("ready\n" if "ready\n" in ours
-                                                                                  else "[info     ] ready")  # fmt: skip
+        assert (
+            ours.index("notready")
+            < ours.index("tables_mounted")
+            < ours.index("ready\n" if "ready\n" in ours else "[info     ] ready")
+        )
         assert "Cleanup" not in pmcd.log_text()
     finally:
         pmcd.stop()
@@ -107,8 +119,11 @@ def test_pmcd_killed_mid_fetch_then_restarted(workdir: Path, pcp_env: dict[str, 
     import signal as _signal
     import subprocess as _sp
 
-    pmcd = _start_config(workdir, pcp_env, "[table slow]\ntable = tests.tables.faults:SlowTable\nmount = t.slow\n"
-                                           "deadline = 3\nsleep = 1.5\n")  # fmt: skip
+    pmcd = _start_config(
+        workdir,
+        pcp_env,
+        "[table slow]\ntable = tests.tables.faults:SlowTable\nmount = t.slow\ndeadline = 3\nsleep = 1.5\n",
+    )
     try:
         agent = _agent_pid(workdir)
         client = _sp.Popen(["pminfo", "-h", pmcd.host, "-f", "t.slow.value"], stdout=_sp.PIPE, stderr=_sp.PIPE)
@@ -120,8 +135,9 @@ def test_pmcd_killed_mid_fetch_then_restarted(workdir: Path, pcp_env: dict[str, 
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and Path(f"/proc/{agent}").exists():
             time.sleep(0.1)
-        assert not Path(f"/proc/{agent}").exists() or "Z" in Path(f"/proc/{agent}/stat").read_text().split()[2], \
-            "the agent outlived pmcd"  # fmt: skip
+        assert not Path(f"/proc/{agent}").exists() or "Z" in Path(f"/proc/{agent}/stat").read_text().split()[2], (
+            "the agent outlived pmcd"
+        )
         log = (workdir / "t.log").read_text()
         assert "exit" in log.splitlines()[-1] or "channel_error" in log, log[-500:]
         # pmcd comes back: a fresh agent serves

@@ -85,8 +85,23 @@ def pmcd(pcp_env: dict[str, str]) -> Iterator[PrivatePmcd]:
 def _ours(root: Path, tag: str, *extra: str) -> str:
     (root / tag).mkdir(exist_ok=True)
     (root / tag).chmod(0o777)
-    return " ".join([sys.executable, "-m", "pmda_py", "run", "-d", "253", "--table", "simple=simple",
-                     "-l", str(root / tag / "pmda.log"), "--state-dir", str(root / tag), *extra])  # fmt: skip
+    return " ".join(
+        [
+            sys.executable,
+            "-m",
+            "pmda_py",
+            "run",
+            "-d",
+            "253",
+            "--table",
+            "simple=simple",
+            "-l",
+            str(root / tag / "pmda.log"),
+            "--state-dir",
+            str(root / tag),
+            *extra,
+        ]
+    )
 
 
 def test_same_answers_as_pmdasimple_pipe_and_socket(pmcd: PrivatePmcd) -> None:
@@ -94,9 +109,16 @@ def test_same_answers_as_pmdasimple_pipe_and_socket(pmcd: PrivatePmcd) -> None:
     reference = _run_clients(pmcd)
     # sanity: the reference gave real answers, so equality below means something
     joined = "\n".join(reference)
-    for needle in ('inst [0 or "red"] value 1', '"role":"testing"', "Help:\nThe time in seconds",
-                   'simple.now 3 "sec" "min" "hour"', "new value=42", "Bad input to pmstore",
-                   "No permission to perform requested operation", 'inst [2 or "blue"] old value='):  # fmt: skip
+    for needle in (
+        'inst [0 or "red"] value 1',
+        '"role":"testing"',
+        "Help:\nThe time in seconds",
+        'simple.now 3 "sec" "min" "hour"',
+        "new value=42",
+        "Bad input to pmstore",
+        "No permission to perform requested operation",
+        'inst [2 or "blue"] old value=',
+    ):
         assert needle in joined, needle
 
     pmcd.reconfigure([f"simple 253 pipe binary {_ours(pmcd.root, 'pipe')}"], "simple.numfetch", desc_only=True)
@@ -104,9 +126,10 @@ def test_same_answers_as_pmdasimple_pipe_and_socket(pmcd: PrivatePmcd) -> None:
 
     port = free_port()
     pmcd.reconfigure(
-        [f"simple 253 socket inet {port} {_ours(pmcd.root, 'sock', '-i', str(port))}"], "simple.numfetch",
+        [f"simple 253 socket inet {port} {_ours(pmcd.root, 'sock', '-i', str(port))}"],
+        "simple.numfetch",
         desc_only=True,
-    )  # fmt: skip
+    )
     ours_socket = _run_clients(pmcd)
 
     for ref, pipe, sock in zip(reference, ours_pipe, ours_socket):

@@ -110,9 +110,26 @@ def test_standalone_agent_serves_pmcd_only_and_survives_its_restart(
     else:
         port = free_port()
         where, line = ["-i", str(port)], f"simple 253 socket inet {port}"
-    cmd = [sys.executable, "-m", "pmda_py", "run", "-d", "253", "--standalone", "--creds-timeout", "3",
-           "--table", "simple=simple", "--table", "control=simple.control", "-l", str(log),
-           "--state-dir", str(root / "state"), *where]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pmda_py",
+        "run",
+        "-d",
+        "253",
+        "--standalone",
+        "--creds-timeout",
+        "3",
+        "--table",
+        "simple=simple",
+        "--table",
+        "control=simple.control",
+        "-l",
+        str(log),
+        "--state-dir",
+        str(root / "state"),
+        *where,
+    ]
     agent = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env={**os.environ, **pcp_env})
     pmcd = PrivatePmcd(root, [line], _pmns(), env=pcp_env)
     held: list[socket.socket] = []

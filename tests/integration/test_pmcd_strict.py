@@ -31,8 +31,10 @@ def test_pmcd_decodes_every_reply() -> None:
         (root / "pmcd").mkdir()
         text = Path("/var/lib/pcp/pmns/root_pmcd").read_text()
         pmns = text.replace("root {\n    pmcd\n}", "root {\n    pmcd\n    mmv\t70:*:*\n}", 1)
-        line = (f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat --mmv-dir {root / 'mmv'} "
-                f"-l {root / 'pmcd' / 'ours.log'}")  # fmt: skip
+        line = (
+            f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat --mmv-dir {root / 'mmv'} "
+            f"-l {root / 'pmcd' / 'ours.log'}"
+        )
         pmcd = PrivatePmcd(root / "pmcd", [line], pmns, env={"PCP_TMP_DIR": str(root)}, debug="pdu")
         pmcd.start()
         pmcd.wait("mmv.control.files")

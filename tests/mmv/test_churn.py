@@ -26,9 +26,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _write(path: Path, metrics: int, instances: int, cluster: int) -> None:
-    subprocess.run(["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py"), str(path), "--metrics",
-                    str(metrics), "--instances", str(instances), "--cluster", str(cluster)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "/usr/bin/python3",
+            str(REPO / "scripts" / "write_mmv.py"),
+            str(path),
+            "--metrics",
+            str(metrics),
+            "--instances",
+            str(instances),
+            "--cluster",
+            str(cluster),
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def _check(values: dict[str, object]) -> int:

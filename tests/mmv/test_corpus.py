@@ -54,7 +54,10 @@ def _pmcd_names(stem: str) -> set[str]:
     text = (MMV / "pmcd" / f"{stem}.pminfo.txt").read_text()
     # "name PMID: ..." lines, and "name: pmFetch: error" lines for names pmcd listed but could not fetch
     return {ln.split()[0].rstrip(":") for ln in text.splitlines() if ln.startswith("mmv.")} - {
-        "mmv.control.reload", "mmv.control.debug", "mmv.control.files"}  # fmt: skip
+        "mmv.control.reload",
+        "mmv.control.debug",
+        "mmv.control.files",
+    }
 
 
 @pytest.mark.parametrize("mmv", GOOD, ids=lambda p: p.stem)
@@ -76,8 +79,7 @@ async def test_export_matches_pmdammv(mmv: Path, tmp_path: Path) -> None:
     names = None
     if stem in PMCD_NAMES:
         names = _pmcd_names(stem) | {m["name"] for m in expected["metrics"] if m["name"].startswith("mmv.control")}
-    problems = await compare(mmv, tmp_path / "mmv", expected, skip_values=RUNNING.get(stem, frozenset()),
-                             names=names)  # fmt: skip
+    problems = await compare(mmv, tmp_path / "mmv", expected, skip_values=RUNNING.get(stem, frozenset()), names=names)
     assert problems == []
 
 
@@ -85,8 +87,12 @@ def test_corpus_is_there() -> None:
     assert len(GOOD) >= 25, f"MMV corpus missing under {MMV}"
 
 
-SEVEN = [p for p in GOOD if (MMV / "upstream7" / f"{p.stem}.pmda7.json").exists() or
-         (MMV / "foreign" / "upstream7" / f"{p.stem}.pmda7.json").exists()]  # fmt: skip
+SEVEN = [
+    p
+    for p in GOOD
+    if (MMV / "upstream7" / f"{p.stem}.pmda7.json").exists()
+    or (MMV / "foreign" / "upstream7" / f"{p.stem}.pmda7.json").exists()
+]
 
 
 @pytest.mark.parametrize("mmv", SEVEN, ids=lambda p: p.stem)
@@ -104,8 +110,9 @@ async def test_export_matches_pmdammv7(mmv: Path, tmp_path: Path) -> None:
     names = None
     if stem in PMCD_NAMES:
         names = _pmcd_names(stem) | {m["name"] for m in expected["metrics"] if m["name"].startswith("mmv.control")}
-    problems = await compare(mmv, tmp_path / "mmv", expected, skip_values=RUNNING.get(stem, frozenset()),
-                             names=names, pcp_version="7.2.2")  # fmt: skip
+    problems = await compare(
+        mmv, tmp_path / "mmv", expected, skip_values=RUNNING.get(stem, frozenset()), names=names, pcp_version="7.2.2"
+    )
     assert problems == []
 
 

@@ -41,8 +41,13 @@ def tmp_pcp() -> Iterator[Path]:
         ("single", ["--metrics", "3", "--instances", "0", "--cluster", "9"]),
         ("np", ["--metrics", "2", "--instances", "3", "--flags", "1", "--cluster", "11", "--name", "npx"]),
     ):
-        subprocess.run([*writer, str(root / "mmv" / name), *args, "--name", name] if name != "np"
-                       else [*writer, str(root / "mmv" / name), *args], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [*writer, str(root / "mmv" / name), *args, "--name", name]
+            if name != "np"
+            else [*writer, str(root / "mmv" / name), *args],
+            check=True,
+            capture_output=True,
+        )
     for f in (root / "mmv").iterdir():
         f.chmod(0o644)
     yield root
@@ -102,8 +107,9 @@ def test_pminfo_identical_under_pmcd(tmp_pcp: Path) -> None:
     try:
         pmcd.wait("mmv.control.files", desc_only=True)
         ref = pmcd.tool("pminfo", "-fdTtl", "--labels", "mmv").stdout
-        ours_line = (f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat "
-                     f"-l {tmp_pcp / 'pmcd' / 'ours.log'}")  # fmt: skip
+        ours_line = (
+            f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat -l {tmp_pcp / 'pmcd' / 'ours.log'}"
+        )
         pmcd.reconfigure([ours_line], "mmv.control.files", desc_only=True)
         ours = pmcd.tool("pminfo", "-fdTtl", "--labels", "mmv").stdout
     finally:
@@ -118,8 +124,23 @@ def _write_case(options: list[str]) -> Path:
     root.chmod(0o755)  # pmdammv drops to the pcp user
     (root / "mmv").mkdir(mode=0o755)
     writer = ["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py")]
-    subprocess.run([*writer, str(root / "mmv" / "cases"), "--metrics", "3", "--instances", "3", "--cluster", "5",
-                    "--name", "cases", *options], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            *writer,
+            str(root / "mmv" / "cases"),
+            "--metrics",
+            "3",
+            "--instances",
+            "3",
+            "--cluster",
+            "5",
+            "--name",
+            "cases",
+            *options,
+        ],
+        check=True,
+        capture_output=True,
+    )
     (root / "mmv" / "cases").chmod(0o644)
     return root
 
@@ -155,11 +176,15 @@ async def test_fidelity_cases_match_pmdammv(options: list[str]) -> None:
 #: label payloads patched into a copy of the corpus file qa_v3_labels.mmv:
 #: (payload as libpcp_mmv wrote it, replacement of at most 243 bytes)
 LABEL_PATCHES = {
-    "exponent": [(b'{"indom_label":42.001}', b'{"indom_label":1E+3}'),
-                 (b'{"metric_label":null}', b'{"metric_label":-0.50e-2}')],
-    "object": [(b'{"item_label3":{"a":1}}', b'{"item_label3":{"a":1,"b":[2,{"c":3}]}}'),
-               (b'{"item_label1":true}', b'{"item_label1":{"x":{"y":"z"}},"plain":7}')],
-}  # fmt: skip
+    "exponent": [
+        (b'{"indom_label":42.001}', b'{"indom_label":1E+3}'),
+        (b'{"metric_label":null}', b'{"metric_label":-0.50e-2}'),
+    ],
+    "object": [
+        (b'{"item_label3":{"a":1}}', b'{"item_label3":{"a":1,"b":[2,{"c":3}]}}'),
+        (b'{"item_label1":true}', b'{"item_label1":{"x":{"y":"z"}},"plain":7}'),
+    ],
+}
 
 
 def _labels_detail(sets: Any) -> list[Any]:
@@ -196,12 +221,23 @@ def _write_patched(case: str) -> Path:
     return root
 
 
-@pytest.mark.parametrize("case", [
-    "exponent",
-    pytest.param("object", marks=pytest.mark.xfail(strict=True, reason=(
-        "libpcp's label parser on a value that is an object: inner names lose their middle parts, members after "
-        "it stay in the JSON text but not in the label index, array members leak in; not imitated yet"))),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "case",
+    [
+        "exponent",
+        pytest.param(
+            "object",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "libpcp's label parser on a value that is an object: inner names lose their middle parts, "
+                    "members after it stay in the JSON text but not in the label index, array members leak in; "
+                    "not imitated yet"
+                ),
+            ),
+        ),
+    ],
+)
 async def test_label_texts_match_pmdammv(case: str) -> None:
     """Label values written as any valid JSON text (exponent forms, objects):
     pmdammv's LABEL replies, JSON text and label index, byte for byte."""

@@ -103,10 +103,16 @@ def run_agent(who: str, root: Path, urls: dict[str, str], state: Path | None = N
     if who == "theirs":
         cmd = f"/usr/bin/python3 {THEIRS} -c {cfg} -l {root}/agent.log"
     else:
-        cmd = (f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
-               f"--state-dir {var}/config/pmda -l {root}/agent.log")  # fmt: skip
-    pmcd = PrivatePmcd(root, [f"openmetrics 144 pipe binary notready {cmd}"], PMNS,
-                       env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})  # fmt: skip
+        cmd = (
+            f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
+            f"--state-dir {var}/config/pmda -l {root}/agent.log"
+        )
+    pmcd = PrivatePmcd(
+        root,
+        [f"openmetrics 144 pipe binary notready {cmd}"],
+        PMNS,
+        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     try:
         pmcd.start(wait_for="openmetrics.control.calls")
         r = pmcd.tool("pminfo", "-mfdTtl", "--labels", "openmetrics", check=False, timeout=60)
@@ -144,8 +150,13 @@ def main() -> int:
         for k, v in result.items():
             print(f"{k}: {v}")
         for name in result["differ"]:
-            print("".join(difflib.unified_diff((a[name] + "\n").splitlines(True), (b[name] + "\n").splitlines(True),
-                                               "theirs", "ours", n=0)))  # fmt: skip
+            print(
+                "".join(
+                    difflib.unified_diff(
+                        (a[name] + "\n").splitlines(True), (b[name] + "\n").splitlines(True), "theirs", "ours", n=0
+                    )
+                )
+            )
         if os.environ.get("OMLIVE_DUMP"):
             Path(os.environ["OMLIVE_DUMP"] + ".theirs").write_text(theirs)
             Path(os.environ["OMLIVE_DUMP"] + ".ours").write_text(ours)

@@ -44,8 +44,9 @@ _RUNNER = textwrap.dedent(
 
 def theirs_parse(lines: list[str]) -> list[list[object] | None]:
     """pmdaopenmetrics' SampleLineParser on each line (None: it raised)."""
-    r = subprocess.run(["/usr/bin/python3", "-c", _RUNNER, THEIRS], input=json.dumps(lines), capture_output=True,
-                       text=True, check=True)  # fmt: skip
+    r = subprocess.run(
+        ["/usr/bin/python3", "-c", _RUNNER, THEIRS], input=json.dumps(lines), capture_output=True, text=True, check=True
+    )
     return list(json.loads(r.stdout))
 
 
@@ -163,8 +164,11 @@ def test_limits() -> None:
 
 
 def test_metadata_heuristics() -> None:
-    assert metric_metadata("x_seconds_total", None, "counter")[1:4] == (PmType.DOUBLE, PmSem.COUNTER,
-                                                                         PmUnits(dim_time=1, scale_time=3))  # fmt: skip
+    assert metric_metadata("x_seconds_total", None, "counter")[1:4] == (
+        PmType.DOUBLE,
+        PmSem.COUNTER,
+        PmUnits(dim_time=1, scale_time=3),
+    )
     assert metric_metadata("x_bucket", None, "histogram")[2:4] == (PmSem.COUNTER, PmUnits(dim_count=1))
     assert metric_metadata("x_bytes", None, "gauge")[2:4] == (PmSem.INSTANT, PmUnits(dim_space=1))
     assert metric_metadata("a:b", None, None)[0] == "a.b"
@@ -177,9 +181,11 @@ def test_metadata_heuristics() -> None:
 
 
 def test_url_config() -> None:
-    cfg = parse_url_config("http://h:1/m\nHEADER: Authorization: Bearer x:y\n# c\nFILTER: EXCLUDE METRIC ^go_\n"
-                           "FILTER: OPTIONAL LABEL ^pid$\nFILTER: BOGUS\nMETADATA: ^a$ u64 PM_INDOM_NULL counter byte\n"
-                           "junk\n")  # fmt: skip
+    cfg = parse_url_config(
+        "http://h:1/m\nHEADER: Authorization: Bearer x:y\n# c\nFILTER: EXCLUDE METRIC ^go_\n"
+        "FILTER: OPTIONAL LABEL ^pid$\nFILTER: BOGUS\nMETADATA: ^a$ u64 PM_INDOM_NULL counter byte\n"
+        "junk\n"
+    )
     assert cfg.url == "http://h:1/m"
     assert cfg.headers == {"Authorization": "Bearer x:y"}
     assert [(a, k, r.pattern) for a, k, r in cfg.filters] == [

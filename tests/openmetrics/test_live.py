@@ -36,8 +36,14 @@ def test_same_pminfo_as_pmdaopenmetrics(tmp_path: Path) -> None:
         ours = run_agent("ours", tmp_path / "ours", urls)
     a = blocks(theirs)
     # the comparison has substance: every kind of source showed up in theirs
-    for prefix in ("prom.app.app_requests_total", "node.node_load1", "edge.edge_total", "bad.good_one",
-                   "static.static_bytes", "edge.pcp.disk.read"):  # fmt: skip
+    for prefix in (
+        "prom.app.app_requests_total",
+        "node.node_load1",
+        "edge.edge_total",
+        "bad.good_one",
+        "static.static_bytes",
+        "edge.pcp.disk.read",
+    ):
         assert f"openmetrics.{prefix}" in a, f"{prefix} missing from pmdaopenmetrics' output:\n{theirs[:3000]}"
     result = compare(theirs, ours)
     assert result == {"missing": [], "extra": [], "differ": []}, (result, ours[:5000])

@@ -223,8 +223,10 @@ async def test_scripts_and_files(tmp_path: Path) -> None:
     assert values["f.from_file"] == 1.0
     mm = next(m for m in table.metrics() if m.name == "script.my.metric")
     assert (mm.type, mm.indom, values["script.my.metric"]) == (3, None, 42)  # u64
-    assert table.label_items(0x08, mm.cluster) == [("script", json.dumps(str(script)), 0x08),
-                                                   ("source", '"script"', 0x08)]  # fmt: skip
+    assert table.label_items(0x08, mm.cluster) == [
+        ("script", json.dumps(str(script)), 0x08),
+        ("source", '"script"', 0x08),
+    ]
     names = {v: k for k, v in table.c_sources.instances.items()}
     assert "timed out" in values["control.status"][names["hang"]]
     assert "ignored" not in names
@@ -254,8 +256,12 @@ def test_compat_flag() -> None:
     )
     assert (cfg.name, cfg.domain, cfg.domain_labels) == ("openmetrics", 144, {"agent": "openmetrics"})
     (spec,) = cfg.tables
-    assert (spec.table, spec.mount, spec.options["dir"], spec.options["interval"]) == ("openmetrics", "openmetrics",
-                                                                                        "/x", "5.0")  # fmt: skip
+    assert (spec.table, spec.mount, spec.options["dir"], spec.options["interval"]) == (
+        "openmetrics",
+        "openmetrics",
+        "/x",
+        "5.0",
+    )
 
 
 async def test_state_dir_from_the_daemon_config(tmp_path: Path) -> None:
@@ -266,8 +272,17 @@ async def test_state_dir_from_the_daemon_config(tmp_path: Path) -> None:
     (tmp_path / "config.d").mkdir()
     (tmp_path / "config.d" / "f.url").write_text(f"file://{tmp_path}/doc\n")
     (tmp_path / "doc").write_text("x 1\n")
-    cfg = parse_args(["--openmetrics-compat", "--openmetrics-dir", str(tmp_path / "config.d"),
-                      "--state-dir", str(tmp_path / "st"), "-l", os.devnull])  # fmt: skip
+    cfg = parse_args(
+        [
+            "--openmetrics-compat",
+            "--openmetrics-dir",
+            str(tmp_path / "config.d"),
+            "--state-dir",
+            str(tmp_path / "st"),
+            "-l",
+            os.devnull,
+        ]
+    )
     dispatcher = build_dispatcher(cfg)
     table = dispatcher.mounts[0].table
     assert isinstance(table, OpenMetricsTable)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -90,8 +89,10 @@ def test_section_reuse_gives_identical_bytes() -> None:
     encode, and must not be reused when the shape changes."""
     from array import array
 
+    from pmda_py.wire.result import SectionCache
+
     insts = array("I", range(5))
-    cache: dict[str, object] = {}
+    cache = SectionCache()
     for k in range(4):
         b = ResultBuilder()
         b.add_values(1, PmType.U64, insts, [k * 10 + i for i in range(5)])
@@ -126,23 +127,25 @@ packed_sets = st.lists(
 
 
 @given(packed_sets, st.data(), st.sampled_from([0, 16]))
-def test_packed_run_matches_the_builder(sets: list[tuple[int, int, list[int]]], data: st.DataObject,
-                                        flags: int) -> None:  # fmt: skip
+def test_packed_run_matches_the_builder(
+    sets: list[tuple[int, int, list[int]]], data: st.DataObject, flags: int
+) -> None:
     """encode_packed_run (a table's whole answer in one piece) gives the
     builder's bytes, from scratch and from its cache (new values, same shape)."""
     from array import array
 
-    from pmda_py.wire.result import PackedColumn, PackedRun, encode_packed_run
+    from pmda_py.wire.result import PackedColumn, PackedRun, PackedRunCache, encode_packed_run
 
     token: object = object()
-    cache: dict[Any, Any] = {}
+    cache = PackedRunCache()
     for _ in range(2):
         blobs = [data.draw(st.binary(min_size=8 * len(i), max_size=8 * len(i))) for _, _, i in sets]
         ref = ResultBuilder()
         for (pm, t, ins), blob in zip(sets, blobs):
             ref.add_fixed(pm, t, ins, PackedColumn(blob, 8))
-        run = PackedRun([s[0] for s in sets], [s[1] for s in sets], [array("I", s[2]) for s in sets],
-                        b"".join(blobs), token)  # fmt: skip
+        run = PackedRun(
+            [s[0] for s in sets], [s[1] for s in sets], [array("I", s[2]) for s in sets], b"".join(blobs), token
+        )
         assert encode_packed_run(run, flags) == ref.encode(flags)
         assert encode_packed_run(run, flags, cache=cache) == ref.encode(flags)
         decoded = decode_pdu(encode_packed_run(run, flags, cache=cache))

@@ -203,14 +203,40 @@ def check_filter(filters: Sequence[tuple[str, str, re.Pattern[str]]], name: str,
 # ------------------------------------------------------------- metadata
 
 _SPACE = {"byte": 0, "kbyte": 1, "mbyte": 2, "gbyte": 3, "tbyte": 4, "pbyte": 5, "ebyte": 6, "zbyte": 7, "ybyte": 8}
-_SPACE_ALIASES = {"bytes": "byte", "b": "byte", "kb": "kbyte", "kib": "kbyte", "mb": "mbyte", "mib": "mbyte",
-                  "gb": "gbyte", "gib": "gbyte", "tb": "tbyte", "tib": "tbyte"}  # fmt: skip
+_SPACE_ALIASES = {
+    "bytes": "byte",
+    "b": "byte",
+    "kb": "kbyte",
+    "kib": "kbyte",
+    "mb": "mbyte",
+    "mib": "mbyte",
+    "gb": "gbyte",
+    "gib": "gbyte",
+    "tb": "tbyte",
+    "tib": "tbyte",
+}
 _TIME = {"nanosec": 0, "microsec": 1, "millisec": 2, "sec": 3, "min": 4, "hour": 5}
-_TIME_ALIASES = {"nsec": "nanosec", "ns": "nanosec", "nanosecond": "nanosec", "nanoseconds": "nanosec",
-                 "usec": "microsec", "us": "microsec", "microsecond": "microsec", "microseconds": "microsec",
-                 "msec": "millisec", "ms": "millisec", "millisecond": "millisec", "milliseconds": "millisec",
-                 "s": "sec", "second": "sec", "seconds": "sec", "minute": "min", "minutes": "min",
-                 "hours": "hour", "hr": "hour"}  # fmt: skip
+_TIME_ALIASES = {
+    "nsec": "nanosec",
+    "ns": "nanosec",
+    "nanosecond": "nanosec",
+    "nanoseconds": "nanosec",
+    "usec": "microsec",
+    "us": "microsec",
+    "microsecond": "microsec",
+    "microseconds": "microsec",
+    "msec": "millisec",
+    "ms": "millisec",
+    "millisecond": "millisec",
+    "milliseconds": "millisec",
+    "s": "sec",
+    "second": "sec",
+    "seconds": "sec",
+    "minute": "min",
+    "minutes": "min",
+    "hours": "hour",
+    "hr": "hour",
+}
 
 
 def parse_units(text: str) -> PmUnits:
@@ -251,8 +277,14 @@ def parse_units(text: str) -> PmUnits:
             k += 1
     if not all(-8 <= d <= 7 for d in dims):
         raise ValueError(f"dimension out of range in {text!r}")
-    return PmUnits(dim_space=dims[0], dim_time=dims[1], dim_count=dims[2], scale_space=scales[0] if dims[0] else 0,
-                   scale_time=scales[1] if dims[1] else 0, scale_count=scales[2] if dims[2] else 0)  # fmt: skip
+    return PmUnits(
+        dim_space=dims[0],
+        dim_time=dims[1],
+        dim_count=dims[2],
+        scale_space=scales[0] if dims[0] else 0,
+        scale_time=scales[1] if dims[1] else 0,
+        scale_count=scales[2] if dims[2] else 0,
+    )
 
 
 _SECONDS = PmUnits(dim_time=1, scale_time=3)
@@ -472,8 +504,22 @@ class SourceModel:
         serial = None if singular else indom_serial(self.cluster, item)
         table = None if serial is None else self.load_table(serial, MAX_INDOM)
         oneline, help_text = split_help(s.helpline)
-        m = MetricState(s.name, item, leaf, mtype, sem, units, singular, bool(pcpline), oneline, help_text,
-                        serial, table, dict(inc or {}), dict(opt) if opt else None)  # fmt: skip
+        m = MetricState(
+            s.name,
+            item,
+            leaf,
+            mtype,
+            sem,
+            units,
+            singular,
+            bool(pcpline),
+            oneline,
+            help_text,
+            serial,
+            table,
+            dict(inc or {}),
+            dict(opt) if opt else None,
+        )
         self.metrics[s.name] = m
         self.by_item[item] = m
         res.new.append(m)

@@ -28,8 +28,9 @@ goes to stdout, warnings and errors to stderr, as dbpmda's do.
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``pmda-py dbpmda``."""
-    p = argparse.ArgumentParser(prog="pmda-py dbpmda", description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="pmda-py dbpmda", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("-n", dest="pmns", help="PMNS file (default $PCP_VAR_DIR/pmns/root)")
     p.add_argument("-e", dest="echo", action="store_true", help="echo input commands")
     p.add_argument("-i", dest="interactive", action="store_true", help="interactive (prompt)")

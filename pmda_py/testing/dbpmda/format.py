@@ -37,116 +37,265 @@ def pmid_str(p: int) -> str:
 
 
 ATTR_KEYS = {
-    "protocol": 1, "securesockets": 2, "compress": 3, "userauth": 4, "username": 5, "authname": 6,
-    "password": 7, "method": 8, "realm": 9, "unixsock": 10, "userid": 11, "groupid": 12, "local": 13,
-    "processid": 14, "container": 15, "exclusive": 16,
-}  # fmt: skip
+    "protocol": 1,
+    "securesockets": 2,
+    "compress": 3,
+    "userauth": 4,
+    "username": 5,
+    "authname": 6,
+    "password": 7,
+    "method": 8,
+    "realm": 9,
+    "unixsock": 10,
+    "userid": 11,
+    "groupid": 12,
+    "local": 13,
+    "processid": 14,
+    "container": 15,
+    "exclusive": 16,
+}
 ATTR_NAMES = {v: k for k, v in ATTR_KEYS.items()}
 
 # dbpmda's lexer: several spellings of one command
 
 # util.c dohelp(): usage lines, and the text "help COMMAND" adds
 HELP: dict[str, tuple[str, str]] = {
-    "attr": ("attr name [value]\nattr attr# [value]",
-             "Set a security attribute. These set aspects of per-user authentication,\n"
-             "allowing a PMDA to provide different metric views for different users.\n"),
-    "children": ("children metric-name",
-                 "Fetch and print the next name component of the direct decendents of\n"
-                 "metric-name in the PMNS, reporting for each if it is a leaf node or a\n"
-                 "non-leaf node.\nMost useful for PMDAs that support dynamic metrics in the PMNS.\n"),
-    "close": ("close", "Close the pipe to a daemon PMDA or dlclose(3) a DSO PMDA. dbpmda does not\n"
-                       "exit, allowing another PMDA to be opened.\n"),
-    "debug": ("debug all | none\ndebug [-]flag [ [-]flag ... ] (- prefix to clear)",
-              "Specify which debugging options should be active (see pmdbg(1)).  Options\n"
-              "may be specified by name (or number for the old bit-field options), with\n"
-              "multiple options separated by white space.  All options may be selected or\n"
-              "deselected if 'all' or 'none' is specified.  The current setting is\n"
-              "displayed by the status command.\n\n"),
-    "desc": ("desc metric", "Print out the meta data description for the 'metric'.  The metric may be\n"
-                            "specified by name, or as a PMID of the form N, N.N or N.N.N.\n"),
-    "fetch": ("fetch metric [ metric ... ]",
-              "Fetch metrics from the PMDA.  The metrics may be specified as a list of\n"
-              "metric names, or PMIDs of the form N, N.N or N.N.N.\n"),
-    "getdesc": ("getdesc on | off", "Before doing a fetch, get the descriptor so that the result of a fetch\n"
-                                    "can be printed out correctly.\n"),
-    "getiname": ("getiname on | off",
-                 "After a fetch if the metric has an associated instance domain then lookup\n"
-                 "the external names of any instances returned, rather than reporting the\n"
-                 "instance name as ???.\n"),
-    "instance": ('instance indom# [ number | name | "name" ]',
-                 "List the instances in 'indom'.  The list may be restricted to a specific\n"
-                 "instance 'name' or 'number'.\n"),
-    "label": ("label context\nlabel domain\nlabel indom indom#\nlabel cluster cluster#\nlabel item metric\n"
-              "label instances indom#", ""),
-    "name": ("name pmid#", "Print the name of the metric with PMID pmid#.  The pmid# syntax follows\n"
-                           "the source PMNS syntax, namely 3 numbers separated by '.' to encode\n"
-                           "the domain, cluster and item components of the PMID, e.g.\n"
-                           "    name 29.0.1004\n"
-                           "Most useful for PMDAs that support dynamic metrics in the PMNS.\n"),
-    "namespace": ("namespace fname", "Unload the current Name Space and load up the given Name Space.\n"
-                                     "If unsuccessful then will try to reload the previous Name Space.\n"),
-    "open": ("open dso dsoname init_routine [ domain# ]\nopen pipe execname [ arg ... ]\n"
-             "open socket unix sockname\nopen socket inet port#|service\nopen socket ipv6 port#|service",
-             "Open a PMDA as either a DSO, via a network socket (unix/inet/ipv6), or as a\n"
-             "daemon (connected with a pipe).  The 'dsoname' and 'execname' fields are\n"
-             "the path to the PMDA shared object file or executable.  The first socket PMDA\n"
-             "field is the type - either unix (if supported), inet or ipv6.  The 'sockname'\n"
-             "argument for unix sockets is a path of a named pipe where a PMDA is listening\n"
-             "for connections.  The 'port' argument is a port number, 'serv' a service name\n"
-             "typically defined in /etc/services (resolved to a port via getservent(3)).\n"
-             "The arguments to this command are similar to a line in the pmcd.conf file.\n"),
-    "pmid": ("pmid metric-name", "Print the PMID for the named metric\n"
-                                 "Most useful for PMDAs that support dynamic metrics in the PMNS.\n"),
-    "profile": ("profile indom# [ all | none ]\nprofile indom# [ add | delete ] number",
-                "For the instance domain specified, the profile may be changed to include\n"
-                "'all' instances, no instances, add an instance or delete an instance.\n"),
+    "attr": (
+        "attr name [value]\nattr attr# [value]",
+        "Set a security attribute. These set aspects of per-user authentication,\n"
+        "allowing a PMDA to provide different metric views for different users.\n",
+    ),
+    "children": (
+        "children metric-name",
+        "Fetch and print the next name component of the direct decendents of\n"
+        "metric-name in the PMNS, reporting for each if it is a leaf node or a\n"
+        "non-leaf node.\nMost useful for PMDAs that support dynamic metrics in the PMNS.\n",
+    ),
+    "close": (
+        "close",
+        "Close the pipe to a daemon PMDA or dlclose(3) a DSO PMDA. dbpmda does not\n"
+        "exit, allowing another PMDA to be opened.\n",
+    ),
+    "debug": (
+        "debug all | none\ndebug [-]flag [ [-]flag ... ] (- prefix to clear)",
+        "Specify which debugging options should be active (see pmdbg(1)).  Options\n"
+        "may be specified by name (or number for the old bit-field options), with\n"
+        "multiple options separated by white space.  All options may be selected or\n"
+        "deselected if 'all' or 'none' is specified.  The current setting is\n"
+        "displayed by the status command.\n\n",
+    ),
+    "desc": (
+        "desc metric",
+        "Print out the meta data description for the 'metric'.  The metric may be\n"
+        "specified by name, or as a PMID of the form N, N.N or N.N.N.\n",
+    ),
+    "fetch": (
+        "fetch metric [ metric ... ]",
+        "Fetch metrics from the PMDA.  The metrics may be specified as a list of\n"
+        "metric names, or PMIDs of the form N, N.N or N.N.N.\n",
+    ),
+    "getdesc": (
+        "getdesc on | off",
+        "Before doing a fetch, get the descriptor so that the result of a fetch\ncan be printed out correctly.\n",
+    ),
+    "getiname": (
+        "getiname on | off",
+        "After a fetch if the metric has an associated instance domain then lookup\n"
+        "the external names of any instances returned, rather than reporting the\n"
+        "instance name as ???.\n",
+    ),
+    "instance": (
+        'instance indom# [ number | name | "name" ]',
+        "List the instances in 'indom'.  The list may be restricted to a specific\ninstance 'name' or 'number'.\n",
+    ),
+    "label": (
+        "label context\nlabel domain\nlabel indom indom#\nlabel cluster cluster#\nlabel item metric\n"
+        "label instances indom#",
+        "",
+    ),
+    "name": (
+        "name pmid#",
+        "Print the name of the metric with PMID pmid#.  The pmid# syntax follows\n"
+        "the source PMNS syntax, namely 3 numbers separated by '.' to encode\n"
+        "the domain, cluster and item components of the PMID, e.g.\n"
+        "    name 29.0.1004\n"
+        "Most useful for PMDAs that support dynamic metrics in the PMNS.\n",
+    ),
+    "namespace": (
+        "namespace fname",
+        "Unload the current Name Space and load up the given Name Space.\n"
+        "If unsuccessful then will try to reload the previous Name Space.\n",
+    ),
+    "open": (
+        "open dso dsoname init_routine [ domain# ]\nopen pipe execname [ arg ... ]\n"
+        "open socket unix sockname\nopen socket inet port#|service\nopen socket ipv6 port#|service",
+        "Open a PMDA as either a DSO, via a network socket (unix/inet/ipv6), or as a\n"
+        "daemon (connected with a pipe).  The 'dsoname' and 'execname' fields are\n"
+        "the path to the PMDA shared object file or executable.  The first socket PMDA\n"
+        "field is the type - either unix (if supported), inet or ipv6.  The 'sockname'\n"
+        "argument for unix sockets is a path of a named pipe where a PMDA is listening\n"
+        "for connections.  The 'port' argument is a port number, 'serv' a service name\n"
+        "typically defined in /etc/services (resolved to a port via getservent(3)).\n"
+        "The arguments to this command are similar to a line in the pmcd.conf file.\n",
+    ),
+    "pmid": (
+        "pmid metric-name",
+        "Print the PMID for the named metric\nMost useful for PMDAs that support dynamic metrics in the PMNS.\n",
+    ),
+    "profile": (
+        "profile indom# [ all | none ]\nprofile indom# [ add | delete ] number",
+        "For the instance domain specified, the profile may be changed to include\n"
+        "'all' instances, no instances, add an instance or delete an instance.\n",
+    ),
     "quit": ("quit", "Exit dbpmda.  This also closes any open PMDAs.\n"),
-    "status": ("status", "Display the state of dbpmda, including which PMDA is connected, which\n"
-                         "debug options are set, and the current profile.\n"),
-    "store": ('store metric "value"',
-              "Store the value (int, real or string) into the 'metric'.  The metric may be\n"
-              "specified by name or as a PMID with the format N, N.N, N.N.N.  The value to\n"
-              "be stored must be enclosed in quotes.  Unlike the other commands, a store\n"
-              "must request a metric description and fetch the metric to determine how to\n"
-              "interpret the value, and to allocate the PDU for transmitting the value,\n"
-              "respectively.  The current profile will be used.\n"),
-    "text": ("text metric\ntext indom indom#",
-             "Retrieve the help text for the 'metric' or 'indom' from the PMDA.  The one\n"
-             "line message is shown between '[' and ']' with the long message on the next\n"
-             "line.  To get the help text for an instance domain requires the word\n"
-             "``indom'' before the indom number\n"),
+    "status": (
+        "status",
+        "Display the state of dbpmda, including which PMDA is connected, which\n"
+        "debug options are set, and the current profile.\n",
+    ),
+    "store": (
+        'store metric "value"',
+        "Store the value (int, real or string) into the 'metric'.  The metric may be\n"
+        "specified by name or as a PMID with the format N, N.N, N.N.N.  The value to\n"
+        "be stored must be enclosed in quotes.  Unlike the other commands, a store\n"
+        "must request a metric description and fetch the metric to determine how to\n"
+        "interpret the value, and to allocate the PDU for transmitting the value,\n"
+        "respectively.  The current profile will be used.\n",
+    ),
+    "text": (
+        "text metric\ntext indom indom#",
+        "Retrieve the help text for the 'metric' or 'indom' from the PMDA.  The one\n"
+        "line message is shown between '[' and ']' with the long message on the next\n"
+        "line.  To get the help text for an instance domain requires the word\n"
+        "``indom'' before the indom number\n",
+    ),
     "timer": ("timer on | off", "Report the response time of the PMDA when sending and receiving PDUs.\n"),
-    "traverse": ("traverse metric-name", "Fetch and print all of the decendent metric names below metric-name\n"
-                                         "in the PMNS.\n"
-                                         "Most useful for PMDAs that support dynamic metrics in the PMNS.\n"),
+    "traverse": (
+        "traverse metric-name",
+        "Fetch and print all of the decendent metric names below metric-name\n"
+        "in the PMNS.\n"
+        "Most useful for PMDAs that support dynamic metrics in the PMNS.\n",
+    ),
     "wait": ("wait seconds", "Sleep for this number of seconds\n"),
-    "watch": ("watch logfilename", "An xterm window is opened which tails the specified log file.  This window\n"
-                                   "must be closed by the user when no longer required.\n"),
-}  # fmt: skip
+    "watch": (
+        "watch logfilename",
+        "An xterm window is opened which tails the specified log file.  This window\n"
+        "must be closed by the user when no longer required.\n",
+    ),
+}
 # the order of "help" with no command
-HELP_ORDER = ("attr", "children", "close", "debug", "desc", "fetch", "getdesc", "getiname", "instance", "label",
-               "name", "namespace", "open", "pmid", "profile", "quit", "status", "store", "text", "timer",
-               "traverse", "wait", "watch")  # fmt: skip
+HELP_ORDER = (
+    "attr",
+    "children",
+    "close",
+    "debug",
+    "desc",
+    "fetch",
+    "getdesc",
+    "getiname",
+    "instance",
+    "label",
+    "name",
+    "namespace",
+    "open",
+    "pmid",
+    "profile",
+    "quit",
+    "status",
+    "store",
+    "text",
+    "timer",
+    "traverse",
+    "wait",
+    "watch",
+)
 # libpcp's debug options (pmdbg -l, PCP 6.0.3) in the order "status" lists them
-DEBUG_FLAGS = ("pdu", "fetch", "profile", "value", "context", "indom", "pdubuf", "log", "logmeta", "optfetch", "af",
-                "appl0", "appl1", "appl2", "pmns", "libpmda", "timecontrol", "pmc", "derive", "lock", "interp",
-                "config", "pmapi", "fault", "auth", "discovery", "attr", "http", "desperate", "deprecated", "exec",
-                "labels", "series", "libweb", "alloc", "services", "appl3", "appl4", "appl5", "access", "qa",
-                "search", "query", "compress", "dev0", "dev1", "dev2", "pmlc", "appl6", "appl7", "appl8", "appl9",
-                "tls")  # fmt: skip
+DEBUG_FLAGS = (
+    "pdu",
+    "fetch",
+    "profile",
+    "value",
+    "context",
+    "indom",
+    "pdubuf",
+    "log",
+    "logmeta",
+    "optfetch",
+    "af",
+    "appl0",
+    "appl1",
+    "appl2",
+    "pmns",
+    "libpmda",
+    "timecontrol",
+    "pmc",
+    "derive",
+    "lock",
+    "interp",
+    "config",
+    "pmapi",
+    "fault",
+    "auth",
+    "discovery",
+    "attr",
+    "http",
+    "desperate",
+    "deprecated",
+    "exec",
+    "labels",
+    "series",
+    "libweb",
+    "alloc",
+    "services",
+    "appl3",
+    "appl4",
+    "appl5",
+    "access",
+    "qa",
+    "search",
+    "query",
+    "compress",
+    "dev0",
+    "dev1",
+    "dev2",
+    "pmlc",
+    "appl6",
+    "appl7",
+    "appl8",
+    "appl9",
+    "tls",
+)
 # pmSetDebug("N"): the old bit-field options
 DEBUG_BITS = {**dict(enumerate(DEBUG_FLAGS[:28])), 30: "desperate"}
 
 _TYPE_NAMES: dict[int, str] = {
-    PmType.I32: "32-bit int", PmType.U32: "32-bit unsigned int", PmType.I64: "64-bit int",
-    PmType.U64: "64-bit unsigned int", PmType.FLOAT: "float", PmType.DOUBLE: "double", PmType.STRING: "string",
-    PmType.AGGREGATE: "aggregate", PmType.AGGREGATE_STATIC: "static aggregate",
-    PmType.EVENT: "event record array", PmType.HIGHRES_EVENT: "highres event record array",
-}  # fmt: skip
+    PmType.I32: "32-bit int",
+    PmType.U32: "32-bit unsigned int",
+    PmType.I64: "64-bit int",
+    PmType.U64: "64-bit unsigned int",
+    PmType.FLOAT: "float",
+    PmType.DOUBLE: "double",
+    PmType.STRING: "string",
+    PmType.AGGREGATE: "aggregate",
+    PmType.AGGREGATE_STATIC: "static aggregate",
+    PmType.EVENT: "event record array",
+    PmType.HIGHRES_EVENT: "highres event record array",
+}
 TYPE_STR = {  # pmTypeStr
-    -1: "NO_SUPPORT", 0: "32", 1: "U32", 2: "64", 3: "U64", 4: "FLOAT", 5: "DOUBLE", 6: "STRING",
-    7: "AGGREGATE", 8: "AGGREGATE_STATIC", 9: "EVENT", 10: "HIGHRES_EVENT", 255: "UNKNOWN",
-}  # fmt: skip
+    -1: "NO_SUPPORT",
+    0: "32",
+    1: "U32",
+    2: "64",
+    3: "U64",
+    4: "FLOAT",
+    5: "DOUBLE",
+    6: "STRING",
+    7: "AGGREGATE",
+    8: "AGGREGATE_STATIC",
+    9: "EVENT",
+    10: "HIGHRES_EVENT",
+    255: "UNKNOWN",
+}
 _SEM = {1: "counter", 3: "instant", 4: "discrete"}
 
 
@@ -154,14 +303,21 @@ def format_units(u: PmUnits) -> str:
     """libpcp's ``pmUnitsStr`` (6.0.3: no extra units)."""
     space = time_ = count = ""
     if u.dim_space:
-        space = ["byte", "Kbyte", "Mbyte", "Gbyte", "Tbyte", "Pbyte", "Ebyte", "Zbyte", "Ybyte"][u.scale_space] \
-            if 0 <= u.scale_space <= 8 else f"space-{u.scale_space}"  # fmt: skip
+        space = (
+            ["byte", "Kbyte", "Mbyte", "Gbyte", "Tbyte", "Pbyte", "Ebyte", "Zbyte", "Ybyte"][u.scale_space]
+            if 0 <= u.scale_space <= 8
+            else f"space-{u.scale_space}"
+        )
     if u.dim_time:
-        time_ = ["nanosec", "microsec", "millisec", "sec", "min", "hour"][u.scale_time] \
-            if 0 <= u.scale_time <= 5 else f"time-{u.scale_time}"  # fmt: skip
+        time_ = (
+            ["nanosec", "microsec", "millisec", "sec", "min", "hour"][u.scale_time]
+            if 0 <= u.scale_time <= 5
+            else f"time-{u.scale_time}"
+        )
     if u.dim_count:
-        count = "count" if u.scale_count == 0 else ("count x 10" if u.scale_count == 1 else
-                                                    f"count x 10^{u.scale_count}")  # fmt: skip
+        count = (
+            "count" if u.scale_count == 0 else ("count x 10" if u.scale_count == 1 else f"count x 10^{u.scale_count}")
+        )
     parts: list[str] = []
     for dim, s in ((u.dim_space, space), (u.dim_time, time_), (u.dim_count, count)):
         if dim > 0:

@@ -21,16 +21,41 @@ __all__ = ["ParseError", "Parser", "Semantics", "Stmt"]
 _METRIC = frozenset(("NUMBER", "NUMBER2D", "NUMBER3D", "NAME"))
 _INDOM = frozenset(("NUMBER", "NEGNUMBER", "NUMBER2D"))
 _FNAME = frozenset(("NAME", "PATHNAME"))
-_FLAG = {"NAME": None, "NEGNAME": None, "FETCH": "fetch", "PROFILE": "profile", "CTXT": "context",
-         "INDOM": "indom", "ATTR": "attr"}  # fmt: skip
+_FLAG = {
+    "NAME": None,
+    "NEGNAME": None,
+    "FETCH": "fetch",
+    "PROFILE": "profile",
+    "CTXT": "context",
+    "INDOM": "indom",
+    "ATTR": "attr",
+}
 # HELP x: the commands "help" knows, by token
 _HELP_TOKENS = {
-    "ATTR": "attr", "CLOSE": "close", "DBG": "debug", "DESC": "desc", "FETCH": "fetch", "GETDESC": "getdesc",
-    "GETINAME": "getiname", "INFO": "text", "INSTANCE": "instance", "LABEL": "label", "NAMESPACE": "namespace",
-    "OPEN": "open", "PMNS_CHILDREN": "children", "PMNS_NAME": "name", "PMNS_PMID": "pmid",
-    "PMNS_TRAVERSE": "traverse", "PROFILE": "profile", "QUIT": "quit", "STATUS": "status", "STORE": "store",
-    "TIMER": "timer", "WAIT": "wait", "WATCH": "watch",
-}  # fmt: skip
+    "ATTR": "attr",
+    "CLOSE": "close",
+    "DBG": "debug",
+    "DESC": "desc",
+    "FETCH": "fetch",
+    "GETDESC": "getdesc",
+    "GETINAME": "getiname",
+    "INFO": "text",
+    "INSTANCE": "instance",
+    "LABEL": "label",
+    "NAMESPACE": "namespace",
+    "OPEN": "open",
+    "PMNS_CHILDREN": "children",
+    "PMNS_NAME": "name",
+    "PMNS_PMID": "pmid",
+    "PMNS_TRAVERSE": "traverse",
+    "PROFILE": "profile",
+    "QUIT": "quit",
+    "STATUS": "status",
+    "STORE": "store",
+    "TIMER": "timer",
+    "WAIT": "wait",
+    "WATCH": "watch",
+}
 # commands whose bare form prints their usage (CMD EOL -> HELP_USAGE), by token
 _USAGE = {k: v for k, v in _HELP_TOKENS.items() if k not in ("CLOSE", "NAMESPACE", "QUIT", "STATUS")}
 
@@ -476,11 +501,28 @@ class Parser:
 
 # the first token of each statement and the production it starts
 _STATEMENTS = {
-    "OPEN": Parser._open, "CLOSE": Parser._close, "DESC": Parser._desc, "FETCH": Parser._fetch,
-    "STORE": Parser._store, "INFO": Parser._info, "INSTANCE": Parser._instance, "PROFILE": Parser._profile,
-    "WATCH": Parser._watch, "PMNS_NAME": Parser._name, "PMNS_PMID": Parser._pmid,
-    "PMNS_CHILDREN": Parser._children, "PMNS_TRAVERSE": Parser._traverse, "NAMESPACE": Parser._namespace,
-    "ATTR": Parser._attr, "LABEL": Parser._label, "HELP": Parser._help, "QUIT": Parser._quit,
-    "DBG": Parser._debug, "STATUS": Parser._status, "TIMER": Parser._timer, "GETDESC": Parser._getdesc,
-    "GETINAME": Parser._getiname, "WAIT": Parser._wait,
-}  # fmt: skip
+    "OPEN": Parser._open,
+    "CLOSE": Parser._close,
+    "DESC": Parser._desc,
+    "FETCH": Parser._fetch,
+    "STORE": Parser._store,
+    "INFO": Parser._info,
+    "INSTANCE": Parser._instance,
+    "PROFILE": Parser._profile,
+    "WATCH": Parser._watch,
+    "PMNS_NAME": Parser._name,
+    "PMNS_PMID": Parser._pmid,
+    "PMNS_CHILDREN": Parser._children,
+    "PMNS_TRAVERSE": Parser._traverse,
+    "NAMESPACE": Parser._namespace,
+    "ATTR": Parser._attr,
+    "LABEL": Parser._label,
+    "HELP": Parser._help,
+    "QUIT": Parser._quit,
+    "DBG": Parser._debug,
+    "STATUS": Parser._status,
+    "TIMER": Parser._timer,
+    "GETDESC": Parser._getdesc,
+    "GETINAME": Parser._getiname,
+    "WAIT": Parser._wait,
+}

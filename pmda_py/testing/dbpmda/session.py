@@ -441,8 +441,10 @@ class DbpmdaSession:
         self.p(f"Dump Instance Profile state={'EXCLUDE' if self.profile.state else 'INCLUDE'}, {len(entries)} profiles")
         for k, (ind, (state, insts)) in enumerate(entries.items()):
             signed = ind - (1 << 32) if ind & 0x80000000 else ind
-            self.p(f"\tProfile [{k}] indom={signed} [{indom_str(ind)}] state={'EXCLUDE' if state else 'INCLUDE'} "
-                   f"{len(insts)} instances")  # fmt: skip
+            self.p(
+                f"\tProfile [{k}] indom={signed} [{indom_str(ind)}] state={'EXCLUDE' if state else 'INCLUDE'} "
+                f"{len(insts)} instances"
+            )
             if insts:
                 self.p("\t\tInstances:" + "".join(f" [{i}]" for i in insts))
         self.p()
@@ -464,8 +466,9 @@ class DbpmdaSession:
                 self.err.write(f"{where}Error Parsing ASCII PMNS: {err.reason}\n")
                 why = errstr(PmErr.PMNS)
             self.err.write(f'dbpmda: Cannot load namespace from "{path}": {why}\n')
-            self.err.write(f'dbpmda: Reload namespace from "{previous}"\n' if previous
-                           else "dbpmda: Reload default namespace\n")  # fmt: skip
+            self.err.write(
+                f'dbpmda: Reload namespace from "{previous}"\n' if previous else "dbpmda: Reload default namespace\n"
+            )
             self.err.flush()
             return
         self.pmns = new
@@ -730,8 +733,12 @@ class DbpmdaSession:
         stored = ValueSet.of(vs.pmid, desc.type, [(v.inst, new) for v in vs.values])
         for k, (old, nv) in enumerate(zip(vs.values, stored.values)):
             head = f"{pmid_str(p)} [{k}]: " if vs.numval > 1 else f"{pmid_str(p)}: "
-            self.p(head + print_value(vs.valfmt, desc.type, old.value) + " -> "
-                   + print_value(stored.valfmt, desc.type, nv.value))  # fmt: skip
+            self.p(
+                head
+                + print_value(vs.valfmt, desc.type, old.value)
+                + " -> "
+                + print_value(stored.valfmt, desc.type, nv.value)
+            )
         self.p("Sending Result...")
         ack = await self._req(ResultPdu((stored,), reply.sec, reply.usec))
         if isinstance(ack, ErrorPdu):
@@ -841,8 +848,20 @@ class DbpmdaSession:
             self.err.write("sh: 1: xterm: not found\n")
             self.err.flush()
             return
-        argv = [xterm, "-hold", "-title", f"dbpmda watch {fname}", "-geom", "80x16", "-bg", "dodgerblue4",
-                "-e", "tail", "-f", fname]  # fmt: skip
+        argv = [
+            xterm,
+            "-hold",
+            "-title",
+            f"dbpmda watch {fname}",
+            "-geom",
+            "80x16",
+            "-bg",
+            "dodgerblue4",
+            "-e",
+            "tail",
+            "-f",
+            fname,
+        ]
         await trio.lowlevel.open_process(argv, stdin=subprocess.DEVNULL, start_new_session=True)
 
     async def _do_namespace(self, stmt: Stmt) -> None:
@@ -850,8 +869,21 @@ class DbpmdaSession:
 
 
 # statements the timer reports on (pmda.c dopmda)
-_TIMED = frozenset(("DESC", "FETCH", "INSTANCE", "STORE", "INFO", "LABEL", "PMNS_PMID", "PMNS_NAME",
-                    "PMNS_CHILDREN", "PMNS_TRAVERSE", "ATTR"))  # fmt: skip
+_TIMED = frozenset(
+    (
+        "DESC",
+        "FETCH",
+        "INSTANCE",
+        "STORE",
+        "INFO",
+        "LABEL",
+        "PMNS_PMID",
+        "PMNS_NAME",
+        "PMNS_CHILDREN",
+        "PMNS_TRAVERSE",
+        "ATTR",
+    )
+)
 
 #: dbpmda.c's ``switch (stmt_type)``: the handler of each kind of statement
 COMMANDS: dict[str, Handler] = {

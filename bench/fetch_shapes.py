@@ -1,0 +1,160 @@
+"""FETCH latency by table shape through one pipe driver: pmda_py (a table
+written the plain dict way, bench/shape_table.py), pcp.pmda (the same shape
+on PCP's python binding, bench/pcp_pmda_shapes.python) and the floor (our
+recorded replies sent back by bench/prebuilt_replies.py), side by side in
+one run; then DESC, INSTANCE, TEXT and LABEL on the last shape.
+
+    .venv/bin/python bench/fetch_shapes.py [--quick] [--shapes 1000x0,100x10]
+
+A shape is ``MxN`` (M U64 metrics over N instances; N=0: singular metrics)
+or ``S+MxN`` (S singular metrics and M metrics over N instances).  Each
+FETCH asks for every metric; p50 per FETCH in microseconds.  Ratios:
+pcp.pmda p50 / ours (above 1: we are faster) and ours / floor.  The
+"same" column says whether our reply is byte-identical to pcp.pmda's
+(timestamp aside).  A benchmark, run on purpose; the tests never time anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from driver import PipeDriver
+from shape_table import parse
+
+from pmda_py.pmapi import LabelType, TextType, indom, pmid
+from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu, LabelReqPdu, TextReqPdu
+
+HERE = Path(__file__).resolve().parent
+DOMAIN = 254
+SHAPES = ["1000x0", "300x0", "100x10", "10x100", "1x1000", "1000x10", "1000x100", "1000+1x1000"]
+PCP_REF = Path("/usr/bin/python3")
+
+
+def pmids_of(shape: str) -> tuple[int, ...]:
+    singular, multi, _n = parse(shape)
+    return tuple(pmid(DOMAIN, 0, k) for k in range(singular)) + tuple(pmid(DOMAIN, 1, k) for k in range(multi))
+
+
+def timed(d: PipeDriver, req: bytes, budget: float, max_iter: int) -> float:
+    """p50 in microseconds of ``req``, repeated for about ``budget`` seconds."""
+    for _ in range(5):
+        d.request(req)
+    out: list[float] = []
+    end = time.perf_counter() + budget
+    while len(out) < max_iter and (len(out) < 15 or time.perf_counter() < end):
+        t0 = time.perf_counter()
+        d.request(req)
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out) * 1e6
+
+
+def run(
+    cmd: list[str],
+    env: dict[str, str],
+    reqs: dict[str, bytes],
+    budget: float,
+    max_iter: int,
+    record: dict[str, str] | None = None,
+) -> tuple[dict[str, float], dict[str, bytes]]:
+    d = PipeDriver(cmd, env)
+    try:
+        replies = {name: d.request(req) for name, req in reqs.items()}
+        if record is not None:
+            record.update({reqs[name].hex(): r.hex() for name, r in replies.items()})
+        return {name: timed(d, req, budget, max_iter) for name, req in reqs.items()}, replies
+    finally:
+        d.close()
+
+
+def same(a: bytes, b: bytes) -> bool:
+    """Equal RESULTs, the timestamp words (sec, usec) aside."""
+    return len(a) == len(b) and a[:12] == b[:12] and a[20:] == b[20:]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a short run (about 0.3 s per figure)")
+    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--budget", type=float, default=None, help="seconds per figure (default 1, quick 0.3)")
+    args = p.parse_args()
+    budget = args.budget if args.budget is not None else (0.3 if args.quick else 1.0)
+    max_iter = 300 if args.quick else 2000
+    shapes = args.shapes.split(",")
+    have_pcp = PCP_REF.exists() and Path("/var/lib/pcp/pmdas/sample/pmdasample").exists()
+    if not have_pcp:
+        print("PCP is not installed: no pcp.pmda figures", file=sys.stderr)
+    log = f"/tmp/pmda_py-bench-{os.getpid()}.log"
+    rows = []
+    others: dict[str, dict[str, float]] = {}
+    for k, shape in enumerate(shapes):
+        env = {"BENCH_SHAPE": shape, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        reqs = {"FETCH": FetchPdu(pmids_of(shape)).encode()}
+        last = k == len(shapes) - 1
+        if last:
+            first = pmids_of(shape)[0]
+            reqs["DESC"] = DescReqPdu(first).encode()
+            reqs["INSTANCE"] = InstanceReqPdu(indom(DOMAIN, 0)).encode()
+            reqs["TEXT"] = TextReqPdu(first, TextType.PMID | TextType.ONELINE).encode()
+            reqs["LABEL"] = LabelReqPdu(DOMAIN, LabelType.DOMAIN).encode()
+        ours_cmd = [
+            sys.executable,
+            "-m",
+            "pmda_py",
+            "run",
+            "-d",
+            str(DOMAIN),
+            "-l",
+            log,
+            "--table",
+            "shape_table:ShapeTable=bench",
+        ]
+        recorded: dict[str, str] = {}
+        ours, our_replies = run(ours_cmd, env, reqs, budget, max_iter, recorded)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(recorded, f)
+        try:
+            floor, _ = run([sys.executable, str(HERE / "prebuilt_replies.py"), f.name], env, reqs, budget, max_iter)
+        finally:
+            os.unlink(f.name)
+        ref: dict[str, float] = {}
+        ref_replies: dict[str, bytes] = {}
+        if have_pcp:
+            ref, ref_replies = run([str(PCP_REF), str(HERE / "pcp_pmda_shapes.python")], env, reqs, budget, max_iter)
+        singular, multi, n = parse(shape)
+        nvalues = singular + multi * n
+        identical = same(our_replies["FETCH"], ref_replies["FETCH"]) if ref_replies else None
+        rows.append((shape, nvalues, floor["FETCH"], ref.get("FETCH"), ours["FETCH"], identical))
+        if last:
+            for name in reqs:
+                if name != "FETCH":
+                    others[name] = {"ours": ours[name], "floor": floor[name], "pcp": ref.get(name, float("nan"))}
+        print(f"  {shape} done", file=sys.stderr)
+    print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run)")
+    print(
+        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'pcp.pmda':>9} {'pmda_py':>8} "
+        f"{'pcp/ours':>9} {'ours/floor':>11} {'same':>5}"
+    )
+    for shape, nvalues, fl, rf, us, identical in rows:
+        rfs = f"{rf / 1000:9.3f}" if rf is not None else f"{'-':>9}"
+        ratio = f"{rf / us:9.2f}" if rf is not None else f"{'-':>9}"
+        print(
+            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {rfs} {us / 1000:8.3f} {ratio} {us / fl:11.2f} "
+            f"{'-' if identical is None else 'yes' if identical else 'NO':>5}"
+        )
+    if others:
+        print(f"\nother requests on {shapes[-1]}, p50 in us")
+        print(f"{'request':10} {'floor':>8} {'pcp.pmda':>9} {'pmda_py':>8} {'pcp/ours':>9}")
+        for name, v in others.items():
+            print(f"{name:10} {v['floor']:8.1f} {v['pcp']:9.1f} {v['ours']:8.1f} {v['pcp'] / v['ours']:9.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""Run the benchmarks (``make bench``): FETCH by table shape (fetch_shapes.py,
+with pcp.pmda and the floor), request latency (pdu_latency.py) and MMV
+(mmv_fetch.py).  Each runs in its own process, one after the other.
+
+    .venv/bin/python bench/run.py [--quick] [--only fetch_shapes,mmv_fetch]
+
+``--quick`` keeps every figure short (a few seconds per bench) for a shared
+machine; the figures are noisier.  soak.py (minutes long) is not run here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+BENCHES: dict[str, tuple[list[str], list[str]]] = {  # name: (full args, quick args)
+    "fetch_shapes": ([], ["--quick"]),
+    "pdu_latency": (["--iterations", "2000"], ["--iterations", "300"]),
+    "mmv_fetch": (["--iterations", "20"], ["--iterations", "5"]),
+}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", default=",".join(BENCHES), help="comma-separated bench names")
+    args = p.parse_args()
+    failed = []
+    for name in args.only.split(","):
+        full, quick = BENCHES[name]
+        cmd = [sys.executable, str(HERE / f"{name}.py"), *(quick if args.quick else full)]
+        print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+        if subprocess.run(cmd, cwd=HERE).returncode != 0:
+            failed.append(name)
+        print(flush=True)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
