@@ -409,13 +409,20 @@ class DbpmdaSession:
 
     def _reply_error(self, reply: Pdu | None, what: str = "__pmGetPDU") -> bool:
         """Print dbpmda's message for a reply that is not the expected one."""
+        text = self._reply_error_text(reply, what)
+        if text is None:
+            return False
+        self.p(text)
+        return True
+
+    @staticmethod
+    def _reply_error_text(reply: Pdu | None, what: str = "__pmGetPDU") -> str | None:
+        """dbpmda's message for a reply that is not the expected one, or None."""
         if reply is None:
-            self.p(f"Error: {what}() failed: PDU empty, PMDA may have died")
-            return True
+            return f"Error: {what}() failed: PDU empty, PMDA may have died"
         if isinstance(reply, ErrorPdu):
-            self.p(f"Error PDU: {errstr(reply.code)}")
-            return True
-        return False
+            return f"Error PDU: {errstr(reply.code)}"
+        return None
 
     def _status(self) -> None:
         """util.c ``dostatus``."""
@@ -613,13 +620,17 @@ class DbpmdaSession:
             show_inst = vs.numval > 1 or (v.inst & 0xFFFFFFFF) != PM_INDOM_NULL
         if show_inst:
             name = "???"
+            failed = ""
             if desc is not None and self.getiname:
                 reply = await self._req(InstanceReqPdu(desc.indom, v.inst))
                 if isinstance(reply, InstancePdu) and reply.instances:
                     name = f'"{reply.instances[0].name}"'
                 else:
-                    self._reply_error(reply)
-            prefix = f"    inst [{v.inst} or {name}] "
+                    # dbpmda has printed "    inst [N" when the lookup fails: its
+                    # message lands inside the line, which goes on after it
+                    failed = self._reply_error_text(reply) or ""
+                    failed += "\n" if failed else ""
+            prefix = f"    inst [{v.inst}{failed} or {name}] "
         else:
             prefix = "   "
         if desc is not None:
