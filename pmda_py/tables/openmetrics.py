@@ -32,6 +32,7 @@ import attrs
 import structlog
 import trio
 
+from pmda_py import logconfig
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
 from pmda_py.harvest.openmetrics.exposition import Limits, Parsed, parse_document
@@ -198,6 +199,7 @@ class OpenMetricsTable(Table):
         self.domain = int(domain)
         self.sort = _flag(sort)
         self.debug = 0
+        self._level_before_debug = "info"
         self.generation = 0
         self.sources: dict[str, Source] = {}
         self.by_cluster: dict[int, Source] = {}
@@ -869,5 +871,11 @@ class OpenMetricsTable(Table):
         value = int(next(iter(request.values.values())))
         if value < 0:
             raise PmdaError(code=PmErr.BADSTORE)
-        self.debug = 1 if value else 0
-        log.info("openmetrics_debug", value=self.debug)
+        debug = 1 if value else 0
+        if debug and not self.debug:  # as pmdaopenmetrics: verbose logs while it is set
+            self._level_before_debug = logconfig.current_level()
+            logconfig.set_level("debug")
+        elif not debug and self.debug:
+            logconfig.set_level(self._level_before_debug)
+        self.debug = debug
+        log.info("openmetrics_debug", value=self.debug, log_level=logconfig.current_level())

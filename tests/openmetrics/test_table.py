@@ -238,8 +238,14 @@ async def test_debug_store(tmp_path: Path) -> None:
     table = make_table(tmp_path)
     await table.startup(OM_CONTEXT)
     await table.wait_ready()
+    from pmda_py import logconfig
+
+    before = logconfig.current_level()
     await table.store(StoreRequest(table.c_debug, {-1: 1}))
     assert (await fetch(table, "control.debug"))["control.debug"] == 1
+    assert logconfig.current_level() == "debug"  # verbose logs while it is set
+    await table.store(StoreRequest(table.c_debug, {-1: 0}))
+    assert logconfig.current_level() == before and (await fetch(table, "control.debug"))["control.debug"] == 0
     with pytest.raises(PmdaError) as err:
         await table.store(StoreRequest(table.c_debug, {-1: -5}))
     assert err.value.pm_code == PmErr.BADSTORE
