@@ -1,6 +1,6 @@
 """The built-in simple table served in-process, checked against what
 pmdasimple.python answers (values recorded from real dbpmda sessions in
-../shared/testdata/pdus/dbpmda_simple*.dbpmda.out)."""
+tests/data/pdus/dbpmda_simple*.dbpmda.out)."""
 
 from __future__ import annotations
 

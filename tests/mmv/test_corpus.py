@@ -1,5 +1,5 @@
 """Our MMV export against what PCP 6.0.3's pmdammv exported for every good
-and foreign corpus file (``../shared/testdata/mmv/*.pmda.json``): names,
+and foreign corpus file (``tests/data/mmv/*.pmda.json``): names,
 PMIDs, descriptors (raw units), instances, help both ways (as the PMDA
 answers: the ``*_direct`` fields), labels at every level, and values.
 
