@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from pmda_py.tables.control import rss_kb  # noqa: E402
-from tests.integration.pcpbed import PMCD, PrivatePmcd  # noqa: E402
+from tests.integration.pcpbed import PrivatePmcd, free_port  # noqa: E402
 
 THEIRS = "/var/lib/pcp/pmdas/openmetrics/pmdaopenmetrics.python"
 
@@ -142,49 +142,6 @@ CLIENT = textwrap.dedent(
 )
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class BenchPmcd(PrivatePmcd):
-    """A private pmcd with pmcd's default 5 s agent timeout."""
-
-    def start(self, wait_for: str = "pmcd.version") -> BenchPmcd:
-        self.proc = subprocess.Popen(
-            [
-                PMCD,
-                "-f",
-                "-A",
-                "-i",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-s",
-                str(self.sock),
-                "-c",
-                str(self.conf),
-                "-n",
-                str(self.pmns),
-                "-l",
-                str(self.log),
-                "-t",
-                "5",
-                "-q",
-                "10",
-            ],
-            env=self.env,
-            cwd=self.root,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.wait(wait_for, timeout=600)
-        return self
-
-
 def agent_pid(marker: str) -> int | None:
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -216,12 +173,16 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -
             f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
             f"--state-dir {var}/config/pmda -l {root}/agent.log"
         )
-    pmcd = BenchPmcd(
-        root, [f"openmetrics 144 pipe binary notready {cmd}"], "root {\n    openmetrics\t144:*:*\n}\n", env=env
+    pmcd = PrivatePmcd(  # pmcd's default 5 s agent timeout, as in production
+        root,
+        [f"openmetrics 144 pipe binary notready {cmd}"],
+        "root {\n    openmetrics\t144:*:*\n}\n",
+        env=env,
+        agent_timeout=5,
     )
     t0 = time.monotonic()
     try:
-        pmcd.start(wait_for="openmetrics.control.calls")
+        pmcd.start(wait_for="openmetrics.control.calls", timeout=600)
         ready = time.monotonic() - t0
         pid = agent_pid(str(cfg))
         calls0 = _calls(pmcd)

@@ -29,6 +29,8 @@ from pmda_py.daemon import await_creds
 from pmda_py.session import Session
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda
 from pmda_py.wire import CredsPdu, DescReqPdu, PduReader
+from tests.conftest import require
+from tests.integration.pcpbed import foreign_uid_connect, free_port
 
 PMDA_PY = [sys.executable, "-m", "pmda_py"]
 
@@ -242,12 +244,6 @@ def daemons() -> Iterator[list[Daemon]]:
             d.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _pmcd(**where: object) -> PmdaClient:
     """A client that answers CREDS as pmcd does."""
     client = PmdaClient(await connect_socket_pmda(**where), timeout=5.0)  # type: ignore[arg-type]
@@ -259,40 +255,8 @@ async def _fetch(client: PmdaClient, *names: str) -> dict[str, object]:
     return dict(await client.fetch_values(list(names)))
 
 
-def _foreign_uid_connect(path: str) -> tuple[int, int | str]:
-    """Fork a child that setuid()s to 'nobody', connects, and reports its
-    uid and how many bytes it could read before EOF (or the error)."""
-    nobody = pwd.getpwnam("nobody")
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no trio, no exec (the venv may be unreadable to nobody)
-        try:
-            os.close(rfd)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            s = socket.socket(socket.AF_UNIX)
-            s.settimeout(10)
-            s.connect(path)
-            got = len(s.recv(100))
-            os.write(wfd, f"{os.getuid()} {got}".encode())
-        except BaseException as err:
-            os.write(wfd, f"{os.getuid()} {type(err).__name__}: {err}".encode())
-        finally:
-            os._exit(0)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as f:
-        out = f.read().decode()
-    os.waitpid(pid, 0)
-    uid, _, what = out.partition(" ")
-    return int(uid), int(what) if what.isdigit() else what
-
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (to run a child as 'nobody')")
-
-
-@needs_root
 async def test_unix_only_pmcd_gets_a_session_and_standalone_outlives_it(root: Path, daemons: list[Daemon]) -> None:
+    require(os.geteuid() == 0, "needs root (to run a child as 'nobody')")
     path = str(root / "pmda.sock")
     d = Daemon(root, "-u", path, "--standalone", "--creds-timeout", "2")
     daemons.append(d)
@@ -301,7 +265,7 @@ async def test_unix_only_pmcd_gets_a_session_and_standalone_outlives_it(root: Pa
     garbage = await connect_socket_pmda(unix=path)
     await garbage.send_all(b"GET / HTTP/1.0\r\n\r\n")
     # refused before any PDU: not even our CREDS reach it
-    assert _foreign_uid_connect(path) == (pwd.getpwnam("nobody").pw_uid, 0)
+    assert foreign_uid_connect(path) == (pwd.getpwnam("nobody").pw_uid, 0)
 
     first = await _pmcd(unix=path)  # while the idle one still waits
     v = await _fetch(first, "simple.numfetch", "simple.control.pid", "simple.control.fetch.count")
@@ -344,7 +308,7 @@ async def test_unix_only_pmcd_gets_a_session_and_standalone_outlives_it(root: Pa
 async def test_a_new_pmcd_meeting_a_session_that_is_ending_is_served(root: Path, daemons: list[Daemon]) -> None:
     """A restarted pmcd may complete its handshake before the old channel's
     EOF is read: it waits (takeover grace, 1 s) instead of being refused."""
-    port = _free_port()
+    port = free_port()
     d = Daemon(root, "-i", str(port), "--standalone")
     daemons.append(d)
     old = await _pmcd(inet=port)
@@ -358,7 +322,7 @@ async def test_a_new_pmcd_meeting_a_session_that_is_ending_is_served(root: Path,
 
 
 async def test_started_by_pmcd_exits_with_its_session_not_with_an_intruder(root: Path, daemons: list[Daemon]) -> None:
-    port = _free_port()
+    port = free_port()
     d = Daemon(root, "-i", str(port), "--creds-timeout", "1")
     daemons.append(d)
     garbage = await connect_socket_pmda(inet=port)
@@ -392,7 +356,7 @@ async def test_unix_socket_file_is_recreated_after_pmcd_removes_it(root: Path, d
 
 
 async def test_a_flood_of_idle_connections_cannot_starve_pmcd(root: Path, daemons: list[Daemon]) -> None:
-    port = _free_port()
+    port = free_port()
     d = Daemon(root, "-i", str(port), "--standalone")
     daemons.append(d)
     idle = [await connect_socket_pmda(inet=port) for _ in range(12)]
@@ -406,7 +370,7 @@ async def test_a_flood_of_idle_connections_cannot_starve_pmcd(root: Path, daemon
 
 
 async def test_inet_listens_on_loopback_unless_told(root: Path, daemons: list[Daemon]) -> None:
-    port = _free_port()
+    port = free_port()
     d = Daemon(root, "-i", str(port), "--standalone")
     daemons.append(d)
     listening = await trio.Path("/proc/net/tcp").read_text()
@@ -426,7 +390,7 @@ async def test_reload_keeps_the_listener_settings(root: Path, daemons: list[Daem
     cfg = root / "pypmda.conf"
     base = "[pmda]\nname = pypmda\ndomain = 253\nstandalone = yes\n"  # tables: the command line's
     cfg.write_text(base)
-    port = _free_port()
+    port = free_port()
     d = Daemon(root, "-c", str(cfg), "-i", str(port))
     daemons.append(d)
     assert "standalone=True" in d.text() and "creds_timeout=3.0" in d.text()

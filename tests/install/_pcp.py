@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,10 @@ from tests.integration import pcpbed
 
 __all__ = [
     "NEWHELP",
+    "has_values",
+    "our_pids",
+    "pminfo",
+    "wait",
     "PMCD_CONF",
     "PMDAS",
     "PMNS_DIR",
@@ -72,3 +79,37 @@ def run(
         env={**os.environ, **(env or {})},
         timeout=timeout,
     )
+
+
+def pminfo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["pminfo", *args], capture_output=True, text=True, timeout=60)
+
+
+def wait(pred: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll ``pred`` every 0.25 s until it holds or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def has_values(metric: str) -> bool:
+    """pmprobe finds values for ``metric`` in the system pmcd."""
+    r = subprocess.run(["pmprobe", "-v", metric], capture_output=True, text=True, timeout=30)
+    return r.returncode == 0 and bool(re.search(rf"^{re.escape(metric)} [1-9]\d* ", r.stdout, re.M))
+
+
+def our_pids(marker: str) -> list[int]:
+    """Processes running the agent of one PMDA directory (venv path in argv)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                args = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(a.startswith(marker.encode()) for a in args) and b"pmda_py" in args:
+                pids.append(int(d.name))
+    return pids

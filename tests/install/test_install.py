@@ -22,7 +22,20 @@ import pytest
 
 from pmda_py.helpfile import HelpFile
 from pmda_py.pmapi import TextType, pmid
-from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, PMSIGNAL, REPO, SYSCONF, require_root_pcp, run
+from tests.install._pcp import (
+    PMCD_CONF,
+    PMDAS,
+    PMNS_DIR,
+    PMSIGNAL,
+    REPO,
+    SYSCONF,
+    has_values,
+    our_pids,
+    pminfo,
+    require_root_pcp,
+    run,
+    wait,
+)
 
 pytestmark = [pytest.mark.pcp, pytest.mark.system]
 
@@ -43,28 +56,10 @@ def _agents(text: str) -> list[str]:
     return sorted(out)
 
 
-def _pminfo(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pminfo", *args], capture_output=True, text=True, timeout=60)
-
-
 def _agent_status() -> dict[str, int]:
     """pmcd.agent.status: agent name -> status (0 = running)."""
-    out = _pminfo("-f", "pmcd.agent.status").stdout
+    out = pminfo("-f", "pmcd.agent.status").stdout
     return {m.group(1): int(m.group(2)) for m in re.finditer(r'inst \[\d+ or "([^"]+)"\] value (-?\d+)', out)}
-
-
-def _our_pids(marker: str) -> list[int]:
-    """Processes running the agent of one PMDA directory (venv path in argv)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                args = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(a.startswith(marker.encode()) for a in args) and b"pmda_py" in args:
-                pids.append(int(d.name))
-    return pids
 
 
 def _pids_named(name: str) -> list[int]:
@@ -76,20 +71,6 @@ def _pids_named(name: str) -> list[int]:
         except OSError:
             continue
     return pids
-
-
-def _wait(pred, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.25)
-    return False
-
-
-def _has_values(metric: str) -> bool:
-    r = subprocess.run(["pmprobe", "-v", metric], capture_output=True, text=True, timeout=30)
-    return r.returncode == 0 and bool(re.search(rf"^{re.escape(metric)} [1-9]\d* ", r.stdout, re.M))
 
 
 @pytest.fixture(scope="module")
@@ -136,13 +117,13 @@ def system_pmcd() -> Iterator[dict[str, int]]:
         if (saved / name).exists():
             shutil.move(str(saved / name), str(SYSCONF / name))
     shutil.rmtree(saved, ignore_errors=True)
-    assert _wait(lambda: _agent_status() == before), _agent_status()
+    assert wait(lambda: _agent_status() == before), _agent_status()
 
 
 def _assert_healthy(before: dict[str, int]) -> None:
     """pmcd serves exactly its original agents, all running, with values."""
-    assert _wait(lambda: _agent_status() == before), (_agent_status(), before)
-    assert _has_values("pmcd.version") and _has_values("hinv.ncpu")  # pmcd's own DSO and pmdalinux
+    assert wait(lambda: _agent_status() == before), (_agent_status(), before)
+    assert has_values("pmcd.version") and has_values("hinv.ncpu")  # pmcd's own DSO and pmdalinux
 
 
 def _install(env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -165,18 +146,18 @@ def test_install_fetch_store_remove_twice(system_pmcd: dict[str, int]) -> None:
         lines[0],
     ), lines
     assert _agents(PMCD_CONF.read_text()) == sorted([*_agents(conf_before), " ".join(lines[0].split())])
-    pids = _our_pids(str(PMDAS / "pypmda" / "venv"))
+    pids = our_pids(str(PMDAS / "pypmda" / "venv"))
     assert len(pids) == 1, pids  # the first install's agent is gone
-    out = _pminfo("-f", "pypmda").stdout
+    out = pminfo("-f", "pypmda").stdout
     assert 'pypmda.simple.color\n    inst [0 or "red"] value' in out
     assert re.search(r'pypmda.loadavg.load\n    inst \[1 or "1 minute"\] value [\d.]+', out), out  # third-party
     assert re.search(r"pypmda.control.pid\n    value \d+", out)
     # pmstore on a storable metric
     r = subprocess.run(["pmstore", "pypmda.simple.numfetch", "42"], capture_output=True, text=True, timeout=30)
     assert "new value=42" in r.stdout, r.stdout + r.stderr
-    assert "value 43" in _pminfo("-f", "pypmda.simple.numfetch").stdout
+    assert "value 43" in pminfo("-f", "pypmda.simple.numfetch").stdout
     # help: served, and newhelp's help.dir/help.pag built by pmdaproc.sh hold it too
-    assert "Help:\nThe cumulative number of pmFetch operations" in _pminfo("-T", "pypmda.simple.numfetch").stdout
+    assert "Help:\nThe cumulative number of pmFetch operations" in pminfo("-T", "pypmda.simple.numfetch").stdout
     hf = HelpFile.open(str(PMDAS / "pypmda" / "help"))
     assert hf.text(pmid(310, 100, 0), TextType.ONELINE | TextType.PMID) == "run queue length averaged over a period"
     # the agent runs as the pcp user, not root
@@ -186,8 +167,8 @@ def test_install_fetch_store_remove_twice(system_pmcd: dict[str, int]) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Check pypmda metrics have gone away ... OK" in r.stdout
     assert _agents(PMCD_CONF.read_text()) == _agents(conf_before)  # the line
-    assert _pminfo("pypmda").returncode != 0 and not (PMNS_DIR / "pypmda").exists()  # the names
-    assert _wait(lambda: not _our_pids(str(PMDAS / "pypmda" / "venv")))  # the process
+    assert pminfo("pypmda").returncode != 0 and not (PMNS_DIR / "pypmda").exists()  # the names
+    assert wait(lambda: not our_pids(str(PMDAS / "pypmda" / "venv")))  # the process
     _assert_healthy(system_pmcd)
 
 
@@ -211,7 +192,7 @@ def test_install_socket_answers_like_a_user(system_pmcd: dict[str, int]) -> None
             rf"-d 310 -i {port}\s+-h /var/lib/pcp/pmdas/pypmda/help",
             line,
         ), line
-        assert _wait(lambda: _has_values("pypmda.simple.numfetch"))
+        assert wait(lambda: has_values("pypmda.simple.numfetch"))
     finally:
         assert run([REMOVE]).returncode == 0
     assert "pypmda" not in PMCD_CONF.read_text()
@@ -226,8 +207,8 @@ def test_install_from_environment_name_domain_unix_socket(system_pmcd: dict[str,
         assert f"Check {TEST_NAME} metrics have appeared ... 20 metrics" in r.stdout, r.stdout
         line = next(ln for ln in PMCD_CONF.read_text().splitlines() if ln.startswith(f"{TEST_NAME}\t"))
         assert line.startswith(f"{TEST_NAME}\t{TEST_DOMAIN}\tsocket\tunix {sock}\t") and f"-u {sock}" in line, line
-        assert _wait(lambda: _has_values(f"{TEST_NAME}.simple.numfetch"))
-        assert f"{TEST_DOMAIN}.0.0" in _pminfo("-m", f"{TEST_NAME}.simple.numfetch").stdout
+        assert wait(lambda: has_values(f"{TEST_NAME}.simple.numfetch"))
+        assert f"{TEST_DOMAIN}.0.0" in pminfo("-m", f"{TEST_NAME}.simple.numfetch").stdout
         conf = (SYSCONF / TEST_NAME / f"{TEST_NAME}.conf").read_text()
         assert f"name = {TEST_NAME}\ndomain = {TEST_DOMAIN}\n" in conf and f"mount = {TEST_NAME}.loadavg" in conf
         # the installed directory knows its agent: its own Remove needs no environment
@@ -244,7 +225,7 @@ def test_install_from_environment_name_domain_unix_socket(system_pmcd: dict[str,
     finally:
         run([REMOVE], env)
     assert TEST_NAME not in PMCD_CONF.read_text()
-    assert not os.path.exists(sock) or not _our_pids(str(PMDAS / TEST_NAME))
+    assert not os.path.exists(sock) or not our_pids(str(PMDAS / TEST_NAME))
     _assert_healthy(system_pmcd)
 
 
@@ -295,7 +276,7 @@ def test_installed_config_kept_or_refused(system_pmcd: dict[str, int]) -> None:
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"Keeping the installed config {installed}" in r.stdout, r.stdout
         assert installed.read_text() == edited
-        assert _wait(lambda: _has_values("pypmda.loadavg.load"))
+        assert wait(lambda: has_values("pypmda.loadavg.load"))
         lines = edited.splitlines()
         at = lines.index("[pmda]") + 1
         bad = "\n".join([*lines[:at], "colour = blue", *lines[at:]]) + "\n"
@@ -333,9 +314,9 @@ def test_needinstall_picked_up_by_pmcd_rc_script(system_pmcd: dict[str, int]) ->
             start_new_session=True,
         )
         assert rc.returncode == 0, f"/etc/init.d/pmcd restart: exit {rc.returncode}\n{rc.stdout}{rc.stderr}"
-        assert _wait(lambda: _has_values("pypmda.simple.numfetch"), 60), PMCD_CONF.read_text()
+        assert wait(lambda: has_values("pypmda.simple.numfetch"), 60), PMCD_CONF.read_text()
         # the rc script runs the Install in the background, then drops the marker
-        assert _wait(lambda: not list((PMDAS / "pypmda").glob(".NeedInstall*")), 60)
+        assert wait(lambda: not list((PMDAS / "pypmda").glob(".NeedInstall*")), 60)
         assert any(ln.startswith("pypmda\t310\tpipe") for ln in PMCD_CONF.read_text().splitlines())
     finally:
         (PMDAS / "pypmda" / ".NeedInstall").unlink(missing_ok=True)
@@ -373,17 +354,17 @@ def test_mmv_dropin_replaces_and_restores_pmdammv(system_pmcd: dict[str, int]) -
         assert r.returncode == 0, r.stdout + r.stderr
         line = next(ln for ln in PMCD_CONF.read_text().splitlines() if ln.split()[:1] == ["mmv"])
         assert line == "mmv\t70\tpipe\tbinary\t\t/var/lib/pcp/pmdas/pypmda-mmv/pmdammv -d 70", line
-        assert _wait(lambda: len(_our_pids(str(PMDAS / "pypmda-mmv" / "venv"))) == 1)
-        assert _wait(lambda: _has_values("mmv.pmdapyinstall.m2"))
-        assert 'inst [1 or "inst1"] value 2001' in _pminfo("-f", "mmv.pmdapyinstall.m2").stdout
-        assert "value 1" in _pminfo("-f", "mmv.control.files").stdout
+        assert wait(lambda: len(our_pids(str(PMDAS / "pypmda-mmv" / "venv"))) == 1)
+        assert wait(lambda: has_values("mmv.pmdapyinstall.m2"))
+        assert 'inst [1 or "inst1"] value 2001' in pminfo("-f", "mmv.pmdapyinstall.m2").stdout
+        assert "value 1" in pminfo("-f", "mmv.control.files").stdout
     finally:
         r = run([REMOVE], {"PYPMDA_MMV": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     try:
         assert PMCD_CONF.read_text() == before  # pmcd's original configuration, byte for byte
-        assert _wait(lambda: not _our_pids(str(PMDAS / "pypmda-mmv" / "venv")))
-        assert _wait(lambda: _has_values("mmv.pmdapyinstall.m2"))  # pmdammv serves the file again
+        assert wait(lambda: not our_pids(str(PMDAS / "pypmda-mmv" / "venv")))
+        assert wait(lambda: has_values("mmv.pmdapyinstall.m2"))  # pmdammv serves the file again
         _assert_healthy(system_pmcd)
     finally:
         mmv_file.unlink(missing_ok=True)
@@ -431,7 +412,7 @@ def test_systemd_unit_command_line_with_pmcd_socket_line(system_pmcd: dict[str, 
         preexec_fn=lambda: os.umask(umask),
     )
     try:
-        assert _wait(sock.exists, 15), proc.stderr.read().decode() if proc.poll() is not None and proc.stderr else ""
+        assert wait(sock.exists, 15), proc.stderr.read().decode() if proc.poll() is not None and proc.stderr else ""
         st = sock.stat()
         assert st.st_uid == _pcp_uid() and st.st_mode & 0o007 == 0  # pmcd (user pcp) only
         line = f"pypmda\t310\tsocket\tunix {sock}"
@@ -452,23 +433,23 @@ def test_systemd_unit_command_line_with_pmcd_socket_line(system_pmcd: dict[str, 
         subprocess.run([PMSIGNAL, "-a", "-s", "HUP", "pmcd"], check=True, timeout=30)
 
         def served_by_unit() -> bool:
-            out = _pminfo("-f", "pypmda.control.pid").stdout
+            out = pminfo("-f", "pypmda.control.pid").stdout
             return f"value {proc.pid}\n" in out
 
-        assert _wait(served_by_unit, 30), _pminfo("-f", "pypmda.control.pid").stdout
-        out = _pminfo("-f", "pypmda.simple.color", "pypmda.loadavg.load").stdout
+        assert wait(served_by_unit, 30), pminfo("-f", "pypmda.control.pid").stdout
+        out = pminfo("-f", "pypmda.simple.color", "pypmda.loadavg.load").stdout
         assert 'inst [1 or "green"]' in out and 'inst [15 or "15 minute"]' in out
         uid = next(ln for ln in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if ln.startswith("Uid:"))
         assert set(uid.split()[1:]) == {str(_pcp_uid())}
         # pmcd's own pipe agent is gone: the unit's daemon is the only one
-        assert _wait(lambda: _our_pids(str(PMDAS / "pypmda" / "venv")) == [proc.pid])
+        assert wait(lambda: our_pids(str(PMDAS / "pypmda" / "venv")) == [proc.pid])
     finally:
         r = run([REMOVE])
         try:
             # --standalone: pmcd letting the agent go does not end the daemon; it
             # listens for the next pmcd (socket file put back) until systemd stops it
             time.sleep(2)
-            outlived_pmcd = proc.poll() is None and _wait(sock.exists, 5)
+            outlived_pmcd = proc.poll() is None and wait(sock.exists, 5)
             proc.send_signal(signal.SIGTERM)
             status = proc.wait(timeout=10)
         finally:

@@ -19,7 +19,19 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, PMSIGNAL, REPO, require_root_pcp, run
+from tests.install._pcp import (
+    PMCD_CONF,
+    PMDAS,
+    PMNS_DIR,
+    PMSIGNAL,
+    REPO,
+    has_values,
+    our_pids,
+    pminfo,
+    require_root_pcp,
+    run,
+    wait,
+)
 
 pytestmark = [pytest.mark.pcp, pytest.mark.system]
 
@@ -34,37 +46,6 @@ SOURCE = THEIRS_DIR / "config.d" / "pmdapyinstall.url"
 
 def _openmetrics_lines(text: str) -> list[str]:
     return [ln for ln in text.split("[access]")[0].splitlines() if ln.split()[:1] == ["openmetrics"]]
-
-
-def _pminfo(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pminfo", *args], capture_output=True, text=True, timeout=60)
-
-
-def _wait(pred, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.25)
-    return False
-
-
-def _has_values(metric: str) -> bool:
-    r = subprocess.run(["pmprobe", "-v", metric], capture_output=True, text=True, timeout=30)
-    return r.returncode == 0 and bool(re.search(rf"^{re.escape(metric)} [1-9]\d* ", r.stdout, re.M))
-
-
-def _our_pids() -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                args = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(a.startswith(str(OURS_DIR / "venv").encode()) for a in args) and b"pmda_py" in args:
-                pids.append(int(d.name))
-    return pids
 
 
 @pytest.fixture
@@ -98,7 +79,7 @@ def pmdaopenmetrics(tmp_path: Path) -> Iterator[str]:
                 env=SYSTEM_PYTHON_ENV,
             )
             assert r.returncode == 0, r.stdout + r.stderr
-        assert _wait(lambda: _has_values("openmetrics.pmdapyinstall.pyinst_total"), 60), PMCD_CONF.read_text()
+        assert wait(lambda: has_values("openmetrics.pmdapyinstall.pyinst_total"), 60), PMCD_CONF.read_text()
         yield PMCD_CONF.read_text()
     finally:
         if str(OURS_DIR) in PMCD_CONF.read_text():
@@ -124,27 +105,27 @@ def pmdaopenmetrics(tmp_path: Path) -> Iterator[str]:
 def test_openmetrics_dropin_replaces_and_restores_pmdaopenmetrics(pmdaopenmetrics: str) -> None:
     before = pmdaopenmetrics
     (original,) = _openmetrics_lines(before)
-    ids_before = _pminfo("-md", "openmetrics.pmdapyinstall.pyinst_total").stdout
+    ids_before = pminfo("-md", "openmetrics.pmdapyinstall.pyinst_total").stdout
     assert "PMID: 144." in ids_before, ids_before
     try:
         r = run([INSTALL], {"PYPMDA_OPENMETRICS": "1"})
         assert r.returncode == 0, r.stdout + r.stderr
         (line,) = _openmetrics_lines(PMCD_CONF.read_text())
         assert line == f"openmetrics\t144\tpipe\tbinary\tnotready\t{OURS_DIR}/pmdaopenmetrics -d 144", line
-        assert _wait(lambda: len(_our_pids()) == 1)
-        assert _wait(lambda: _has_values("openmetrics.pmdapyinstall.pyinst_total"), 60)
-        out = _pminfo("-mdf", "openmetrics.pmdapyinstall.pyinst_total").stdout
+        assert wait(lambda: len(our_pids(str(OURS_DIR / "venv"))) == 1, 30)
+        assert wait(lambda: has_values("openmetrics.pmdapyinstall.pyinst_total"), 60)
+        out = pminfo("-mdf", "openmetrics.pmdapyinstall.pyinst_total").stdout
         assert 'inst [0 or "0 k:a"] value 7' in out, out
         # the PMID and indom pmdaopenmetrics gave it are kept (its saved name tables)
         assert re.findall(r"PMID: \S+|InDom: \S+", out) == re.findall(r"PMID: \S+|InDom: \S+", ids_before)
-        status = _pminfo("-f", "openmetrics.control.status").stdout
+        status = pminfo("-f", "openmetrics.control.status").stdout
         assert '"pmdapyinstall"] value "success"' in status, status
     finally:
         r = run([REMOVE], {"PYPMDA_OPENMETRICS": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert PMCD_CONF.read_text() == before  # pmcd's configuration with pmdaopenmetrics, byte for byte
     assert _openmetrics_lines(PMCD_CONF.read_text()) == [original]
-    assert _wait(lambda: not _our_pids())
-    assert _wait(lambda: _has_values("openmetrics.pmdapyinstall.pyinst_total"), 60)  # theirs serves it again
+    assert wait(lambda: not our_pids(str(OURS_DIR / "venv")), 30)
+    assert wait(lambda: has_values("openmetrics.pmdapyinstall.pyinst_total"), 60)  # theirs serves it again
     assert not (OURS_DIR / "openmetrics.pmcd.orig").exists()
     shutil.rmtree(OURS_DIR / "__pycache__", ignore_errors=True)

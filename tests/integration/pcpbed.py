@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -47,6 +48,35 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def foreign_uid_connect(path: str) -> tuple[int, int | str]:
+    """Fork a child that setuid()s to 'nobody', connects, and reports its
+    uid and how many bytes it could read before EOF (or the error)."""
+    nobody = pwd.getpwnam("nobody")
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no trio, no exec (the venv may be unreadable to nobody)
+        try:
+            os.close(rfd)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(path)
+            got = len(s.recv(100))
+            os.write(wfd, f"{os.getuid()} {got}".encode())
+        except BaseException as err:
+            os.write(wfd, f"{os.getuid()} {type(err).__name__}: {err}".encode())
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    uid, _, what = out.partition(" ")
+    return int(uid), int(what) if what.isdigit() else what
+
+
 def private_pmdas(root: Path) -> Path:
     """A private PCP_PMDAS_DIR with compiled help and config for simple/sample
     (Debian ships only the help sources)."""
@@ -86,11 +116,19 @@ class PrivatePmcd:
     """pmcd on its own port, config, PMNS, run dir and log; stopped by pid."""
 
     def __init__(
-        self, root: Path, agents: list[str], pmns: str, env: dict[str, str] | None = None, debug: str = ""
+        self,
+        root: Path,
+        agents: list[str],
+        pmns: str,
+        env: dict[str, str] | None = None,
+        debug: str = "",
+        agent_timeout: int = 10,
     ) -> None:
-        """``debug``: pmcd's ``-D`` options (e.g. ``pdu``), logged to ``pmcd.log``."""
+        """``debug``: pmcd's ``-D`` options (e.g. ``pdu``), logged to ``pmcd.log``;
+        ``agent_timeout``: pmcd's ``-t`` (its own default is 5 s)."""
         self.root = root
         self.debug = debug
+        self.agent_timeout = agent_timeout
         self.port = free_port()
         self.conf = root / "pmcd.conf"
         self.pmns = root / "root"
@@ -125,7 +163,7 @@ class PrivatePmcd:
         ]
         self.conf.write_text("\n".join(lines) + "\n")
 
-    def start(self, wait_for: str = "pmcd.version") -> PrivatePmcd:
+    def start(self, wait_for: str = "pmcd.version", timeout: float = 20.0) -> PrivatePmcd:
         """Start pmcd in its own process group (its agents with it) and wait
         for ``wait_for``; a start judged failed kills the group before the
         error is raised.  Every started pmcd is also killed at interpreter
@@ -148,7 +186,7 @@ class PrivatePmcd:
                 "-l",
                 str(self.log),
                 "-t",
-                "10",
+                str(self.agent_timeout),
                 "-q",
                 "10",
                 *(["-D", self.debug] if self.debug else []),
@@ -162,7 +200,7 @@ class PrivatePmcd:
         _LIVE.add(self)
         STARTED_GROUPS.append(self.proc.pid)
         try:
-            self.wait(wait_for)
+            self.wait(wait_for, timeout=timeout)
         except BaseException:
             self.stop()
             raise

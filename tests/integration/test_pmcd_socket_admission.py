@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pcpbed import PrivatePmcd, free_port
+from tests.integration.pcpbed import PrivatePmcd, foreign_uid_connect, free_port
 
 pytestmark = pytest.mark.pcp
 
@@ -51,34 +51,6 @@ def _wait_log(log: Path, needle: str, count: int = 1, timeout: float = 15.0) -> 
             return text
         time.sleep(0.05)
     raise AssertionError(f"{needle!r} x{count} not in {log}:\n{text}")
-
-
-def _foreign_uid_connect(path: str) -> tuple[int, int | str]:
-    """Fork a child that setuid()s to 'nobody', connects, and reports its uid
-    and the bytes it read before EOF (no exec: the venv may be root-only)."""
-    nobody = pwd.getpwnam("nobody")
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(rfd)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            s = socket.socket(socket.AF_UNIX)
-            s.settimeout(10)
-            s.connect(path)
-            os.write(wfd, f"{os.getuid()} {len(s.recv(100))}".encode())
-        except BaseException as err:
-            os.write(wfd, f"{os.getuid()} {type(err).__name__}: {err}".encode())
-        finally:
-            os._exit(0)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as f:
-        out = f.read().decode()
-    os.waitpid(pid, 0)
-    uid, _, what = out.partition(" ")
-    return int(uid), int(what) if what.isdigit() else what
 
 
 def _values(pmcd: PrivatePmcd) -> dict[str, int]:
@@ -146,7 +118,7 @@ def test_standalone_agent_serves_pmcd_only_and_survives_its_restart(
         expected_dropped = 2
         if transport == "unix":
             os.chmod(path, 0o666)  # the file mode is the first wall; open it to reach the uid check
-            assert _foreign_uid_connect(path) == (pwd.getpwnam("nobody").pw_uid, 0)  # not even our CREDS
+            assert foreign_uid_connect(path) == (pwd.getpwnam("nobody").pw_uid, 0)  # not even our CREDS
 
         pmcd.start()  # connects while the idle connection still waits for its timeout
         pmcd.wait("simple.numfetch", desc_only=True)
