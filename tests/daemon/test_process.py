@@ -19,14 +19,9 @@ from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
 from pmda_py.testing.client import PmdaReplyError, open_pipe_pmda, open_socket_pmda
 from tests.conftest import require
+from tests.integration.pcpbed import free_port
 
 PMDA_PY = [sys.executable, "-m", "pmda_py"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -134,11 +129,11 @@ async def test_socket_transports(run_args: list[str], tmp_path: Path, transport:
         path = str(tmp_path / "pmda.sock")
         args, where = ["-u", path], {"unix": path}
     elif transport == "inet":
-        port = _free_port()
+        port = free_port()
         args, where = ["-i", str(port)], {"inet": port}
     else:
         require(socket.has_ipv6, "no IPv6 on this machine")
-        port = _free_port()
+        port = free_port()
         args, where = ["-6", str(port)], {"ipv6": port}
     async with open_socket_pmda(command=[*run_args, *args], **where) as pmda:
         assert (await pmda.fetch_values(["simple.numfetch"]))["simple.numfetch"] == 1
