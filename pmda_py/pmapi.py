@@ -16,6 +16,7 @@ __all__ = [
     "PM_INDOM_NULL",
     "PM_IN_NULL",
     "DYNAMIC_PMID",
+    "EventFlag",
     "LabelType",
     "PmDesc",
     "PmSem",
@@ -58,6 +59,17 @@ class PmType(enum.IntEnum):
     EVENT = 9
     HIGHRES_EVENT = 10
     UNKNOWN = 255
+
+
+class EventFlag(enum.IntFlag):
+    """``PM_EVENT_FLAG_*``: an event record's flags."""
+
+    POINT = 0x1
+    START = 0x2
+    END = 0x4
+    ID = 0x8
+    PARENT = 0x10
+    MISSED = 0x80000000
 
 
 class PmSem(enum.IntEnum):

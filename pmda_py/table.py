@@ -18,12 +18,18 @@ value)::
             return {self.hits: {0: 10, 1: 20}}
 
 Values a fetch may return, per metric:
-  * a scalar (int, float, str, bytes) for a metric without an indom;
-  * a mapping ``{inst: scalar}`` (or an iterable of ``(inst, scalar)``) for a
+  * a Python value (int, float, str, bytes; for an EVENT or HIGHRES_EVENT
+    metric a sequence of :class:`Event` records) for a metric without an
+    indom;
+  * a mapping ``{inst: value}`` (or an iterable of ``(inst, value)``) for a
     metric with an indom -- the profile is applied for you;
-  * ``None`` (no values), a :class:`~pmda_py.errors.PmdaError` instance (an
-    error code for that metric only), or a ready :class:`~pmda_py.wire.ValueSet`.
-Metrics left out of the returned mapping get no values.
+  * :class:`Columns` (instances and values as two sequences) or
+    :class:`PackedColumns` (instances and values already packed big-endian)
+    for big indoms, and :class:`PackedFetch` for a whole answer in one piece;
+  * ``None`` (no values), or a :class:`~pmda_py.errors.PmdaError` instance
+    (an error code for that metric only).
+Metrics left out of the returned mapping get no values.  How values become
+PDUs is the daemon's business: nothing here is a wire-protocol type.
 
 This module never imports trio: tables are runtime-neutral (user tables
 may use trio freely).
@@ -34,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Protocol, Union
@@ -44,6 +51,7 @@ import structlog
 from pmda_py.errors import PmdaError, PmErr, UnknownInstance
 from pmda_py.pmapi import (
     PM_INDOM_NULL,
+    EventFlag,
     PmDesc,
     PmSem,
     PmType,
@@ -52,22 +60,25 @@ from pmda_py.pmapi import (
     pmid,
 )
 from pmda_py.stats import PmdaStats
-from pmda_py.wire import ValueSet
-from pmda_py.wire.result import PackedColumn
 
 __all__ = [
     "Columns",
+    "Event",
+    "EventFlag",
     "FetchRequest",
     "FetchResult",
     "InDom",
     "InstanceCache",
     "InstanceProfile",
     "Metric",
+    "PACKED_TYPECODES",
+    "PackedColumns",
     "PackedFetch",
     "Scalar",
     "StoreRequest",
     "Table",
     "TableContext",
+    "Value",
     "Values",
     "units",
 ]
@@ -85,6 +96,69 @@ class Columns:
     values: Sequence[Any]
 
 
+#: the ``array`` type code of each type :class:`PackedColumns` may carry
+PACKED_TYPECODES: Mapping[int, str] = MappingProxyType(
+    {PmType.I64: "q", PmType.U64: "Q", PmType.DOUBLE: "d", PmType.FLOAT: "f"}
+)
+
+
+@attrs.frozen
+class PackedColumns:
+    """Values of a metric with an indom already packed (the fastest path):
+    ``data`` holds one value per instance of ``insts``, in order, big-endian,
+    laid out as the ``array`` type code ``typecode`` says -- ``"q"`` for an
+    I64 metric, ``"Q"`` U64, ``"d"`` DOUBLE, ``"f"`` FLOAT (see
+    :data:`PACKED_TYPECODES`); e.g. ``a = array("d", values); a.byteswap()``
+    on a little-endian host, then ``a.tobytes()``.
+
+    The daemon copies the bytes into the reply as they are when the client's
+    profile takes every instance (and picks its instances otherwise).  A type
+    code other than the metric's, or ``data`` of the wrong length, answers
+    PM_ERR_TYPE for that metric with a ``table_bad_value`` log line."""
+
+    insts: Sequence[int]
+    data: bytes
+    typecode: str
+
+
+@attrs.frozen
+class Event:
+    """One record of an event metric's value (PM_TYPE_EVENT or
+    HIGHRES_EVENT): the value of such a metric, per instance, is a sequence
+    of records, oldest first (an empty one: no events).
+
+    Attributes:
+        sec, nsec: when it happened (seconds since the epoch, nanoseconds);
+            an EVENT metric carries microseconds (``nsec // 1000``), a
+            HIGHRES_EVENT one nanoseconds.  :meth:`now` stamps the present.
+        params: ``(metric, value)`` pairs, in order: each a :class:`Metric`
+            (its PMID and type name the parameter; declare it so clients can
+            look its descriptor up) and a Python value of its type.
+        flags: :class:`~pmda_py.pmapi.EventFlag` bits (POINT, START, END, ID,
+            PARENT).
+        missed: above 0: this record only says that many events were missed
+            (PM_EVENT_FLAG_MISSED; it carries no parameters).
+    """
+
+    sec: int
+    nsec: int = 0
+    params: Sequence[tuple[Metric, Scalar]] = ()
+    flags: int = 0
+    missed: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.nsec < 1_000_000_000:
+            raise ValueError(f"event nsec {self.nsec} out of range")
+        if self.missed < 0 or (self.missed and self.params):
+            raise ValueError("a missed-events record has a positive count and no parameters")
+
+    @classmethod
+    def now(cls, params: Sequence[tuple[Metric, Scalar]] = (), flags: int = 0) -> Event:
+        """A record stamped with the present time (``time.time_ns()``)."""
+        sec, nsec = divmod(time.time_ns(), 1_000_000_000)
+        return cls(sec, nsec, tuple(params), int(flags))
+
+
 class PackedFetch(Mapping["Metric", Any]):
     """A FETCH answer in one piece (the fast path of tables such as MMV):
     ``metrics`` exactly as the request gave them, each with an instance
@@ -93,9 +167,9 @@ class PackedFetch(Mapping["Metric", Any]):
     ``indoms`` are the metrics' instance domains; ``token`` stays the same
     object while metrics, types and instances do.
 
-    The dispatcher encodes it without looking at each metric when the
-    client's profile takes every instance; otherwise it reads it as the
-    usual ``{metric: Columns}`` mapping."""
+    The daemon encodes it without looking at each metric when the client's
+    profile takes every instance; otherwise it reads it as the usual
+    ``{metric: PackedColumns}`` mapping."""
 
     __slots__ = ("_as_dict", "blob", "indoms", "insts", "metrics", "token", "vtypes")
 
@@ -117,10 +191,9 @@ class PackedFetch(Mapping["Metric", Any]):
             raw = memoryview(self.blob).cast("B")
             out: dict[Metric, Any] = {}
             off = 0
-            for m, insts in zip(self.metrics, self.insts):
+            for m, vtype, insts in zip(self.metrics, self.vtypes, self.insts):
                 n = 8 * len(insts)
-                column: Any = PackedColumn(bytes(raw[off : off + n]), 8)
-                out[m] = Columns(insts, column)
+                out[m] = PackedColumns(insts, bytes(raw[off : off + n]), PACKED_TYPECODES.get(vtype, "?"))
                 off += n
             self._as_dict = out
         return self._as_dict
@@ -135,7 +208,9 @@ class PackedFetch(Mapping["Metric", Any]):
         return len(self.metrics)
 
 
-Values = Union[Scalar, Mapping[int, Scalar], Iterable[tuple[int, Scalar]], Columns, PmdaError, ValueSet, None]
+#: one instance's value: a Python value, or an event metric's records
+Value = Union[Scalar, Sequence[Event]]
+Values = Union[Value, Mapping[int, Value], Iterable[tuple[int, Value]], Columns, PackedColumns, PmdaError, None]
 FetchResult = Mapping["Metric", Values]
 
 # pmdammv's rule (MMV.md §11): ASCII letters, digits, '_' and '.'; dots may

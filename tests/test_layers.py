@@ -9,7 +9,9 @@ the tools (installer, demo, testing) on top.  A module imports only modules
 of a lower layer, or of its own package.  The sans-IO core (wire, session,
 the MMV reader and model, the table API, the dispatcher) never imports trio,
 and no production module imports ``pmda_py.testing`` (``demo`` drives the
-daemon through the harness, as a user would)."""
+daemon through the harness, as a user would).  The table API speaks the
+author's language: it imports nothing of ``pmda_py.wire`` (values are Python
+values; the dispatcher turns them into PDUs)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,9 @@ NO_TRIO = (
     "pmda_py.errors",
     "pmda_py.pmapi",
 )
+
+#: modules that never import the wire layer, though it is below them
+NO_WIRE = ("pmda_py.table",)
 
 
 def _name(path: Path) -> str:
@@ -109,6 +114,9 @@ def test_layers(path: Path) -> None:
         if dep.startswith("pmda_py.testing") and not module.startswith(("pmda_py.testing", "pmda_py.demo")):
             bad.append(f"{dep} (production code never imports testing)")
             continue
+        if (dep == "pmda_py.wire" or dep.startswith("pmda_py.wire.")) and module in NO_WIRE:
+            bad.append(f"{dep} (the table API exposes no wire type)")
+            continue
         dep_group, dep_layer = _layer(dep)
         if dep_group == group or dep_layer < layer:
             continue
@@ -132,3 +140,17 @@ def test_the_contract_can_fail() -> None:
     assert probe == {"trio", "pmda_py.dispatch", "pmda_py.wire.pdus"}
     assert _layer("pmda_py.dispatch")[1] > _layer("pmda_py.wire._probe")[1]
     assert any("pmda_py.wire._probe".startswith(p + ".") for p in NO_TRIO)
+
+
+def test_the_table_api_names_no_wire_type() -> None:
+    """Nothing the table API exports comes from the wire layer, and the
+    checker sees a wire import in it (the one it had: ValueSet, PackedColumn)."""
+    import pmda_py.table as api
+
+    leaked = [n for n in api.__all__ if getattr(getattr(api, n), "__module__", "").startswith("pmda_py.wire")]
+    assert leaked == []
+    probe = _imports_of(
+        "from pmda_py.wire import ValueSet\nfrom pmda_py.wire.result import PackedColumn\n", "pmda_py.table", False
+    )
+    assert probe == {"pmda_py.wire", "pmda_py.wire.result"}
+    assert all(dep.startswith("pmda_py.wire") for dep in probe) and "pmda_py.table" in NO_WIRE

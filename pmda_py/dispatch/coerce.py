@@ -1,7 +1,8 @@
 """Value coercion between tables and the wire: what a table returned for a
-metric (scalar, ``{inst: value}``, pairs, :class:`~pmda_py.table.Columns`)
-as instance and value columns, checked against the metric's type; and a
-stored value decoded per the metric's type and range."""
+metric (scalar, ``{inst: value}``, pairs, :class:`~pmda_py.table.Columns`,
+:class:`~pmda_py.table.PackedColumns`) as instance and value columns,
+checked against the metric's type (event records become the wire's event
+arrays); and a stored value decoded per the metric's type and range."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.pmapi import PmType
-from pmda_py.table import Columns, Metric
-from pmda_py.wire import EventArray, ProfilePdu, ValueBlock
+from pmda_py.pmapi import EventFlag, PmType
+from pmda_py.table import PACKED_TYPECODES, Columns, Event, Metric, PackedColumns
+from pmda_py.wire import EventArray, EventParam, EventRecord, ProfilePdu, ValueBlock
 from pmda_py.wire.result import PackedColumn
 
 _INTS = frozenset((int,))
 
-__all__ = ["PACKED_SIZE", "check_range", "columns", "includes_all", "store_value"]
+__all__ = ["PACKED_SIZE", "check_range", "columns", "event_arrays", "includes_all", "packed_column", "store_value"]
 
 
 # types a PackedColumn can carry (DPTR blocks of fixed size), and that size
@@ -34,7 +35,21 @@ def includes_all(profile: ProfilePdu, indom: int) -> bool:
     return True
 
 
-def columns(value: Any) -> tuple[Sequence[int], Sequence[Any]]:
+def packed_column(type_: int, value: PackedColumns) -> PackedColumn:
+    """The wire's column of a table's packed values, checked against the
+    metric's type and the instance count."""
+    size = PACKED_SIZE.get(type_)
+    if size is None or PACKED_TYPECODES[type_] != value.typecode:
+        raise TypeError(f"PackedColumns of type code {value.typecode!r} for a {PmType(type_).name} metric")
+    if len(value.data) != size * len(value.insts):
+        raise ValueError(f"PackedColumns: {len(value.data)} bytes for {len(value.insts)} instances of {size} bytes")
+    return PackedColumn(value.data, size)
+
+
+def columns(value: Any, type_: int) -> tuple[Sequence[int], Sequence[Any]]:
+    if type(value) is PackedColumns:
+        packed: Any = packed_column(type_, value)  # sized and sliced like a sequence by the dispatcher
+        return value.insts, packed
     if isinstance(value, Columns):
         if len(value.insts) != len(value.values):
             raise ValueError("Columns: insts and values differ in length")
@@ -80,10 +95,6 @@ def check_range(type_: int, vals: Sequence[Any]) -> None:
             for v in vals:
                 if not isinstance(v, (str, bytes)):
                     raise TypeError(f"STRING value {v!r}")
-        elif type_ in (PmType.EVENT, PmType.HIGHRES_EVENT):
-            for v in vals:
-                if not isinstance(v, EventArray):
-                    raise TypeError(f"event value {v!r}")
         return
     if not _INTS.issuperset(map(type, vals)):  # min/max alone let a float or bool in between through
         for v in vals:
@@ -92,6 +103,30 @@ def check_range(type_: int, vals: Sequence[Any]) -> None:
     lo, hi = min(vals), max(vals)
     if lo < rng[0] or hi > rng[1]:
         raise OverflowError(f"{PmType(type_).name} value out of range [{lo}, {hi}]")
+
+
+def event_arrays(type_: int, values: Sequence[Any], domain: int) -> list[EventArray]:
+    """A table's event values (each a sequence of :class:`~pmda_py.table.Event`)
+    as the wire's event arrays, the way libpcp_pmda's pmdaEvent* calls build
+    them: a classic EVENT record carries microseconds, a missed-events
+    record the count in place of its parameters."""
+    highres = type_ == PmType.HIGHRES_EVENT
+    out = []
+    for v in values:
+        if isinstance(v, (str, bytes, Event)) or not isinstance(v, Sequence):
+            raise TypeError(f"an event metric's value is a sequence of Event records, not {type(v).__name__}")
+        records = []
+        for e in v:
+            if type(e) is not Event:
+                raise TypeError(f"event record {e!r} is not an Event")
+            subsec = e.nsec if highres else e.nsec // 1000
+            if e.missed:
+                records.append(EventRecord(e.sec, subsec, int(e.flags | EventFlag.MISSED), (), e.missed))
+                continue
+            params = tuple(EventParam.of(m.pmid(domain), m.type, x) for m, x in e.params)
+            records.append(EventRecord(e.sec, subsec, e.flags, params))
+        out.append(EventArray(highres, tuple(records)))
+    return out
 
 
 def store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:

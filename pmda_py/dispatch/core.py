@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol, TypeVar
 
 import structlog
 
-from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, includes_all, store_value
+from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, event_arrays, includes_all, store_value
 from pmda_py.dispatch.mounts import ConfigError, Mount, MountIndex
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename, errstr
 from pmda_py.namespace import Namespace, Node
@@ -29,11 +29,12 @@ from pmda_py.pmapi import (
 from pmda_py.session import BadRequest, Request
 from pmda_py.stats import PmdaStats
 from pmda_py.table import (
-    Columns,
+    PACKED_TYPECODES,
     FetchRequest,
     InDom,
     InstanceCache,
     Metric,
+    PackedColumns,
     PackedFetch,
     StoreRequest,
     Table,
@@ -61,9 +62,6 @@ from pmda_py.wire import (
     ResultPdu,
     TextPdu,
     TextReqPdu,
-    ValFmt,
-    ValueBlock,
-    ValueSet,
 )
 from pmda_py.wire.result import (
     FIXED_CODES,
@@ -504,16 +502,15 @@ class Dispatcher:
     def _add_values(
         self, builder: ResultBuilder, p: int, mount: Mount, metric: Metric, value: Any, profile: ProfilePdu
     ) -> int:
-        if type(value) is Columns and metric.indom is not None:
-            packed: Any = value.values
-            if (
-                type(packed) is PackedColumn  # the packed fast path (e.g. MMV): values already encoded
-                and PACKED_SIZE.get(metric.type) == packed.size
-                and len(value.insts) == len(packed)
-                and includes_all(profile, metric.indom.id)
-            ):
-                builder.add_fixed(p, metric.type, value.insts, packed)
-                return len(packed)
+        if (
+            type(value) is PackedColumns  # the packed fast path (e.g. MMV): values already encoded
+            and metric.indom is not None
+            and PACKED_TYPECODES.get(metric.type) == value.typecode
+            and len(value.data) == PACKED_SIZE[metric.type] * len(value.insts)
+            and includes_all(profile, metric.indom.id)
+        ):
+            builder.add_fixed(p, metric.type, value.insts, PackedColumn(value.data, PACKED_SIZE[metric.type]))
+            return len(value.insts)
         if metric.type == PmType.NOSUPPORT:
             builder.add_error(p, PmErr.APPVERSION)
             return 0
@@ -523,14 +520,12 @@ class Dispatcher:
         if isinstance(value, PmdaError):
             builder.add_error(p, value.pm_code)
             return 0
-        if isinstance(value, ValueSet):
-            return self._add_valueset(builder, value, p)
         try:
             if metric.indom is None:
                 insts: Sequence[int] = (PM_IN_NULL,)
                 vals: Sequence[Any] = (value,)
             else:
-                insts, vals = columns(value)
+                insts, vals = columns(value, metric.type)
                 ind = metric.indom.id
                 if not includes_all(profile, ind):
                     if isinstance(vals, PackedColumn):
@@ -543,6 +538,8 @@ class Dispatcher:
                         keep = [k for k, i in enumerate(insts) if profile.includes(ind, i)]
                         insts = [insts[k] for k in keep]
                         vals = [vals[k] for k in keep]
+            if metric.type in _EVENT_TYPES:
+                vals = event_arrays(metric.type, vals, self.domain)
             check_range(metric.type, vals)
             builder.add_values(p, metric.type, insts, vals)
             return len(insts)
@@ -559,22 +556,6 @@ class Dispatcher:
             )
             builder.add_error(p, PmErr.TYPE)
             return 0
-
-    @staticmethod
-    def _add_valueset(builder: ResultBuilder, vs: ValueSet, p: int) -> int:
-        if vs.error < 0 or not vs.values:
-            builder.add_error(p, vs.error)
-            return 0
-        insts = [v.inst for v in vs.values]
-        if vs.valfmt == ValFmt.INSITU:
-            builder.add_insitu(p, insts, [v.value for v in vs.values])  # type: ignore[misc]
-        else:
-            blocks = [v.value for v in vs.values]
-            if not all(isinstance(b, ValueBlock) for b in blocks) or len({b.vtype for b in blocks}) != 1:  # type: ignore[union-attr]
-                raise TypeError("ValueSet blocks must share one vtype")
-            vtype = blocks[0].vtype  # type: ignore[union-attr]
-            builder.add_blocks(p, vs.valfmt, insts, vtype, [b.payload for b in blocks])  # type: ignore[union-attr]
-        return len(insts)
 
     # ------------------------------------------------------------ INSTANCE
 
@@ -806,6 +787,7 @@ _KIND_NAMES: dict[int, str] = {t: t.name for t in PduType}
 
 _FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
 _FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
+_EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
 _NUMBERS = frozenset((int, float))
 _DICTS = frozenset((dict,))
 _INTS = frozenset((int,))

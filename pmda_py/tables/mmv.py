@@ -27,17 +27,18 @@ from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed
 from pmda_py.pcpversion import parse, pcp_version
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.table import (
+    PACKED_TYPECODES,
     Columns,
     FetchRequest,
     FetchResult,
     InDom,
     Metric,
+    PackedColumns,
     PackedFetch,
     StoreRequest,
     Table,
     TableContext,
 )
-from pmda_py.wire.result import PackedColumn
 
 __all__ = ["MmvTable"]
 
@@ -107,7 +108,7 @@ class _PackedPlan:
         cls,
         metrics: Sequence[Metric],
         by_metric: Mapping[int, ExportMetric],
-        packed: Mapping[int, tuple[int, int, Any]],
+        packed: Mapping[int, tuple[int, int, Any, str]],
         generation: int,
     ) -> _PackedPlan:
         files: set[str] = set()
@@ -122,7 +123,7 @@ class _PackedPlan:
                 return cls(metrics, generation)
             files.add(em.file)
             offset = em.values_offset
-            first, n, ins = fast
+            first, n, ins, _code = fast
             if runs and runs[-1][0] + runs[-1][1] == first:
                 runs[-1] = (runs[-1][0], runs[-1][1] + n)
             else:
@@ -171,7 +172,7 @@ class MmvTable(Table):
         self._indoms: dict[int, InDom] = {}
         self._by_metric: dict[int, ExportMetric] = {}
         self._ordered: dict[int, bool] = {}
-        self._packed: dict[int, tuple[int, int, Any]] = {}
+        self._packed: dict[int, tuple[int, int, Any, str]] = {}
         self._plan: _PackedPlan | None = None
         self._files: dict[str, tuple[str, int, int, int]] = {}  # name -> (path, g1, flags, pid)
         self._heads: dict[str, bytes] = {}  # name -> header and TOC as scanned
@@ -305,7 +306,7 @@ class MmvTable(Table):
         self._metrics = []
         self._by_metric = {}
         self._ordered = {}
-        self._packed = {}  # id(metric) -> (first slot, count, insts): the packed path
+        self._packed = {}  # id(metric) -> (first slot, count, insts, type code): the packed path
         for em in export.metrics:
             ind = None
             if em.indom is not None:  # a missing indom still gets one (no instances)
@@ -338,7 +339,7 @@ class MmvTable(Table):
                     and em.type in (PmType.I64, PmType.U64, PmType.DOUBLE)
                 ):
                     # the packed path (packed_values), decided once per scan
-                    self._packed[id(m)] = (em.strided[0], em.strided[1], em.insts_u32)
+                    self._packed[id(m)] = (em.strided[0], em.strided[1], em.insts_u32, PACKED_TYPECODES[em.type])
         self.reload_flag = 1 if export.reload else 0
         self.generation += 1
         log.info("mmv_scan", dir=self.dir, files=export.files, metrics=len(self._metrics))
@@ -380,8 +381,7 @@ class MmvTable(Table):
             fast = packed.get(id(m))
             words = None if fast is None else packed_values(img, em.values_offset, (fast[:2],))
             if fast is not None and words is not None:
-                column: Any = PackedColumn(words.tobytes(), 8)
-                out[m] = Columns(fast[2], column)
+                out[m] = PackedColumns(fast[2], words.tobytes(), fast[3])
             else:
                 out[m] = self._values(m, em, img)
         return out
