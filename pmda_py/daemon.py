@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import inspect
 import os
 import signal
 import socket
@@ -148,8 +149,72 @@ def _accepts_options(factory: Any) -> bool:
     return bool(getattr(factory, "accepts_options", False))
 
 
+#: seconds an async check() that overran (and was cancelled) is not run again
+CHECK_PAUSE = 1.0
+
+
+_IDLE: Any = object()  # no check of the table pending
+_DONE: Any = object()  # a check left running ended without raising
+
+
 class TrioRunner:
-    """Runs table calls under their deadlines (trio.move_on_after)."""
+    """Runs table calls under their deadlines (trio.move_on_after), and
+    tables' checks under theirs (see :meth:`Table.check`)."""
+
+    def __init__(self) -> None:
+        #: id(table) -> the outcome of its plain check left running in a
+        #: worker thread: None while it runs, then what it raised, or
+        #: ``_DONE``; an async check's id -> when its pause ends
+        self._pending: dict[int, Any] = {}
+        self._async: dict[type[Table], bool] = {}
+
+    async def check(self, table: Table) -> None:
+        key = id(table)
+        pending = self._pending.get(key, _IDLE)
+        if pending is not _IDLE:
+            if pending is None or (type(pending) is float and pending > trio.current_time()):
+                return  # still running in its thread, or paused after an overrun
+            del self._pending[key]
+            if isinstance(pending, BaseException):
+                raise pending
+        kind = type(table)
+        is_async = self._async.get(kind)
+        if is_async is None:
+            is_async = self._async[kind] = inspect.iscoroutinefunction(kind.check)
+        deadline = table.check_deadline
+        if is_async:
+            with trio.move_on_after(deadline):
+                await table.check()  # type: ignore[misc]  # an async def check returns its coroutine
+                return
+            self._pending[key] = trio.current_time() + CHECK_PAUSE
+            raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (cancelled)")
+        outcome: list[Any] = []  # the thread's result, read only once it ended
+
+        def run() -> None:
+            try:
+                table.check()
+            except Exception as exc:
+                outcome.append(exc)
+            except BaseException as exc:  # e.g. sys.exit() in a check: it must not end the daemon
+                outcome.append(RuntimeError(f"check raised {type(exc).__name__}: {exc}"))
+            else:
+                outcome.append(_DONE)
+            if key in self._pending:  # the request gave up on it: report at the next one
+                self._pending[key] = outcome[0]
+
+        self._pending[key] = None  # no second check of this table while this one runs
+        with trio.move_on_after(deadline):
+            await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+            del self._pending[key]
+            if outcome and isinstance(outcome[0], BaseException):
+                raise outcome[0]
+            return
+        if outcome:  # it ended just as the deadline fired
+            del self._pending[key]
+            if isinstance(outcome[0], BaseException):
+                raise outcome[0]
+            return
+        raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (left running in its thread)")
 
     async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:
         with trio.move_on_after(table.deadline) as scope:

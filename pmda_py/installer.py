@@ -55,6 +55,9 @@ class _NoRunner:
     async def gather(self, calls):  # type: ignore[no-untyped-def]  # pragma: no cover
         raise RuntimeError("no table calls at install time")
 
+    async def check(self, table):  # type: ignore[no-untyped-def]  # pragma: no cover
+        raise RuntimeError("no table calls at install time")
+
 
 def _dynamic(m: Mount) -> bool:
     """A table whose names change while it runs (answered through PMNS PDUs)."""

@@ -41,7 +41,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Protocol, Union
 
@@ -569,6 +569,7 @@ class Table:
         cluster_labels: ``{cluster: labels}``.
         deadline: seconds a fetch/store/instances call may take before its
             metrics are answered PM_ERR_AGAIN (pmcd kills agents at 5 s).
+        check_deadline: seconds a request waits for :meth:`check`.
         accepts_options: the constructor takes the table's config-file
             options as keyword arguments (``Table(**options)``); otherwise it
             is called with none (the options are in the startup context).
@@ -585,6 +586,7 @@ class Table:
     domain_labels: Mapping[str, Any] = {}
     cluster_labels: Mapping[int, Mapping[str, Any]] = {}
     deadline: float = 2.0
+    check_deadline: float = 0.25
     accepts_options: ClassVar[bool] = False
     dynamic_names: ClassVar[bool] = False
     #: incremented by dynamic tables whenever metrics() or indoms() change
@@ -622,11 +624,31 @@ class Table:
         """Apply a validated store; raise a PmdaError to refuse it."""
         raise PmdaError(code=PmErr.PERMISSION)
 
-    def check(self) -> None:
-        """Called before every request, synchronously, when a table defines
-        it (keep it cheap: a stat, not a scan; a call over 0.25 s is logged
-        as ``table_check_slow``): a dynamic table may rescan here and bump
-        :attr:`generation`."""
+    def check(self) -> Awaitable[None] | None:
+        """Called before every request the daemon answers, when a table
+        overrides it: notice cheaply whether the table's source changed (a
+        stat, not a scan); a dynamic table may rescan here and bump
+        :attr:`generation`.  Write it ``async def`` or plain ``def``.
+
+        It never holds a request up for more than :attr:`check_deadline`
+        seconds, and never stops the daemon:
+
+        * ``async def check``: runs in the daemon's event loop, so keep it
+          short and await anything slow (``trio.to_thread.run_sync`` for
+          blocking work); past the deadline it is cancelled at its next
+          await, and the table is not checked again for a second;
+        * plain ``def check``: runs in a worker thread (about 0.1 ms a
+          request), so a blocking one stalls nothing; past the deadline the
+          request is answered without waiting for it, it goes on in its
+          thread, and no new check of the table starts until it has ended
+          (its changes then land while requests are served: swap new state
+          in with single assignments);
+        * an overrun is logged as ``table_timeout`` (``call="check"``), an
+          exception as ``table_exception`` (one a background check raised, at
+          the next request); either way the request is answered with the
+          table's state as it is, and the next check runs as usual.
+        """
+        return None
 
     def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
         """Labels as ``(name, JSON value text, flags)`` items for ``level``

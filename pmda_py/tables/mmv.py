@@ -207,7 +207,7 @@ class MmvTable(Table):
 
     # -------------------------------------------------------------- scan
     def metrics(self) -> Sequence[Metric]:
-        self.check()
+        self.rescan_if_changed()
         # drop-in mode: 6.x's pmdammv has no control.metrics (7.0 added it)
         control = [self.c_reload, self.c_debug, self.c_files] + (
             [] if self.compat and not self.pcp7 else [self.c_metrics]
@@ -227,7 +227,12 @@ class MmvTable(Table):
             return (-1, err.errno or 0)
         return (st.st_mtime_ns, 0)
 
-    def check(self) -> None:
+    async def check(self) -> None:
+        """Before every request, as pmdammv does: :meth:`rescan_if_changed`
+        (on the event loop: it never awaits, so its deadline cannot cut it)."""
+        self.rescan_if_changed()
+
+    def rescan_if_changed(self) -> None:
         """pmdammv's rescan triggers (cheap: one stat, one header read per file)."""
         if not self._scanned:
             self.rescan()
@@ -464,7 +469,7 @@ class MmvTable(Table):
         return None
 
     async def refresh_instances(self, indom: InDom) -> None:
-        self.check()
+        self.rescan_if_changed()
 
     async def store(self, request: StoreRequest) -> None:
         if len(request.values) != 1:
@@ -478,4 +483,4 @@ class MmvTable(Table):
             raise PmdaError(code=PmErr.PERMISSION)
 
     async def startup(self, context: TableContext) -> None:
-        self.check()
+        self.rescan_if_changed()

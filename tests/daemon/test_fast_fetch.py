@@ -43,6 +43,9 @@ class _Runner:
                 out.append(exc)
         return out
 
+    async def check(self, table: Table) -> None:
+        pass
+
 
 class _Session:
     def __init__(self) -> None:

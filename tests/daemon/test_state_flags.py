@@ -4,7 +4,7 @@ answers."""
 
 from __future__ import annotations
 
-import time
+import threading
 from array import array
 
 from pmda_py.pmapi import PmType
@@ -60,17 +60,19 @@ async def test_a_packed_fetch_of_the_wrong_array_type_falls_back() -> None:
 
 
 class SlowCheck(Table):
-    """A dynamic table whose check() (run before every request) is slow."""
+    """A dynamic table whose check() (run before every request) is slow:
+    it blocks until ``release`` is set."""
 
     name = "s"
     checks = 0
+    release = threading.Event()
 
     def __init__(self) -> None:
         self.v = Metric("v", cluster=1, item=0, type=PmType.U32)
 
     def check(self) -> None:
         type(self).checks += 1
-        time.sleep(0.3)
+        self.release.wait(30)
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
         return {self.v: 1}
@@ -85,12 +87,19 @@ def test_only_tables_with_a_check_are_checked() -> None:
 
 
 async def test_a_slow_check_is_logged() -> None:
+    """It does not hold the requests up: the first waits its deadline (and
+    logs it), the next do not start a second check while it runs."""
     from structlog.testing import capture_logs
 
-    async with open_table_pmda(SlowCheck(), domain=252) as pmda:
-        SlowCheck.checks = 0
-        with capture_logs() as logs:
-            await pmda.desc(await pmda.pmid("s.v"))
-    assert SlowCheck.checks == 2  # the PMNS lookup and the DESC
-    slow = [e for e in logs if e["event"] == "table_check_slow"]
-    assert len(slow) == 2 and slow[0]["seconds"] >= 0.3 and slow[0]["table"] == "s"
+    SlowCheck.release.clear()
+    try:
+        async with open_table_pmda(SlowCheck(), domain=252) as pmda:
+            SlowCheck.checks = 0
+            with capture_logs() as logs:
+                assert (await pmda.desc(await pmda.pmid("s.v"))).type == PmType.U32
+        assert SlowCheck.checks == 1  # the PMNS lookup's; the DESC did not start another
+        slow = [e for e in logs if e["event"] == "table_timeout"]
+        assert len(slow) == 1 and slow[0]["call"] == "check" and slow[0]["table"] == "s"
+        assert "0.25s" in slow[0]["detail"]
+    finally:
+        SlowCheck.release.set()

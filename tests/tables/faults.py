@@ -1,19 +1,31 @@
 """Misbehaving tables for fault tests: ``slow`` overruns its deadline,
-``crash`` raises or returns values of the wrong type.  Test code only: the
-daemon loads them by module path (``tests.tables.faults:SlowTable``) with
-the repository on its path.
+``crash`` raises or returns values of the wrong type, and the check tables'
+check() blocks (``blockcheck``), sleeps past its deadline (``sleepcheck``) or
+raises (``raisecheck``, ``araisecheck``).  Test code only: the daemon loads
+them by module path (``tests.tables.faults:SlowTable``) with the repository
+on its path.
 
-Clusters 4080 (slow) and 4081 (crash).
+Clusters 4080 (slow), 4081 and 4082 (crash), 4083 (the check tables).
 """
 
 from __future__ import annotations
+
+import threading
 
 import trio
 
 from pmda_py.pmapi import PmType
 from pmda_py.table import FetchRequest, FetchResult, Metric, Table, TableContext
 
-__all__ = ["CrashTable", "SlowTable"]
+__all__ = [
+    "AsyncRaisingCheck",
+    "BlockingCheck",
+    "CheckTable",
+    "CrashTable",
+    "RaisingCheck",
+    "SleepingCheck",
+    "SlowTable",
+]
 
 
 class SlowTable(Table):
@@ -56,3 +68,79 @@ class CrashTable(Table):
         if self.boom in request.metrics:
             raise RuntimeError("table crashed on purpose")
         return {self.wrongtype: "not a number", self.negative: -1, self.fine: 7}
+
+
+class CheckTable(Table):
+    """The check tables' metrics: ``value`` answers 1, ``checks`` how many
+    checks ended (the state a check keeps up to date); ``started`` counts
+    the checks begun."""
+
+    name = "check"
+    accepts_options = True
+
+    def __init__(self, seconds: str = "10", **_options: str) -> None:
+        self.seconds = float(seconds)
+        self.started = 0
+        self.ended = 0
+        self.value = Metric("value", cluster=4083, item=0, type=PmType.U32, oneline="answers 1")
+        self.checks = Metric("checks", cluster=4083, item=1, type=PmType.U32, oneline="checks that ended")
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        return {self.value: 1, self.checks: self.ended}
+
+
+class BlockingCheck(CheckTable):
+    """A plain check() that blocks its thread for ``seconds`` (option,
+    default 10) or until ``release`` is set, then raises if ``fail``."""
+
+    name = "blockcheck"
+
+    def __init__(self, seconds: str = "10", **options: str) -> None:
+        super().__init__(seconds, **options)
+        self.release = threading.Event()
+        self.fail = False
+
+    def check(self) -> None:
+        self.started += 1
+        self.release.wait(self.seconds)
+        self.ended += 1
+        if self.fail:
+            raise RuntimeError("check failed after blocking")
+
+
+class SleepingCheck(CheckTable):
+    """An async check() that sleeps ``seconds`` (option, default 10);
+    ``cancelled`` counts the sleeps its deadline cut."""
+
+    name = "sleepcheck"
+    cancelled = 0
+
+    async def check(self) -> None:
+        self.started += 1
+        try:
+            await trio.sleep(self.seconds)
+        except trio.Cancelled:
+            self.cancelled += 1
+            raise
+        self.ended += 1
+
+
+class RaisingCheck(CheckTable):
+    """A plain check() that raises."""
+
+    name = "raisecheck"
+
+    def check(self) -> None:
+        self.started += 1
+        raise RuntimeError("check crashed on purpose")
+
+
+class AsyncRaisingCheck(CheckTable):
+    """An async check() that raises."""
+
+    name = "araisecheck"
+
+    async def check(self) -> None:
+        self.started += 1
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("async check crashed on purpose")
