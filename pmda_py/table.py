@@ -636,7 +636,9 @@ class Table:
         * ``async def check``: runs in the daemon's event loop, so keep it
           short and await anything slow (``trio.to_thread.run_sync`` for
           blocking work); past the deadline it is cancelled at its next
-          await, and the table is not checked again for a second;
+          await, and the table is not checked again for a second.  One whose
+          body never awaits cannot be cut short: it runs to its end, with no
+          deadline to arm (the cheapest kind, for a stat);
         * plain ``def check``: runs in a worker thread (about 0.1 ms a
           request), so a blocking one stalls nothing; past the deadline the
           request is answered without waiting for it, it goes on in its

@@ -133,3 +133,33 @@ async def test_a_raising_check_is_logged_and_the_request_answered(tmp_path: Any,
     failed = _check_logs(logs, "table_exception")
     assert len(failed) == table.started >= 4  # every request checked, every failure logged
     assert {e["table"] for e in failed} == {"c"} and "crashed on purpose" in failed[0]["error"]
+
+
+def test_how_each_kind_of_check_runs() -> None:
+    """A plain check goes to a thread, an async one that awaits under a
+    cancel scope, one that never awaits (MMV's) inline: it cannot suspend,
+    so a deadline could not cut it."""
+    from pmda_py.tables.mmv import MmvTable
+
+    assert daemon._check_kind(BlockingCheck.check) == "thread"
+    assert daemon._check_kind(RaisingCheck.check) == "thread"
+    assert daemon._check_kind(SleepingCheck.check) == "async"
+    assert daemon._check_kind(AsyncRaisingCheck.check) == "async"
+    assert daemon._check_kind(MmvTable.check) == "inline"
+
+    class AsyncWith(CheckTable):
+        async def check(self) -> None:
+            async with trio.open_nursery():
+                pass
+
+    class AsyncFor(CheckTable):
+        async def check(self) -> None:
+            async for _ in self._none():
+                pass
+
+        async def _none(self) -> Any:
+            for _ in ():
+                yield
+
+    assert daemon._check_kind(AsyncWith.check) == "async"
+    assert daemon._check_kind(AsyncFor.check) == "async"
