@@ -33,6 +33,7 @@ CLAIMS: dict[str, str] = {
     "sudo bash scripts/install-pcp": "test_install_pcp_script",
     "sudo PMDA_PY_SYSTEM_TESTS=1 make test": "test_system_tests_are_opt_in",
     "class Queues(Table):": "test_table_example_serves",
+    "class Logins(Table):": "test_event_example_serves",
     "--table mypkg.queues:Queues=queues": "test_run_commands",
     "[table queues]": "test_config_file",
     "trio_mode = true": "test_testing_snippets",
@@ -184,6 +185,21 @@ async def test_table_example_serves() -> None:
         # min/max declared on the metric: refused before the table sees it
         assert await pmda.store([ValueSet.of(p, PmType.U32, [(1, 0)])]) == -12400
         assert await pmda.oneline(await pmda.pmid("queues.depth")) == "messages waiting"
+
+
+async def test_event_example_serves() -> None:
+    """The event example's records arrive as PCP event records: nanoseconds,
+    flags, the parameter's PMID and value, and the missed-events record."""
+    ns: dict[str, object] = {"__name__": "readme_events"}
+    exec(compile(_block("class Logins(Table):"), "README.md", "exec"), ns)
+    async with open_table_pmda(ns["Logins"](), mount="logins", domain=250) as pmda:  # type: ignore[operator]
+        arr = (await pmda.fetch_values(["logins.records"]))["logins.records"]
+        user = await pmda.pmid("logins.user")
+    assert arr.highres and len(arr.records) == 2
+    first, missed = arr.records
+    assert (first.sec, first.subsec, first.flags) == (1_700_000_000, 250_000_000, 1)
+    assert [(p.pmid, p.type, p.value()) for p in first.params] == [(user, 6, "alice")]
+    assert (missed.sec, missed.flags, missed.nparams, missed.params) == (1_700_000_001, 0x80000000, 3, ())
 
 
 def test_table_example_type_checks(workdir: Path) -> None:
