@@ -31,6 +31,13 @@ Values a fetch may return, per metric:
 Metrics left out of the returned mapping get no values.  How values become
 PDUs is the daemon's business: nothing here is a wire-protocol type.
 
+A table whose source changes under it overrides :meth:`Table.check`, called
+before every request: it never holds a request up past the table's
+``check_deadline`` and never stops the daemon (an overrun or an exception is
+logged with the table's name and the request answered from the table's state
+as it is); a plain ``def`` runs in a worker thread, an ``async def`` on the
+event loop under the deadline.
+
 This module never imports trio: tables are runtime-neutral (user tables
 may use trio freely).
 """
