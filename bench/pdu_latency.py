@@ -26,8 +26,8 @@ from pathlib import Path
 
 from driver import PipeDriver
 
-from pmda_py.pmapi import indom, pmid
-from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu
+from pmda_py.pmapi import LabelType, TextType, indom, pmid
+from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu, LabelReqPdu, TextReqPdu
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,7 +38,15 @@ def stats(samples: list[float]) -> tuple[float, float]:
 
 
 def requests(desc_pmid: int, ind: int, fetch_pmid: int | None) -> dict[str, bytes]:
-    out = {"DESC": DescReqPdu(desc_pmid).encode(), "INSTANCE (all)": InstanceReqPdu(ind).encode()}
+    out = {
+        "DESC": DescReqPdu(desc_pmid).encode(),
+        "INSTANCE (all)": InstanceReqPdu(ind).encode(),
+        "INSTANCE (name)": InstanceReqPdu(ind, name="i1" if fetch_pmid is not None else None).encode(),
+        "TEXT (oneline)": TextReqPdu(desc_pmid, TextType.PMID | TextType.ONELINE).encode(),
+        "TEXT (help)": TextReqPdu(desc_pmid, TextType.PMID | TextType.HELP).encode(),
+        "LABEL (item)": LabelReqPdu(desc_pmid, LabelType.ITEM).encode(),
+        "LABEL (domain)": LabelReqPdu(desc_pmid, LabelType.DOMAIN).encode(),
+    }
     if fetch_pmid is not None:
         out["FETCH"] = FetchPdu((fetch_pmid,)).encode()
     return out

@@ -42,6 +42,7 @@ from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
+    Answered,
     BadRequest,
     HandshakeError,
     Ignored,
@@ -203,6 +204,9 @@ async def serve_session(
     """:func:`serve_stream` for a session whose CREDS were already sent
     (and pmcd's perhaps received, by :func:`await_creds`)."""
     active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
+    # replies remembered by request bytes answer before any decoding (the
+    # dispatcher in service is looked up each time: a reload swaps it)
+    session.shortcut = lambda pdu_type, key: active.dispatcher.memo_reply(pdu_type, key)
     if notready:
         session.not_ready()
         log.info("notready", detail="pmcd.conf 'notready': starting tables before READY")
@@ -228,7 +232,14 @@ async def serve_session(
             if session.truncated:
                 log.warning("eof_mid_pdu", detail="pmcd closed the channel in the middle of a PDU")
             return "eof"
-        if isinstance(event, (Request, BadRequest)):
+        if isinstance(event, Answered):
+            try:
+                await stream.send_all(event.data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+                session.send_failed()
+                log.info("channel_error", error=str(err))
+                return "channel error"
+        elif isinstance(event, (Request, BadRequest)):
             if isinstance(event, BadRequest):
                 log.warning(
                     "bad_request",
@@ -303,18 +314,24 @@ class PipeStream(trio.abc.Stream):
         await self._w.wait_send_all_might_not_block()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        # what is already there is read without a trip through trio's scheduler
-        # (two checkpoints per read otherwise); when nothing is, trio waits
+        # What is already there is read without a trip through trio's
+        # scheduler; when nothing is, wait for the pipe and read (trio's own
+        # receive_some would checkpoint and try the read once more first).
+        size = max_bytes or 65536
         if self._unyielded < self.YIELD_EVERY:
             try:
-                data = os.read(self._rfd, max_bytes or 65536)
+                data = os.read(self._rfd, size)
             except BlockingIOError:
                 pass
             else:
                 self._unyielded += 1
                 return data
         self._unyielded = 0
-        return await self._r.receive_some(max_bytes)
+        try:
+            await trio.lowlevel.wait_readable(self._rfd)
+            return os.read(self._rfd, size)
+        except (BlockingIOError, trio.BusyResourceError, trio.ClosedResourceError, OSError):
+            return await self._r.receive_some(max_bytes)  # trio's way: its errors, its retries
 
     async def aclose(self) -> None:
         await self._r.aclose()

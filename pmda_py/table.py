@@ -312,7 +312,9 @@ class InDom:
         return indom(self.domain, self.serial) if self.domain >= 0 else PM_INDOM_NULL
 
     def set(self, instances: Mapping[int, str]) -> None:
-        """Replace the instances with an explicit ``{id: name}`` map."""
+        """Replace the instances with an explicit ``{id: name}`` map (change
+        them this way, with :meth:`set_names` or by assigning a new dict to
+        ``instances``, not in place: the daemon sees a new map)."""
         self.instances = dict(instances)
         self._by_name = {v: k for k, v in self.instances.items()}
 
@@ -504,6 +506,12 @@ class Table:
     :class:`Metric` and :class:`InDom` objects found as class attributes
     are collected automatically; dynamic tables override :meth:`metrics` and
     :meth:`indoms` and bump :attr:`generation` when they change.
+
+    DESC, TEXT and LABEL replies (and INSTANCE replies of an indom with no
+    :meth:`refresh_instances`) are remembered by their request until
+    :attr:`generation` moves: a table that changes an InDom's help or
+    labels, or its ``cluster_labels``/``domain_labels``, bumps it too.
+    Labels computed by :meth:`label_items` are asked for every time.
     """
 
     name: ClassVar[str] = ""

@@ -12,6 +12,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable, Protocol, TypeVar
 
+import attrs
 import structlog
 
 from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, includes_all, store_value
@@ -26,7 +27,7 @@ from pmda_py.pmapi import (
     pmid_cluster,
     pmid_domain,
 )
-from pmda_py.session import BadRequest, Request
+from pmda_py.session import MEMO_TYPES, BadRequest, Request
 from pmda_py.stats import PmdaStats
 from pmda_py.table import (
     Columns,
@@ -128,6 +129,16 @@ class HelpSource(Protocol):
 EncodedReply = EncodedPdu
 
 
+@attrs.frozen
+class _Memo:
+    """A remembered reply: its bytes, and for INSTANCE the indom and the
+    ``instances`` map it was built from."""
+
+    data: bytes
+    indom: InDom | None = None
+    instances: dict[int, str] | None = None
+
+
 #: the dispatcher's counters (the name this module exported before pmda_py.stats)
 DispatchStats = PmdaStats
 
@@ -183,11 +194,18 @@ class Dispatcher:
         self._desc_replies: dict[int, EncodedReply] = {}
         #: whether repeated fetches take the fast path (off: always the general one)
         self.fast_fetch = True
+        #: replies remembered by their request's bytes (see :meth:`memo_reply`),
+        #: by request type; cleared with the index
+        self._memo: dict[int, dict[bytes, _Memo]] = {t: {} for t in MEMO_TYPES}
+        #: whether DESC/TEXT/LABEL/INSTANCE replies are remembered (off: always built)
+        self.memo = True
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
         #: tables with a check() of their own (the base one does nothing)
         self._checked = [m for m in self.mounts if type(m.table).check is not Table.check]
+        #: tables that compute their labels (label_items): their LABEL replies are never remembered
+        self._computed_labels = {id(m.table) for m in self.mounts if type(m.table).label_items is not Table.label_items}
         #: request PDU type -> its handler (the session hands out only these)
         self._routes: dict[int, Callable[[Request, Any], Awaitable[Pdu]]] = {
             PduType.FETCH: self._fetch,
@@ -226,6 +244,8 @@ class Dispatcher:
         self._fast.clear()
         self._wanted.clear()
         self._desc_replies.clear()
+        for memo in self._memo.values():
+            memo.clear()
         if old_names and old_names != set(index.by_name):
             self.names_changed = True
 
@@ -299,6 +319,23 @@ class Dispatcher:
             self.stats.count("BAD")
             return ErrorPdu(event.code)
         pdu = event.pdu
+        self._before_request()
+        kind = _KIND_NAMES[pdu.pdu_type]
+        self.stats.count(kind)
+        route = self._routes.get(pdu.pdu_type)
+        if route is None:  # the session passes only request types: a bug if reached
+            return ErrorPdu(PmErr.IPC)
+        try:
+            reply = await route(event, pdu)
+        except PmdaError as err:
+            return ErrorPdu(err.pm_code)
+        if event.key is not None and self.memo:
+            self._remember(event, reply)
+        return reply
+
+    def _before_request(self) -> None:
+        """What runs before every request: the tables' checks, then the
+        index is rebuilt if a table's generation moved."""
         for m in self._checked:
             t0 = time.perf_counter()
             try:
@@ -309,15 +346,65 @@ class Dispatcher:
             if spent > CHECK_BUDGET:  # synchronous: it held every request up
                 log.warning("table_check_slow", table=m.name, seconds=round(spent, 3), budget=CHECK_BUDGET)
         self._refresh_index()
-        kind = _KIND_NAMES[pdu.pdu_type]
-        self.stats.count(kind)
-        route = self._routes.get(pdu.pdu_type)
-        if route is None:  # the session passes only request types: a bug if reached
-            return ErrorPdu(PmErr.IPC)
-        try:
-            return await route(event, pdu)
-        except PmdaError as err:
-            return ErrorPdu(err.pm_code)
+
+    # ------------------------------------------------------ remembered replies
+
+    def memo_reply(self, pdu_type: int, key: bytes) -> bytes | None:
+        """The session's shortcut: the reply remembered for a DESC, TEXT,
+        LABEL or INSTANCE request with these bytes (after the header), or
+        None to decode and handle it.  A hit runs what every request runs
+        first (checks, index refresh, counters), so it answers exactly what
+        :meth:`handle` would."""
+        memo = self._memo.get(pdu_type)
+        if memo is None:
+            return None
+        entry = memo.get(key)
+        if entry is None:
+            return None
+        self._before_request()
+        if memo.get(key) is not entry or (entry.indom is not None and entry.indom.instances is not entry.instances):
+            return None  # the index or the instances changed: handle() builds it anew
+        self.stats.count(_KIND_NAMES[pdu_type])
+        return entry.data
+
+    def _labels_computed(self, pdu: LabelReqPdu) -> bool:
+        """Whether a table's label_items took part in the reply to ``pdu``."""
+        if not self._computed_labels:
+            return False
+        t = pdu.type & 0x3F
+        if t == LabelType.ITEM:
+            found = self._by_pmid.get(pdu.ident)
+            return found is not None and id(found[0].table) in self._computed_labels
+        if t == LabelType.INDOM:
+            found_i = self._by_indom.get(pdu.ident)
+            return found_i is not None and id(found_i[0].table) in self._computed_labels
+        # CLUSTER: any table owning the cluster may be asked (not worth the search)
+        return bool(t == LabelType.CLUSTER)
+
+    def _remember(self, event: Request, reply: Pdu) -> None:
+        """Keep ``reply``'s bytes for ``event``'s request bytes when they are
+        fixed until the index changes: DESC and TEXT always (frozen metrics,
+        help file, indom texts), LABEL unless of instances (the profile
+        picks them) or computed by a table (label_items), INSTANCE of an
+        indom with no refresh hook and no repeated ids, while its
+        ``instances`` map is the same object (InDom.set makes a new one)."""
+        pdu = event.pdu
+        assert event.key is not None
+        if isinstance(reply, ErrorPdu) and (reply.code != PmErr.TEXT or pdu.pdu_type != PduType.TEXT_REQ):
+            return
+        indom: InDom | None = None
+        if isinstance(pdu, LabelReqPdu):
+            if pdu.type & 0x3F == LabelType.INSTANCES or self._labels_computed(pdu):
+                return
+        elif isinstance(pdu, InstanceReqPdu):
+            found = self._by_indom.get(pdu.indom)
+            if found is None:
+                return
+            mount, indom = found
+            if indom.listing is not None or type(mount.table).refresh_instances is not Table.refresh_instances:
+                return
+        data = reply.encode() if reply.from_ == 0 else attrs.evolve(reply, from_=0).encode()
+        self._memo[pdu.pdu_type][event.key] = _Memo(data, indom, indom.instances if indom is not None else None)
 
     async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         return _label_fits(await self._label_reply(event, pdu))
