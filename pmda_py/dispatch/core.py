@@ -404,7 +404,10 @@ class Dispatcher:
             if indom.listing is not None or type(mount.table).refresh_instances is not Table.refresh_instances:
                 return
         data = reply.encode() if reply.from_ == 0 else attrs.evolve(reply, from_=0).encode()
-        self._memo[pdu.pdu_type][event.key] = _Memo(data, indom, indom.instances if indom is not None else None)
+        memo = self._memo[pdu.pdu_type]
+        if len(memo) >= _MEMO_LIMIT:  # bounded whatever clients ask (TEXT of any ident, say)
+            memo.clear()
+        memo[event.key] = _Memo(data, indom, indom.instances if indom is not None else None)
 
     async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         return _label_fits(await self._label_reply(event, pdu))
@@ -891,6 +894,7 @@ def _walk(node: Node, prefix: str, out: list[str]) -> None:
 
 _KIND_NAMES: dict[int, str] = {t: t.name for t in PduType}
 
+_MEMO_LIMIT = 1 << 16  # remembered replies per request type
 _FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
 _FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
 _NUMBERS = frozenset((int, float))
