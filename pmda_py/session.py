@@ -130,6 +130,9 @@ _REPLY_EXPECTED: Final = frozenset(
 #: requests whose reply may be remembered by their bytes (see :attr:`Session.shortcut`)
 MEMO_TYPES: Final = frozenset({PduType.DESC_REQ, PduType.TEXT_REQ, PduType.LABEL_REQ, PduType.INSTANCE_REQ})
 
+#: FETCH PDUs kept decoded by their bytes (about one per client of pmcd)
+_FETCHES_KEPT: Final = 32
+
 #: ``(pdu_type, request body) -> reply bytes or None``: a remembered reply
 Shortcut = Callable[[int, bytes], Optional[bytes]]
 
@@ -235,6 +238,8 @@ class Session:
     #: :data:`MEMO_TYPES`: a reply's bytes answer it (an :class:`Answered`
     #: event); None decodes it as usual (a :class:`Request` with its ``key``)
     shortcut: Shortcut | None = attrs.field(default=None, init=False)
+    #: the last FETCH PDUs decoded, by their bytes (pmcd repeats them per client)
+    _fetches: dict[bytes, Pdu] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._reader = PduReader(self.max_length)
@@ -356,7 +361,15 @@ class Session:
                 if data is not None:
                     return Answered(pdu_type, context, data)
         try:
-            pdu = decode_pdu(frame)
+            if pdu_type == PduType.FETCH:  # a client fetches the same PMIDs again and again
+                pdu = self._fetches.get(frame)
+                if pdu is None:
+                    pdu = decode_pdu(frame)
+                    if len(self._fetches) >= _FETCHES_KEPT:
+                        del self._fetches[next(iter(self._fetches))]
+                    self._fetches[frame] = pdu
+            else:
+                pdu = decode_pdu(frame)
         except WireFormatError as err:
             if self.require_creds and self.state is SessionState.AWAIT_CREDS:
                 self._handshake_failed(f"undecodable CREDS: {err}")

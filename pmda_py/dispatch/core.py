@@ -913,7 +913,7 @@ class _FastFetch:
     answers None: the general path then encodes that fetch and reports the
     bad value precisely."""
 
-    __slots__ = ("hits", "keys", "layout", "multis", "ntables", "pick", "profile", "singles")
+    __slots__ = ("hits", "keys", "layout", "lens", "multis", "ntables", "pick", "profile", "singles")
 
     def __init__(
         self,
@@ -926,7 +926,9 @@ class _FastFetch:
         ntables: int,
     ) -> None:
         self.profile = profile
-        self.singles, self.multis, self.keys, self.pick = singles, multis, keys, pick
+        self.singles, self.multis, self.pick = singles, multis, pick
+        #: every multi metric's instance ids in order, and how many each has
+        self.keys, self.lens = list(chain.from_iterable(keys)), [len(k) for k in keys]
         self.layout = layout
         self.ntables = ntables
         self.hits = 0
@@ -1016,7 +1018,11 @@ class _FastFetch:
         multi: Any = ()
         if self.multis:
             dicts: list[Any] = list(map(get, self.multis))
-            if not _DICTS.issuperset(map(type, dicts)) or list(map(tuple, dicts)) != self.keys:
+            if (
+                not _DICTS.issuperset(map(type, dicts))
+                or list(map(len, dicts)) != self.lens
+                or list(chain.from_iterable(dicts)) != self.keys
+            ):
                 return None
             multi = list(chain.from_iterable(map(dict.values, dicts)))
             if self.pick is not None:
