@@ -10,6 +10,8 @@ References, each started as pmcd would (pipe, CREDS, then requests):
   * pmdasimple.python -- DESC of simple.color, INSTANCE of simple.color's indom
   * pre-built replies -- bench/prebuilt_replies.py answering with our daemon's
     recorded replies (Python, blocking I/O, no work): the floor of this driver
+  * pre-built on trio -- the same, waiting for requests on trio as our daemon
+    does: the floor of an event-loop PMDA
 Prints p50/p90 per request in microseconds and ratios (reference p50 / ours p50:
 above 1 means we are faster).  A benchmark, run on purpose; the tests never time anything.
 """
@@ -91,6 +93,9 @@ def main() -> int:
         floor = [sys.executable, str(HERE / "prebuilt_replies.py"), f.name]
         runs["pre-built replies"] = measure(
             floor, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations
+        )
+        runs["pre-built on trio"] = measure(
+            [*floor, "--trio"], env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations
         )
     finally:
         os.unlink(f.name)
