@@ -62,6 +62,7 @@ __all__ = [
     "InDom",
     "InstanceCache",
     "InstanceProfile",
+    "LabelText",
     "Metric",
     "PackedFetch",
     "Scalar",
@@ -73,6 +74,17 @@ __all__ = [
 ]
 
 Scalar = Union[int, float, str, bytes]
+
+
+@attrs.frozen
+class LabelText:
+    """A label set laid out already: the JSON text and its index entries
+    ``(name offset, name length, flags, value offset, value length)``, sent
+    as given (for tables that must reply what a C PMDA replies, byte for byte,
+    e.g. the MMV drop-in running libpcp's label parser)."""
+
+    json: bytes
+    index: tuple[tuple[int, int, int, int, int], ...] = ()
 
 
 @attrs.frozen
@@ -561,11 +573,12 @@ class Table:
         as ``table_check_slow``): a dynamic table may rescan here and bump
         :attr:`generation`."""
 
-    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | LabelText | None:
         """Labels as ``(name, JSON value text, flags)`` items for ``level``
         (PM_LABEL_CLUSTER: cluster number; ITEM: the Metric; INDOM: the InDom;
         INSTANCES: ``(InDom, inst)``), or None to use the dict labels.  For
-        tables that carry labels already in JSON (MMV v3 files)."""
+        tables that carry labels already in JSON (MMV v3 files).  A
+        :class:`LabelText` is sent as is (one set, even with no labels)."""
         return None
 
     async def wait_ready(self) -> None:

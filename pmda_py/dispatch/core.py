@@ -34,6 +34,7 @@ from pmda_py.table import (
     FetchRequest,
     InDom,
     InstanceCache,
+    LabelText,
     Metric,
     PackedFetch,
     StoreRequest,
@@ -49,6 +50,7 @@ from pmda_py.wire import (
     InstanceEntry,
     InstancePdu,
     InstanceReqPdu,
+    Label,
     LabelPdu,
     LabelReqPdu,
     LabelSet,
@@ -784,13 +786,15 @@ class Dispatcher:
                 if not profile.includes(ind.id, inst):
                     continue
                 inst_items = mount.table.label_items(LabelType.INSTANCES, (ind, inst))
-                if inst_items is not None:
+                if isinstance(inst_items, LabelText):
+                    sets.append(_label_text(inst_items, inst))
+                elif inst_items is not None:
                     sets.append(LabelSet.from_items(inst_items, inst))
                 else:
                     sets.append(LabelSet.from_dict(dict(ind.labels_for(inst)), LabelType.INSTANCES, inst))
             return LabelPdu(pdu.ident, pdu.type, tuple(sets))
         labels: Mapping[str, Any] = {}
-        items: list[tuple[str, str, int]] | None = None
+        items: list[tuple[str, str, int]] | LabelText | None = None
         flag = t
         if t == LabelType.DOMAIN:
             labels = self.domain_labels()
@@ -817,6 +821,8 @@ class Dispatcher:
                 return ErrorPdu(PmErr.PMID)
             labels = found_m[1].labels
             items = found_m[0].table.label_items(LabelType.ITEM, found_m[1])
+        if isinstance(items, LabelText):
+            return LabelPdu(pdu.ident, pdu.type, (_label_text(items),))
         if items is not None:
             if not items:
                 return LabelPdu(pdu.ident, pdu.type, ())
@@ -1043,6 +1049,10 @@ def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[Any]]
 
 def _bind_store(table: Table, req: StoreRequest) -> Callable[[], Awaitable[None]]:
     return lambda: table.store(req)
+
+
+def _label_text(text: LabelText, inst: int = PM_IN_NULL) -> LabelSet:
+    return LabelSet(inst, text.json, tuple(Label(*e) for e in text.index))
 
 
 def _label_fits(reply: Pdu) -> Pdu:

@@ -277,10 +277,14 @@ class MmvFile:
                 if count > MAX_LABELS or offset + LABEL.size * count > size:
                     diags.append(Diagnostic("labels", offset, f"bad label section ({count} labels)"))
                     continue
+                # pmdammv keeps the last good LABELS section, and reads each
+                # payload with strlen(): an unterminated one runs on into the
+                # next record (here: up to the end of the file)
+                labels = []
                 for k in range(count):
                     off = offset + k * LABEL.size
-                    lf, ident, internal, payload = LABEL.unpack_from(buf, off)
-                    labels.append(MmvLabel(lf, ident, internal, cstring(payload, 0, 243), off))
+                    lf, ident, internal, _ = LABEL.unpack_from(buf, off)
+                    labels.append(MmvLabel(lf, ident, internal, cstring(buf, off + 12, size - off - 12), off))
             elif ttype in (TocType.INSTANCES, TocType.STRINGS):
                 continue
             else:

@@ -225,17 +225,7 @@ def _write_patched(case: str) -> Path:
     "case",
     [
         "exponent",
-        pytest.param(
-            "object",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "libpcp's label parser on a value that is an object: inner names lose their middle parts, "
-                    "members after it stay in the JSON text but not in the label index, array members leak in; "
-                    "not imitated yet"
-                ),
-            ),
-        ),
+        "object",
     ],
 )
 async def test_label_texts_match_pmdammv(case: str) -> None:
