@@ -540,6 +540,7 @@ class _Parser:
         self.comma = 0
         self.token: int | None = None
         self.array: int | None = None
+        self.lists: list[int] = []  #: where each open list starts (ours: libpcp keeps only the last)
         self.name = 0
         self.namelen = 0
         self.namelevel = 0
@@ -632,6 +633,7 @@ class _Parser:
                 else:
                     self.stash(b"[")
                     self.array = at
+                    self.lists.append(at)
                 self.comma = 0
             elif t == T_HKEY:
                 if self.skipping:
@@ -668,11 +670,13 @@ class _Parser:
                     self.skipping = 0
                 return
             self.stash(b"]")
+            start = self.lists.pop() if self.lists else at
             if self.namelevel == state.level and self.name != 0:
                 if self.array is None:
-                    # libpcp: length = at - NULL + 1, an address
-                    self.unsafe.append("a list value holding a list: pmdammv indexes an address")
-                    self.add_label_value(1, False)
+                    # libpcp: length = at - NULL + 1, the address of the byte
+                    # in pmdammv's mapping of the file; we index the list
+                    self.unsafe.append("a list value holding a list: pmdammv indexes it by a memory address")
+                    self.add_label_value(at - start + 1, False)
                 else:
                     self.add_label_value(at - self.array + 1, False)
             self.array = None
