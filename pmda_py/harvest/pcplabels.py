@@ -540,7 +540,7 @@ class _Parser:
         self.comma = 0
         self.token: int | None = None
         self.array: int | None = None
-        self.lists: list[int] = []  #: where each open list starts (ours: libpcp keeps only the last)
+        self.lists: list[int] = []  #: where each open list starts in the output (libpcp keeps only the last)
         self.name = 0
         self.namelen = 0
         self.namelevel = 0
@@ -631,9 +631,9 @@ class _Parser:
                     self.stash(b"{")
                     self.push_label_name()
                 else:
+                    self.lists.append(len(self.out))
                     self.stash(b"[")
                     self.array = at
-                    self.lists.append(at)
                 self.comma = 0
             elif t == T_HKEY:
                 if self.skipping:
@@ -670,13 +670,13 @@ class _Parser:
                     self.skipping = 0
                 return
             self.stash(b"]")
-            start = self.lists.pop() if self.lists else at
+            start = self.lists.pop() if self.lists else len(self.out)
             if self.namelevel == state.level and self.name != 0:
                 if self.array is None:
                     # libpcp: length = at - NULL + 1, the address of the byte
-                    # in pmdammv's mapping of the file; we index the list
+                    # in pmdammv's mapping of the file; we index the list's text
                     self.unsafe.append("a list value holding a list: pmdammv indexes it by a memory address")
-                    self.add_label_value(at - start + 1, False)
+                    self.add_label_value(len(self.out) - start, False)
                 else:
                     self.add_label_value(at - self.array + 1, False)
             self.array = None

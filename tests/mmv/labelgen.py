@@ -464,6 +464,7 @@ def capture(layout: Layout, theirs: dict[str, Any], version: str) -> dict[str, A
             reply = theirs.get(f"{name} {s.key}")
             cases.append(
                 {
+                    "subject": f"{name} {s.key}",
                     "level": s.level,
                     "records": [[p.hex(), f] for p, f in s.records],
                     "reply": reply,
@@ -512,7 +513,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"    pmdammv {theirs.get(k)}")
         print(f"    ours    {ours.get(k)}")
     if args.capture:
-        args.capture.write_text(json.dumps(capture(layout, theirs, version), indent=None) + "\n")
+        cap = capture(layout, theirs, version)
+        lines = ",\n".join(json.dumps(c) for c in cap["cases"])
+        args.capture.write_text(
+            f'{{"pcp": "{version}", "command": {json.dumps(" ".join(sys.argv[1:]))},\n"cases": [\n{lines}\n]}}\n'
+        )
     return 1 if differ else 0
 
 
