@@ -473,8 +473,8 @@ def capture(layout: Layout, theirs: dict[str, Any], version: str) -> dict[str, A
     return {"pcp": version, "cases": cases}
 
 
-def unsafe_subject(s: Subject, relaxed: bool) -> bool:
-    """Whether our transcription says pmdammv relies on memory it does not
+def unsafe_notes(s: Subject, relaxed: bool) -> tuple[str, ...]:
+    """Where our transcription says pmdammv relies on memory it does not
     own for this subject (its reply then depends on addresses)."""
     from pmda_py.harvest.pcplabels import instance_labels, level_labels
 
@@ -483,7 +483,11 @@ def unsafe_subject(s: Subject, relaxed: bool) -> bool:
         if s.level == INSTANCES
         else level_labels(s.records, s.level, relaxed=relaxed)
     )
-    return bool(got is not None and got.unsafe)
+    return got.unsafe if got is not None else ()
+
+
+def unsafe_subject(s: Subject, relaxed: bool) -> bool:
+    return bool(unsafe_notes(s, relaxed))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -507,6 +511,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"PCP {version}: {len(todo)} payloads, {len(theirs)} label replies compared: {same} identical, "
         f"{len(unsafe)} differ where pmdammv is memory-unsafe (logged), {len(differ)} differ otherwise"
     )
+    from collections import Counter
+
+    for note, n in Counter(x for k in unsafe for x in unsafe_notes(subjects[k], pcp_version() >= (7, 2, 0))).items():
+        print(f"  {n} x {note}")
     for k in differ[:20]:
         s = subjects.get(k)
         print(f"  {k}: records {[p for p, _ in s.records] if s else '?'}")
