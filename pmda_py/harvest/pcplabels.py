@@ -100,7 +100,7 @@ class _State:
 def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
     """jsonsl_feed() over the whole of ``s`` with every callback enabled,
     ``max_callback_level`` 64 and 256 levels; the error callback stops it."""
-    stack = [_State(k) for k in range(MAX_RECURSION_DEPTH)]
+    stack = [_State(0)]  # jsonsl_new() callocs 256 levels: grown on demand here
     level = 0
     tok_last = 0
     can_insert = True
@@ -270,6 +270,8 @@ def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
             if level >= MAX_RECURSION_DEPTH - 1:
                 return error()
             level += 1
+            if level == len(stack):
+                stack.append(_State(level))
             state = stack[level]
             state.pos_begin = i
             state.type = new_type
@@ -311,6 +313,8 @@ def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
                 if level >= MAX_RECURSION_DEPTH - 1:
                     return error()
                 level += 1
+                if level == len(stack):
+                    stack.append(_State(level))
                 state = stack[level]
                 state.pos_begin = i
                 state.type = c
@@ -355,6 +359,8 @@ def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
             if level >= MAX_RECURSION_DEPTH - 1:
                 return error()
             level += 1
+            if level == len(stack):
+                stack.append(_State(level))
             state = stack[level]
             state.pos_begin = i
             state.type = T_SPECIAL

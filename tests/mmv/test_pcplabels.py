@@ -40,7 +40,7 @@ def _ours(case: dict[str, Any], relaxed: bool) -> tuple[Any, PcpLabelSet | None]
 
 
 def test_captures_exist() -> None:
-    assert {p.name for p in CAPTURES} >= {"pmdammv-6.0.3.json"}
+    assert {p.name for p in CAPTURES} >= {"pmdammv-6.0.3.json", "pmdammv-6.3.8.json", "pmdammv-7.2.2.json"}
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.stem)
