@@ -168,11 +168,13 @@ class _Gen:
             text += r.choice([b" ", b"x", b"}", b"{}", b',"a":1}', b"\n", b"]"])
         elif style < 0.2:  # leading whitespace or garbage
             text = r.choice([b" ", b"\n", b"x", b"\xef\xbb\xbf"]) + text
-        return text[:MAX_PAYLOAD].replace(b"\0", b"")
+        if r.random() < 0.01:  # fills the field: no NUL
+            text = (text + b" " * MAX_PAYLOAD)[: MAX_PAYLOAD + 1]
+        return text[: MAX_PAYLOAD + 1].replace(b"\0", b"")
 
 
 def payloads(seed: int, n: int) -> list[bytes]:
-    """``n`` label texts (at most 243 bytes, no NUL), the same for a seed."""
+    """``n`` label texts (at most 244 bytes, no NUL), the same for a seed."""
     g = _Gen(random.Random(seed))
     return [g.payload() for _ in range(n)]
 
@@ -199,6 +201,9 @@ FIXED = [
     b"[1,2]",
     b'{"a":"\\u0041\\n","b":-0.5E+2}',
     b'{"x":[true,false,null],"y":"s"}',
+    # filling the 244-byte field with no NUL: pmdammv's strlen() runs on into its stack
+    b'{"a":"' + b"x" * 236 + b'"}',
+    b'{"a":1,"c":"' + b"y" * 232,
 ]
 
 
@@ -316,7 +321,7 @@ def write_file(
     for k, s in enumerate(strings):
         buf[off_strings + 256 * k : off_strings + 256 * k + len(s)] = s
     for k, (flags, ident, internal, payload) in enumerate(records):
-        assert len(payload) <= MAX_PAYLOAD and b"\0" not in payload
+        assert len(payload) <= MAX_PAYLOAD + 1 and b"\0" not in payload
         struct.pack_into("=IIi244s", buf, off_labels + 256 * k, flags, ident, internal, payload)
     path.write_bytes(bytes(buf))
 
@@ -483,7 +488,10 @@ def unsafe_notes(s: Subject, relaxed: bool) -> tuple[str, ...]:
         if s.level == INSTANCES
         else level_labels(s.records, s.level, relaxed=relaxed)
     )
-    return got.unsafe if got is not None else ()
+    notes = got.unsafe if got is not None else ()
+    if any(len(p) > MAX_PAYLOAD for p, _ in s.records):
+        notes += ("a payload filling its field: pmdammv reads on into its stack",)
+    return notes
 
 
 def unsafe_subject(s: Subject, relaxed: bool) -> bool:

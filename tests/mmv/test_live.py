@@ -18,6 +18,7 @@ import pytest
 
 from pmda_py.pmapi import LabelType, TextType
 from pmda_py.testing.client import PmdaClient, PmdaReplyError, open_pipe_pmda
+from pmda_py.wire import LabelReqPdu
 from tests.integration.pcpbed import PrivatePmcd, require_pcp
 
 pytestmark = pytest.mark.pcp
@@ -272,3 +273,32 @@ def test_generated_label_payloads_match_pmdammv() -> None:
     ]
     assert not unexplained, unexplained[:3]
     assert len(differ) < len(theirs) // 20, len(differ)
+
+
+async def test_label_cases_where_pmdammv_is_unsafe() -> None:
+    """Instance labels where libpcp accepts more payloads than it finds labels:
+    pmdammv sends index entries read past its label array (heap bytes), or
+    dies on a NULL one; the drop-in sends the labels it has and logs why."""
+    from tests.mmv.labelgen import write_file
+
+    require_pcp()
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvunsafe-"))
+    root.chmod(0o755)
+    (root / "mmv").mkdir(mode=0o755)
+    recs = [(0x20, 1, 0, b'{"a":1}'), (0x20, 1, 0, b'{"a":2}'), (0x20, 1, 1, b"{}")]
+    write_file(root / "mmv" / "u", 9, 1, 2, recs)
+    (root / "mmv" / "u").chmod(0o644)
+    try:
+        env = {"PCP_TMP_DIR": str(root)}
+        async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
+            indom = (await ref.desc(await ref.pmid("mmv.u.m1"))).indom
+            with pytest.raises(EOFError):  # instance 1's "{}": a NULL label array
+                await ref.request_raw(LabelReqPdu(indom, LabelType.INSTANCES, 0).encode())
+        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        async with open_pipe_pmda(cmd, env=env) as pmda:
+            sets = (await pmda.label(indom, LabelType.INSTANCES)).sets
+        log = (root / "ours.log").read_text()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert [(s.inst, s.json, len(s.labels)) for s in sets] == [(0, b'{"a":2}', 1), (1, b"{}", 0)]
+    assert log.count("pmdammv is unsafe here") >= 2, log

@@ -50,6 +50,9 @@ def test_transcription_matches_pmdammv(path: Path) -> None:
     assert doc["pcp"] == ".".join(map(str, _version(path)))
     differ, unsafe, same = [], 0, 0
     for case in doc["cases"]:
+        if any(len(p) > 2 * 243 for p, _ in case["records"]):  # hex: a payload filling its field
+            unsafe += 1  # pmdammv reads on into its stack; our reader skips the record
+            continue
         want, got = _ours(case, relaxed)
         if got is not None and got.unsafe:
             unsafe += 1
