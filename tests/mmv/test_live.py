@@ -275,19 +275,25 @@ def test_generated_label_payloads_match_pmdammv() -> None:
     assert len(differ) < len(theirs) // 20, len(differ)
 
 
-async def test_label_cases_where_pmdammv_is_unsafe() -> None:
-    """Instance labels where libpcp accepts more payloads than it finds labels:
-    pmdammv sends index entries read past its label array (heap bytes), or
-    dies on a NULL one; the drop-in sends the labels it has and logs why."""
+def _write_records(recs: list[tuple[int, int, int, bytes]]) -> Path:
+    """A private PCP_TMP_DIR whose mmv/u holds the label records (labelgen's writer)."""
     from tests.mmv.labelgen import write_file
 
     require_pcp()
     root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvunsafe-"))
     root.chmod(0o755)
     (root / "mmv").mkdir(mode=0o755)
-    recs = [(0x20, 1, 0, b'{"a":1}'), (0x20, 1, 0, b'{"a":2}'), (0x20, 1, 1, b"{}")]
     write_file(root / "mmv" / "u", 9, 1, 2, recs)
     (root / "mmv" / "u").chmod(0o644)
+    return root
+
+
+async def test_label_cases_where_pmdammv_is_unsafe() -> None:
+    """Instance labels where libpcp accepts more payloads than it finds labels:
+    pmdammv sends index entries read past its label array (heap bytes), or
+    dies on a NULL one; the drop-in sends the labels it has and logs why."""
+    recs = [(0x20, 1, 0, b'{"a":1}'), (0x20, 1, 0, b'{"a":2}'), (0x20, 1, 1, b"{}")]
+    root = _write_records(recs)
     try:
         env = {"PCP_TMP_DIR": str(root)}
         async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
