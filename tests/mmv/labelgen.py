@@ -268,10 +268,16 @@ INST_CHUNK = 120  #: payloads per instances file (at most 2 records each)
 
 
 def write_file(
-    path: Path, cluster: int, n_items: int, n_insts: int, records: Sequence[tuple[int, int, int, bytes]]
+    path: Path,
+    cluster: int,
+    n_items: int,
+    n_insts: int,
+    records: Sequence[tuple[int, int, int, bytes]],
+    split: int | None = None,
 ) -> None:
     """An MMV v3 file: items 1..n_items (U32; item 1 over indom 1 of
-    ``n_insts`` instances, the others singular), the label records, values."""
+    ``n_insts`` instances, the others singular), the label records, values;
+    ``split``: the records in two LABELS sections, the first of that many."""
     strings: list[bytes] = []
 
     def string(s: bytes) -> int:
@@ -280,7 +286,7 @@ def write_file(
 
     names = [string(b"m%d" % i) for i in range(1, n_items + 1)]
     inames = [string(b"i%d" % k) for k in range(n_insts)]
-    tocs = 6
+    tocs = 6 if split is None else 7
     head = 40 + 16 * tocs
     off_indoms = head
     off_insts = off_indoms + 32
@@ -301,6 +307,8 @@ def write_file(
         (5, len(strings), off_strings),
         (6, len(records), off_labels),
     ]
+    if split is not None:
+        toc[-1:] = [(6, split, off_labels), (6, len(records) - split, off_labels + 256 * split)]
     for t, (ttype, count, off) in enumerate(toc):
         struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
     struct.pack_into("=IIQQQ", buf, off_indoms, 1, n_insts, off_insts, 0, 0)

@@ -275,7 +275,7 @@ def test_generated_label_payloads_match_pmdammv() -> None:
     assert len(differ) < len(theirs) // 20, len(differ)
 
 
-def _write_records(recs: list[tuple[int, int, int, bytes]]) -> Path:
+def _write_records(recs: list[tuple[int, int, int, bytes]], n_items: int = 1, split: int | None = None) -> Path:
     """A private PCP_TMP_DIR whose mmv/u holds the label records (labelgen's writer)."""
     from tests.mmv.labelgen import write_file
 
@@ -283,7 +283,7 @@ def _write_records(recs: list[tuple[int, int, int, bytes]]) -> Path:
     root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvunsafe-"))
     root.chmod(0o755)
     (root / "mmv").mkdir(mode=0o755)
-    write_file(root / "mmv" / "u", 9, 1, 2, recs)
+    write_file(root / "mmv" / "u", 9, n_items, 2, recs, split)
     (root / "mmv" / "u").chmod(0o644)
     return root
 
@@ -308,3 +308,30 @@ async def test_label_cases_where_pmdammv_is_unsafe() -> None:
         shutil.rmtree(root, ignore_errors=True)
     assert [(s.inst, s.json, len(s.labels)) for s in sets] == [(0, b'{"a":2}', 1), (1, b"{}", 0)]
     assert log.count("pmdammv is unsafe here") >= 2, log
+
+
+async def test_last_label_section_wins() -> None:
+    """Two LABELS sections: pmdammv keeps only the last (mmv.c overwrites
+    its label pointer per section); two payloads on one item are merged into
+    one set whose text libpcp rewrites."""
+    recs = [(0x10, 1, -1, b'{"a":1}'), (0x10, 2, -1, b'{"b": 2}'), (0x10, 2, -1, b'{"c":{"d":3}}')]
+    root = _write_records(recs, n_items=2, split=1)
+    try:
+        env = {"PCP_TMP_DIR": str(root)}
+        out = []
+        for cmd in (
+            [PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")],
+            [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")],
+        ):
+            async with open_pipe_pmda(cmd, env=env) as pmda:
+                out.append(
+                    [
+                        _labels_detail((await pmda.label(await pmda.pmid(f"mmv.u.m{i}"), LabelType.ITEM)).sets)
+                        for i in (1, 2)
+                    ]
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    theirs, ours = out
+    assert theirs[0] == [] and theirs[1][0][1] == b'{"b":2,"c.d":3}', theirs
+    assert ours == theirs
