@@ -1056,9 +1056,10 @@ def _label_text(text: LabelText, inst: int = PM_IN_NULL) -> LabelSet:
 
 
 def _label_fits(reply: Pdu) -> Pdu:
-    """PCP's decoders (p_label.c) refuse a set of 255 labels or more, or of
-    64 KiB of JSON, with PM_ERR_IPC, and pmcd 6.3+ then drops the agent:
-    such a reply becomes PM_ERR_TOOBIG (pmdammv sends it, and is dropped)."""
+    """PCP's decoders (p_label.c) refuse a set of 255 labels or more, of
+    64 KiB of JSON, or whose index points outside its JSON, with PM_ERR_IPC,
+    and pmcd 6.3+ then drops the agent: such a reply becomes PM_ERR_TOOBIG
+    (pmdammv sends it, and is dropped)."""
     if isinstance(reply, LabelPdu):
         for s in reply.sets:
             if len(s.labels) >= 255 or len(s.json) >= 65535:
@@ -1071,4 +1072,15 @@ def _label_fits(reply: Pdu) -> Pdu:
                     limit="254 labels, 65534 bytes",
                 )
                 return ErrorPdu(PmErr.TOOBIG)
+            for lb in s.labels:
+                # p_label.c (6.3+): name and value must lie inside the set's JSON
+                if lb.name + lb.namelen > len(s.json) or lb.value + lb.valuelen > len(s.json):
+                    log.warning(
+                        "label_set_refused",
+                        ident=reply.ident,
+                        type=reply.type,
+                        inst=s.inst,
+                        reason="a label's name or value lies outside the set's JSON text (PCP's decoders refuse it)",
+                    )
+                    return ErrorPdu(PmErr.TOOBIG)
     return reply

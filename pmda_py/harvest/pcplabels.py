@@ -749,7 +749,9 @@ def parse_labels(
     return len(labels), out, labels, p.unsafe
 
 
-def _stash_label(lp: _Label, json: bytes, lc: _Hash | None, out: bytearray, olabels: list[_Label]) -> int:
+def _stash_label(
+    lp: _Label, json: bytes, lc: _Hash | None, out: bytearray, olabels: list[_Label], unsafe: list[str]
+) -> int:
     name, namelen = _name_of(lp, json, lc)
     if namelen + 2 + 1 + lp.valuelen + 1 >= PM_MAXLABELJSONLEN - len(out):
         return E2BIG
@@ -757,7 +759,10 @@ def _stash_label(lp: _Label, json: bytes, lc: _Hash | None, out: bytearray, olab
     if lp.valuelen:
         value = _cstr(json, lp.value)
         if value is None:
-            raise _Unsafe("label value outside the JSON text")
+            # libpcp copies from memory past the text (a value offset that
+            # wrapped below 0): we copy nothing, and say so
+            unsafe.append("a merged label's value lies past its text: pmdammv copies memory it does not own")
+            value = b""
         out += b'"' + name[:namelen] + b'":' + value[: lp.valuelen] + b","
         valuelen = lp.valuelen
     else:
@@ -768,7 +773,13 @@ def _stash_label(lp: _Label, json: bytes, lc: _Hash | None, out: bytearray, olab
 
 
 def _merge(
-    a: list[_Label], abuf: bytes, ac: _Hash | None, b: list[_Label], bbuf: bytes, bc: _Hash | None
+    a: list[_Label],
+    abuf: bytes,
+    ac: _Hash | None,
+    b: list[_Label],
+    bbuf: bytes,
+    bc: _Hash | None,
+    unsafe: list[str],
 ) -> tuple[int, bytes, list[_Label]]:
     """__pmMergeLabelSets() with no filter: (length or -errno, text, labels)."""
     out = bytearray(b"{")
@@ -782,11 +793,11 @@ def _merge(
             if j and _namecmp6(a[i], abuf, ac, b[j - 1], bbuf, bc) == 0:
                 i += 1
             else:
-                if _stash_label(a[i], abuf, ac, out, olabels) < 0:
+                if _stash_label(a[i], abuf, ac, out, olabels, unsafe) < 0:
                     return E2BIG, b"", []
                 i += 1
         if j < nb and (i >= na or _namecmp6(a[i], abuf, ac, b[j], bbuf, bc) >= 0):
-            if _stash_label(b[j], bbuf, bc, out, olabels) < 0:
+            if _stash_label(b[j], bbuf, bc, out, olabels, unsafe) < 0:
                 return E2BIG, b"", []
             j += 1
         if not (i < na or j < nb):
@@ -822,7 +833,7 @@ def add_labels(
         return lsp, sts
     if lsp is not None:
         try:
-            size, result, output = _merge(lsp.labels, lsp.json, lsp.hash, inp, buffer, compound)
+            size, result, output = _merge(lsp.labels, lsp.json, lsp.hash, inp, buffer, compound, unsafe)
         except _Unsafe as err:
             unsafe.append(str(err))
             size, result, output = len(lsp.json), lsp.json, lsp.labels  # what libpcp meant is unknowable

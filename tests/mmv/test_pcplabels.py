@@ -118,3 +118,17 @@ def test_unsafe_and_invalid_sets_are_diagnosed(tmp_path: Path) -> None:
     assert any("item 2" in r and "not valid JSON" in r for r in reasons), reasons
     assert not any("item 3" in r for r in reasons), reasons
     assert len(export.metrics) == 3
+
+
+def test_sets_pcp_decoders_refuse_become_toobig() -> None:
+    """A set whose index points outside its JSON text (pmdammv sends one for a
+    list with wide inner whitespace) is refused by p_label.c with PM_ERR_IPC,
+    and pmcd then drops the agent: the dispatcher answers PM_ERR_TOOBIG."""
+    from pmda_py.dispatch.core import _label_fits
+    from pmda_py.errors import PmErr
+    from pmda_py.wire import ErrorPdu, Label, LabelPdu, LabelSet
+
+    ok = LabelSet(-1 & 0xFFFFFFFF, b'{"a":[1]}', (Label(2, 1, 0x10, 5, 3),))
+    wrapped = LabelSet(-1 & 0xFFFFFFFF, b'{"a":[1]}', (Label(2, 1, 0x10, 65533, 23),))
+    assert _label_fits(LabelPdu(1, 0x10, (ok,))) == LabelPdu(1, 0x10, (ok,))
+    assert _label_fits(LabelPdu(1, 0x10, (wrapped,))) == ErrorPdu(PmErr.TOOBIG)
