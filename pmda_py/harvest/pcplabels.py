@@ -22,9 +22,10 @@ here, sans-IO, so the drop-in replies byte for byte what pmdammv replies:
   refusing the payload, and accepts names starting with a digit or ``_``.
 
 Where pmdammv's own result depends on memory it does not own (a list value
-holding a list, an index entry outside the text, an instance label count
-beyond the labels found, a NULL label array), :class:`PcpLabelSet` carries an
-``unsafe`` note and the value libpcp meant (see README, MMV section).
+holding a list, a merge copying a value from past its text, an instance label
+count beyond the labels found, a NULL label array), :class:`PcpLabelSet`
+carries an ``unsafe`` note and what libpcp meant (see README, MMV section);
+``problems()`` names what pmdammv sends that clients cannot use as is.
 """
 
 from __future__ import annotations
