@@ -17,7 +17,15 @@ class BenchTable(Table):
     def __init__(self) -> None:
         self.indom = InDom(0, {i: f"i{i}" for i in range(N)})
         self.values = Metric(
-            "values", cluster=0, item=0, type=PmType.U64, sem=PmSem.COUNTER, units=units(count=1), indom=self.indom
+            "values",
+            cluster=0,
+            item=0,
+            type=PmType.U64,
+            sem=PmSem.COUNTER,
+            units=units(count=1),
+            indom=self.indom,
+            oneline="values of the benchmark",
+            help="The values of the benchmark, one per instance.",
         )
         self._data = {i: i * 3 for i in range(N)}
 

@@ -1,7 +1,8 @@
 """FETCH latency by table shape through one pipe driver: pmda_py (a table
 written the plain dict way, bench/shape_table.py), pcp.pmda (the same shape
 on PCP's python binding, bench/pcp_pmda_shapes.python) and the floor (our
-recorded replies sent back by bench/prebuilt_replies.py), side by side in
+recorded replies sent back by bench/prebuilt_replies.py, with blocking reads;
+"trio fl.": the same on trio's wait, as our daemon waits), side by side in
 one run; then DESC, INSTANCE, TEXT and LABEL on the last shape.
 
     .venv/bin/python bench/fetch_shapes.py [--quick] [--shapes 1000x0,100x10]
@@ -121,6 +122,9 @@ def main() -> int:
             json.dump(recorded, f)
         try:
             floor, _ = run([sys.executable, str(HERE / "prebuilt_replies.py"), f.name], env, reqs, budget, max_iter)
+            tfloor, _ = run(
+                [sys.executable, str(HERE / "prebuilt_replies.py"), f.name, "--trio"], env, reqs, budget, max_iter
+            )
         finally:
             os.unlink(f.name)
         ref: dict[str, float] = {}
@@ -130,29 +134,37 @@ def main() -> int:
         singular, multi, n = parse(shape)
         nvalues = singular + multi * n
         identical = same(our_replies["FETCH"], ref_replies["FETCH"]) if ref_replies else None
-        rows.append((shape, nvalues, floor["FETCH"], ref.get("FETCH"), ours["FETCH"], identical))
+        rows.append((shape, nvalues, floor["FETCH"], tfloor["FETCH"], ref.get("FETCH"), ours["FETCH"], identical))
         if last:
             for name in reqs:
                 if name != "FETCH":
-                    others[name] = {"ours": ours[name], "floor": floor[name], "pcp": ref.get(name, float("nan"))}
+                    others[name] = {
+                        "ours": ours[name],
+                        "floor": floor[name],
+                        "trio": tfloor[name],
+                        "pcp": ref.get(name, float("nan")),
+                    }
         print(f"  {shape} done", file=sys.stderr)
     print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run)")
     print(
-        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'pcp.pmda':>9} {'pmda_py':>8} "
+        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'pcp.pmda':>9} {'pmda_py':>8} "
         f"{'pcp/ours':>9} {'ours/floor':>11} {'same':>5}"
     )
-    for shape, nvalues, fl, rf, us, identical in rows:
+    for shape, nvalues, fl, tf, rf, us, identical in rows:
         rfs = f"{rf / 1000:9.3f}" if rf is not None else f"{'-':>9}"
         ratio = f"{rf / us:9.2f}" if rf is not None else f"{'-':>9}"
         print(
-            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {rfs} {us / 1000:8.3f} {ratio} {us / fl:11.2f} "
+            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {rfs} {us / 1000:8.3f} {ratio} {us / fl:11.2f} "
             f"{'-' if identical is None else 'yes' if identical else 'NO':>5}"
         )
     if others:
         print(f"\nother requests on {shapes[-1]}, p50 in us")
-        print(f"{'request':10} {'floor':>8} {'pcp.pmda':>9} {'pmda_py':>8} {'pcp/ours':>9}")
+        print(f"{'request':10} {'floor':>8} {'trio fl.':>9} {'pcp.pmda':>9} {'pmda_py':>8} {'pcp/ours':>9}")
         for name, v in others.items():
-            print(f"{name:10} {v['floor']:8.1f} {v['pcp']:9.1f} {v['ours']:8.1f} {v['pcp'] / v['ours']:9.2f}")
+            print(
+                f"{name:10} {v['floor']:8.1f} {v['trio']:9.1f} {v['pcp']:9.1f} {v['ours']:8.1f} "
+                f"{v['pcp'] / v['ours']:9.2f}"
+            )
     return 0
 
 

@@ -10,6 +10,8 @@ References, each started as pmcd would (pipe, CREDS, then requests):
   * pmdasimple.python -- DESC of simple.color, INSTANCE of simple.color's indom
   * pre-built replies -- bench/prebuilt_replies.py answering with our daemon's
     recorded replies (Python, blocking I/O, no work): the floor of this driver
+  * pre-built on trio -- the same, waiting for requests on trio as our daemon
+    does: the floor of an event-loop PMDA
 Prints p50/p90 per request in microseconds and ratios (reference p50 / ours p50:
 above 1 means we are faster).  A benchmark, run on purpose; the tests never time anything.
 """
@@ -26,8 +28,8 @@ from pathlib import Path
 
 from driver import PipeDriver
 
-from pmda_py.pmapi import indom, pmid
-from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu
+from pmda_py.pmapi import LabelType, TextType, indom, pmid
+from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu, LabelReqPdu, TextReqPdu
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,7 +40,15 @@ def stats(samples: list[float]) -> tuple[float, float]:
 
 
 def requests(desc_pmid: int, ind: int, fetch_pmid: int | None) -> dict[str, bytes]:
-    out = {"DESC": DescReqPdu(desc_pmid).encode(), "INSTANCE (all)": InstanceReqPdu(ind).encode()}
+    out = {
+        "DESC": DescReqPdu(desc_pmid).encode(),
+        "INSTANCE (all)": InstanceReqPdu(ind).encode(),
+        "INSTANCE (name)": InstanceReqPdu(ind, name="i1" if fetch_pmid is not None else None).encode(),
+        "TEXT (oneline)": TextReqPdu(desc_pmid, TextType.PMID | TextType.ONELINE).encode(),
+        "TEXT (help)": TextReqPdu(desc_pmid, TextType.PMID | TextType.HELP).encode(),
+        "LABEL (item)": LabelReqPdu(desc_pmid, LabelType.ITEM).encode(),
+        "LABEL (domain)": LabelReqPdu(desc_pmid, LabelType.DOMAIN).encode(),
+    }
     if fetch_pmid is not None:
         out["FETCH"] = FetchPdu((fetch_pmid,)).encode()
     return out
@@ -83,6 +93,9 @@ def main() -> int:
         floor = [sys.executable, str(HERE / "prebuilt_replies.py"), f.name]
         runs["pre-built replies"] = measure(
             floor, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations
+        )
+        runs["pre-built on trio"] = measure(
+            [*floor, "--trio"], env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations
         )
     finally:
         os.unlink(f.name)

@@ -20,10 +20,8 @@ with its tables intact, re-creating its unix socket when pmcd removes it.
 
 from __future__ import annotations
 
-import dis
 import errno
 import importlib
-import inspect
 import os
 import signal
 import socket
@@ -40,10 +38,12 @@ import trio
 from pmda_py import logconfig
 from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, HelpSource, Mount, TableTimeout
+from pmda_py.dispatch.core import check_kind
 from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
+    Answered,
     BadRequest,
     HandshakeError,
     Ignored,
@@ -154,34 +154,6 @@ def _accepts_options(factory: Any) -> bool:
 CHECK_PAUSE = 1.0
 
 
-#: the opcodes by which a coroutine's own code may suspend (await, async for, async with)
-_SUSPENDS = frozenset(
-    {
-        "GET_AWAITABLE",
-        "GET_AITER",
-        "GET_ANEXT",
-        "BEFORE_ASYNC_WITH",
-        "END_ASYNC_FOR",
-        "SEND",
-        "YIELD_VALUE",
-        "YIELD_FROM",  # Python < 3.11
-    }
-)
-
-
-def _check_kind(check: Callable[..., Any]) -> str:
-    """How :meth:`TrioRunner.check` runs a table's check: ``thread`` (a plain
-    def), ``async`` (under a cancel scope) or ``inline`` -- an async def
-    whose body never awaits cannot be suspended, so no deadline could cut
-    it, and it runs without the scope (about 5 us a request; MMV's check)."""
-    if not inspect.iscoroutinefunction(check):
-        return "thread"
-    code = getattr(check, "__code__", None)
-    if code is None or any(i.opname in _SUSPENDS for i in dis.get_instructions(code)):
-        return "async"
-    return "inline"
-
-
 _IDLE: Any = object()  # no check of the table pending
 _DONE: Any = object()  # a check left running ended without raising
 
@@ -209,7 +181,7 @@ class TrioRunner:
         kind = type(table)
         how = self._how.get(kind)
         if how is None:
-            how = self._how[kind] = _check_kind(kind.check)
+            how = self._how[kind] = check_kind(kind.check)
         if how == "inline":  # an async check that never awaits: nothing could cut it short
             await table.check()  # type: ignore[misc]  # an async def check returns its coroutine
             return
@@ -300,6 +272,9 @@ async def serve_session(
     """:func:`serve_stream` for a session whose CREDS were already sent
     (and pmcd's perhaps received, by :func:`await_creds`)."""
     active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
+    # replies remembered by request bytes answer before any decoding (the
+    # dispatcher in service is looked up each time: a reload swaps it)
+    session.shortcut = lambda pdu_type, key: active.dispatcher.memo_reply(pdu_type, key)
     if notready:
         session.not_ready()
         log.info("notready", detail="pmcd.conf 'notready': starting tables before READY")
@@ -325,7 +300,14 @@ async def serve_session(
             if session.truncated:
                 log.warning("eof_mid_pdu", detail="pmcd closed the channel in the middle of a PDU")
             return "eof"
-        if isinstance(event, (Request, BadRequest)):
+        if isinstance(event, Answered):
+            try:
+                await stream.send_all(event.data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+                session.send_failed()
+                log.info("channel_error", error=str(err))
+                return "channel error"
+        elif isinstance(event, (Request, BadRequest)):
             if isinstance(event, BadRequest):
                 log.warning(
                     "bad_request",
@@ -400,18 +382,24 @@ class PipeStream(trio.abc.Stream):
         await self._w.wait_send_all_might_not_block()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        # what is already there is read without a trip through trio's scheduler
-        # (two checkpoints per read otherwise); when nothing is, trio waits
+        # What is already there is read without a trip through trio's
+        # scheduler; when nothing is, wait for the pipe and read (trio's own
+        # receive_some would checkpoint and try the read once more first).
+        size = max_bytes or 65536
         if self._unyielded < self.YIELD_EVERY:
             try:
-                data = os.read(self._rfd, max_bytes or 65536)
+                data = os.read(self._rfd, size)
             except BlockingIOError:
                 pass
             else:
                 self._unyielded += 1
                 return data
         self._unyielded = 0
-        return await self._r.receive_some(max_bytes)
+        try:
+            await trio.lowlevel.wait_readable(self._rfd)
+            return os.read(self._rfd, size)
+        except (BlockingIOError, trio.BusyResourceError, trio.ClosedResourceError, OSError):
+            return await self._r.receive_some(max_bytes)  # trio's way: its errors, its retries
 
     async def aclose(self) -> None:
         await self._r.aclose()

@@ -15,6 +15,8 @@ returns, in order:
   ``ERROR(code)`` (what libpcp_pmda does), via :meth:`Session.send`;
 * :class:`Ignored` -- CONTROL_REQ, unknown types, undecodable no-reply PDUs:
   log and carry on;
+* :class:`Answered` -- a request answered at once by :attr:`Session.shortcut`
+  (a reply remembered for the same request bytes): write its bytes;
 * :data:`NEED_DATA`, or :data:`CLOSED` once the peer closed the channel.
 
 With ``require_creds`` (socket transports, where anyone may connect), the
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Final, NoReturn, Union
+from typing import Callable, Final, NoReturn, Optional, Union
 
 import attrs
 
@@ -125,6 +127,16 @@ _REPLY_EXPECTED: Final = frozenset(
 )
 
 
+#: requests whose reply may be remembered by their bytes (see :attr:`Session.shortcut`)
+MEMO_TYPES: Final = frozenset({PduType.DESC_REQ, PduType.TEXT_REQ, PduType.LABEL_REQ, PduType.INSTANCE_REQ})
+
+#: FETCH PDUs kept decoded by their bytes (about one per client of pmcd)
+_FETCHES_KEPT: Final = 32
+
+#: ``(pdu_type, request body) -> reply bytes or None``: a remembered reply
+Shortcut = Callable[[int, bytes], Optional[bytes]]
+
+
 class SessionState(enum.Enum):
     """Where the session is."""
 
@@ -144,6 +156,9 @@ class Request:
     context: int
     profile: ProfilePdu = DEFAULT_PROFILE
     attributes: Mapping[str, str] = attrs.field(factory=dict)
+    #: the request's bytes after the header, for the types in
+    #: :data:`MEMO_TYPES` (the key a reply may be remembered by), else None
+    key: bytes | None = None
 
 
 @attrs.frozen
@@ -165,6 +180,16 @@ class Notice:
 
 
 @attrs.frozen
+class Answered:
+    """A request the :attr:`Session.shortcut` answered: ``data`` is the
+    reply, ``from`` 0, to be written as it is (nothing is pending)."""
+
+    pdu_type: int
+    context: int
+    data: bytes
+
+
+@attrs.frozen
 class Ignored:
     """A PDU that was dropped (CONTROL_REQ, unknown type, bad no-reply PDU)."""
 
@@ -173,7 +198,7 @@ class Ignored:
     reason: str
 
 
-Event = Union[Request, BadRequest, Notice, Ignored]
+Event = Union[Request, BadRequest, Notice, Ignored, Answered]
 
 
 class HandshakeError(Exception):
@@ -209,6 +234,12 @@ class Session:
     _contexts: dict[int, _Context] = attrs.field(factory=dict, init=False)
     _pending: list[int] = attrs.field(factory=list, init=False)  # PDU types awaiting a reply
     _last_profile: ProfilePdu = attrs.field(default=DEFAULT_PROFILE, init=False)
+    #: asked first, before decoding, for a request of a type in
+    #: :data:`MEMO_TYPES`: a reply's bytes answer it (an :class:`Answered`
+    #: event); None decodes it as usual (a :class:`Request` with its ``key``)
+    shortcut: Shortcut | None = attrs.field(default=None, init=False)
+    #: the last FETCH PDUs decoded, by their bytes (pmcd repeats them per client)
+    _fetches: dict[bytes, Pdu] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._reader = PduReader(self.max_length)
@@ -322,8 +353,23 @@ class Session:
     def _event(self, frame: bytes) -> Event:
         pdu_type = int.from_bytes(frame[4:8], "big", signed=True)
         context = int.from_bytes(frame[8:12], "big", signed=True)
+        key = None
+        if pdu_type in MEMO_TYPES and self.state is SessionState.READY:
+            key = frame[12:]
+            if self.shortcut is not None:
+                data = self.shortcut(pdu_type, key)
+                if data is not None:
+                    return Answered(pdu_type, context, data)
         try:
-            pdu = decode_pdu(frame)
+            if pdu_type == PduType.FETCH:  # a client fetches the same PMIDs again and again
+                pdu = self._fetches.get(frame)
+                if pdu is None:
+                    pdu = decode_pdu(frame)
+                    if len(self._fetches) >= _FETCHES_KEPT:
+                        del self._fetches[next(iter(self._fetches))]
+                    self._fetches[frame] = pdu
+            else:
+                pdu = decode_pdu(frame)
         except WireFormatError as err:
             if self.require_creds and self.state is SessionState.AWAIT_CREDS:
                 self._handshake_failed(f"undecodable CREDS: {err}")
@@ -359,7 +405,7 @@ class Session:
         if isinstance(pdu, UnknownPdu) or pdu_type not in _REPLY_EXPECTED:
             return Ignored(pdu_type, context, "PDU type not expected by a PMDA")
         self._pending.append(pdu_type)
-        return Request(pdu, context, self.profile(context), self.attributes(context))
+        return Request(pdu, context, self.profile(context), self.attributes(context), key)
 
     # ----------------------------------------------------------- contexts
 

@@ -77,6 +77,7 @@ __all__ = [
     "InDom",
     "InstanceCache",
     "InstanceProfile",
+    "LabelText",
     "Metric",
     "PACKED_TYPECODES",
     "PackedColumns",
@@ -91,6 +92,17 @@ __all__ = [
 ]
 
 Scalar = Union[int, float, str, bytes]
+
+
+@attrs.frozen
+class LabelText:
+    """A label set laid out already: the JSON text and its index entries
+    ``(name offset, name length, flags, value offset, value length)``, sent
+    as given (for tables that must reply what a C PMDA replies, byte for byte,
+    e.g. the MMV drop-in running libpcp's label parser)."""
+
+    json: bytes
+    index: tuple[tuple[int, int, int, int, int], ...] = ()
 
 
 @attrs.frozen
@@ -394,7 +406,9 @@ class InDom:
         return indom(self.domain, self.serial) if self.domain >= 0 else PM_INDOM_NULL
 
     def set(self, instances: Mapping[int, str]) -> None:
-        """Replace the instances with an explicit ``{id: name}`` map."""
+        """Replace the instances with an explicit ``{id: name}`` map (change
+        them this way, with :meth:`set_names` or by assigning a new dict to
+        ``instances``, not in place: the daemon sees a new map)."""
         self.instances = dict(instances)
         self._by_name = {v: k for k, v in self.instances.items()}
 
@@ -587,6 +601,12 @@ class Table:
     :class:`Metric` and :class:`InDom` objects found as class attributes
     are collected automatically; dynamic tables override :meth:`metrics` and
     :meth:`indoms` and bump :attr:`generation` when they change.
+
+    DESC, TEXT and LABEL replies (and INSTANCE replies of an indom with no
+    :meth:`refresh_instances`) are remembered by their request until
+    :attr:`generation` moves: a table that changes an InDom's help or
+    labels, or its ``cluster_labels``/``domain_labels``, bumps it too.
+    Labels computed by :meth:`label_items` are asked for every time.
     """
 
     name: ClassVar[str] = ""
@@ -659,11 +679,12 @@ class Table:
         """
         return None
 
-    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | LabelText | None:
         """Labels as ``(name, JSON value text, flags)`` items for ``level``
         (PM_LABEL_CLUSTER: cluster number; ITEM: the Metric; INDOM: the InDom;
         INSTANCES: ``(InDom, inst)``), or None to use the dict labels.  For
-        tables that carry labels already in JSON (MMV v3 files)."""
+        tables that carry labels already in JSON (MMV v3 files).  A
+        :class:`LabelText` is sent as is (one set, even with no labels)."""
         return None
 
     async def wait_ready(self) -> None:

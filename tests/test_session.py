@@ -227,3 +227,20 @@ def test_pre_encoded_replies_go_through_send_too() -> None:
         s.send(EncodedPdu(PduType.DESC, data))  # nothing left to answer
     with pytest.raises(LocalProtocolError):
         EncodedPdu(PduType.ERROR, ErrorPdu(PmErr.PMDANOTREADY).encode())  # would bypass NOTREADY
+
+
+def test_repeated_fetches_decode_alike_per_context() -> None:
+    """FETCH PDUs are kept decoded by their bytes: a repeat gives the same
+    PMIDs, another context its own ``from``, and only 32 are kept."""
+    s = started()
+    seen = []
+    for k in range(40):
+        for ctx in (1, 2, 1):
+            s.receive_data(FetchPdu((k, k + 1, 7), ctxid=ctx, from_=ctx).encode())
+            ev = s.next_event()
+            assert isinstance(ev, Request) and isinstance(ev.pdu, FetchPdu)
+            assert ev.pdu.pmids == (k, k + 1, 7) and ev.context == ctx and ev.pdu.from_ == ctx
+            seen.append(ev.pdu)
+            s.send(ErrorPdu(0))
+    assert seen[0] is seen[2]  # the repeat was not decoded again
+    assert len(s._fetches) == 32

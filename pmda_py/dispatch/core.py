@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dis
+import inspect
 import os
 import struct
 import sys
@@ -12,6 +14,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable, Protocol, TypeVar
 
+import attrs
 import structlog
 
 from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, event_arrays, includes_all, store_value
@@ -26,13 +29,14 @@ from pmda_py.pmapi import (
     pmid_cluster,
     pmid_domain,
 )
-from pmda_py.session import BadRequest, Request
+from pmda_py.session import MEMO_TYPES, BadRequest, Request
 from pmda_py.stats import PmdaStats
 from pmda_py.table import (
     PACKED_TYPECODES,
     FetchRequest,
     InDom,
     InstanceCache,
+    LabelText,
     Metric,
     PackedColumns,
     PackedFetch,
@@ -49,6 +53,7 @@ from pmda_py.wire import (
     InstanceEntry,
     InstancePdu,
     InstanceReqPdu,
+    Label,
     LabelPdu,
     LabelReqPdu,
     LabelSet,
@@ -131,6 +136,16 @@ class HelpSource(Protocol):
 EncodedReply = EncodedPdu
 
 
+@attrs.frozen
+class _Memo:
+    """A remembered reply: its bytes, and for INSTANCE the indom and the
+    ``instances`` map it was built from."""
+
+    data: bytes
+    indom: InDom | None = None
+    instances: dict[int, str] | None = None
+
+
 #: the dispatcher's counters (the name this module exported before pmda_py.stats)
 DispatchStats = PmdaStats
 
@@ -186,11 +201,21 @@ class Dispatcher:
         self._desc_replies: dict[int, EncodedReply] = {}
         #: whether repeated fetches take the fast path (off: always the general one)
         self.fast_fetch = True
+        #: replies remembered by their request's bytes (see :meth:`memo_reply`),
+        #: by request type; cleared with the index
+        self._memo: dict[int, dict[bytes, _Memo]] = {t: {} for t in MEMO_TYPES}
+        #: whether DESC/TEXT/LABEL/INSTANCE replies are remembered (off: always built)
+        self.memo = True
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
         #: tables with a check() of their own (the base one does nothing)
         self._checked = [m for m in self.mounts if type(m.table).check is not Table.check]
+        #: those whose check may wait (the runner bounds it), and those whose check cannot (run inline)
+        self._bounded = [m for m in self._checked if check_kind(type(m.table).check) != "inline"]
+        self._inline = [m for m in self._checked if check_kind(type(m.table).check) == "inline"]
+        #: tables that compute their labels (label_items): their LABEL replies are never remembered
+        self._computed_labels = {id(m.table) for m in self.mounts if type(m.table).label_items is not Table.label_items}
         #: request PDU type -> its handler (the session hands out only these)
         self._routes: dict[int, Callable[[Request, Any], Awaitable[Pdu]]] = {
             PduType.FETCH: self._fetch,
@@ -229,6 +254,8 @@ class Dispatcher:
         self._fast.clear()
         self._wanted.clear()
         self._desc_replies.clear()
+        for memo in self._memo.values():
+            memo.clear()
         if old_names and old_names != set(index.by_name):
             self.names_changed = True
 
@@ -302,21 +329,98 @@ class Dispatcher:
             self.stats.count("BAD")
             return ErrorPdu(event.code)
         pdu = event.pdu
-        for m in self._checked:  # bounded by the runner: the request is answered anyway
+        for m in self._bounded:  # checks that may wait: bounded by the runner, the request is answered anyway
             try:
                 await self.runner.check(m.table)
             except Exception as exc:
                 self._table_failed(m.name or type(m.table).__name__, "check", exc)
-        self._refresh_index()
+        self._before_request()
         kind = _KIND_NAMES[pdu.pdu_type]
         self.stats.count(kind)
         route = self._routes.get(pdu.pdu_type)
         if route is None:  # the session passes only request types: a bug if reached
             return ErrorPdu(PmErr.IPC)
         try:
-            return await route(event, pdu)
+            reply = await route(event, pdu)
         except PmdaError as err:
             return ErrorPdu(err.pm_code)
+        if event.key is not None and self.memo:
+            self._remember(event, reply)
+        return reply
+
+    def _before_request(self) -> None:
+        """What runs before every request but the bounded checks (awaited by
+        :meth:`handle`): the checks that cannot wait (async ones that never
+        await, run to their end here), then the index is rebuilt if a
+        table's generation moved."""
+        for m in self._inline:
+            try:
+                _run_inline(m.table.check())
+            except Exception as exc:
+                self._table_failed(m.name or type(m.table).__name__, "check", exc)
+        self._refresh_index()
+
+    # ------------------------------------------------------ remembered replies
+
+    def memo_reply(self, pdu_type: int, key: bytes) -> bytes | None:
+        """The session's shortcut: the reply remembered for a DESC, TEXT,
+        LABEL or INSTANCE request with these bytes (after the header), or
+        None to decode and handle it.  A hit runs what every request runs
+        first (checks, index refresh, counters), so it answers exactly what
+        :meth:`handle` would."""
+        memo = self._memo.get(pdu_type)
+        if memo is None:
+            return None
+        entry = memo.get(key)
+        if entry is None or self._bounded:  # a check that may wait is awaited by handle()
+            return None
+        self._before_request()
+        if memo.get(key) is not entry or (entry.indom is not None and entry.indom.instances is not entry.instances):
+            return None  # the index or the instances changed: handle() builds it anew
+        self.stats.count(_KIND_NAMES[pdu_type])
+        return entry.data
+
+    def _labels_computed(self, pdu: LabelReqPdu) -> bool:
+        """Whether a table's label_items took part in the reply to ``pdu``."""
+        if not self._computed_labels:
+            return False
+        t = pdu.type & 0x3F
+        if t == LabelType.ITEM:
+            found = self._by_pmid.get(pdu.ident)
+            return found is not None and id(found[0].table) in self._computed_labels
+        if t == LabelType.INDOM:
+            found_i = self._by_indom.get(pdu.ident)
+            return found_i is not None and id(found_i[0].table) in self._computed_labels
+        # CLUSTER: any table owning the cluster may be asked (not worth the search)
+        return bool(t == LabelType.CLUSTER)
+
+    def _remember(self, event: Request, reply: Pdu) -> None:
+        """Keep ``reply``'s bytes for ``event``'s request bytes when they are
+        fixed until the index changes: DESC and TEXT always (frozen metrics,
+        help file, indom texts), LABEL unless of instances (the profile
+        picks them) or computed by a table (label_items), INSTANCE of an
+        indom with no refresh hook and no repeated ids, while its
+        ``instances`` map is the same object (InDom.set makes a new one)."""
+        pdu = event.pdu
+        assert event.key is not None
+        if isinstance(reply, ErrorPdu) and (reply.code != PmErr.TEXT or pdu.pdu_type != PduType.TEXT_REQ):
+            return
+        indom: InDom | None = None
+        if isinstance(pdu, LabelReqPdu):
+            if pdu.type & 0x3F == LabelType.INSTANCES or self._labels_computed(pdu):
+                return
+        elif isinstance(pdu, InstanceReqPdu):
+            found = self._by_indom.get(pdu.indom)
+            if found is None:
+                return
+            mount, indom = found
+            if indom.listing is not None or type(mount.table).refresh_instances is not Table.refresh_instances:
+                return
+        data = reply.encode() if reply.from_ == 0 else attrs.evolve(reply, from_=0).encode()
+        memo = self._memo[pdu.pdu_type]
+        if len(memo) >= _MEMO_LIMIT:  # bounded whatever clients ask (TEXT of any ident, say)
+            memo.clear()
+        memo[event.key] = _Memo(data, indom, indom.instances if indom is not None else None)
 
     async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         return _label_fits(await self._label_reply(event, pdu))
@@ -676,13 +780,15 @@ class Dispatcher:
                 if not profile.includes(ind.id, inst):
                     continue
                 inst_items = mount.table.label_items(LabelType.INSTANCES, (ind, inst))
-                if inst_items is not None:
+                if isinstance(inst_items, LabelText):
+                    sets.append(_label_text(inst_items, inst))
+                elif inst_items is not None:
                     sets.append(LabelSet.from_items(inst_items, inst))
                 else:
                     sets.append(LabelSet.from_dict(dict(ind.labels_for(inst)), LabelType.INSTANCES, inst))
             return LabelPdu(pdu.ident, pdu.type, tuple(sets))
         labels: Mapping[str, Any] = {}
-        items: list[tuple[str, str, int]] | None = None
+        items: list[tuple[str, str, int]] | LabelText | None = None
         flag = t
         if t == LabelType.DOMAIN:
             labels = self.domain_labels()
@@ -709,6 +815,8 @@ class Dispatcher:
                 return ErrorPdu(PmErr.PMID)
             labels = found_m[1].labels
             items = found_m[0].table.label_items(LabelType.ITEM, found_m[1])
+        if isinstance(items, LabelText):
+            return LabelPdu(pdu.ident, pdu.type, (_label_text(items),))
         if items is not None:
             if not items:
                 return LabelPdu(pdu.ident, pdu.type, ())
@@ -786,6 +894,7 @@ def _walk(node: Node, prefix: str, out: list[str]) -> None:
 
 _KIND_NAMES: dict[int, str] = {t: t.name for t in PduType}
 
+_MEMO_LIMIT = 1 << 16  # remembered replies per request type
 _FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
 _FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
 _EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
@@ -805,7 +914,7 @@ class _FastFetch:
     answers None: the general path then encodes that fetch and reports the
     bad value precisely."""
 
-    __slots__ = ("hits", "keys", "layout", "multis", "ntables", "pick", "profile", "singles")
+    __slots__ = ("hits", "keys", "layout", "lens", "multis", "ntables", "pick", "profile", "singles")
 
     def __init__(
         self,
@@ -818,7 +927,9 @@ class _FastFetch:
         ntables: int,
     ) -> None:
         self.profile = profile
-        self.singles, self.multis, self.keys, self.pick = singles, multis, keys, pick
+        self.singles, self.multis, self.pick = singles, multis, pick
+        #: every multi metric's instance ids in order, and how many each has
+        self.keys, self.lens = list(chain.from_iterable(keys)), [len(k) for k in keys]
         self.layout = layout
         self.ntables = ntables
         self.hits = 0
@@ -908,7 +1019,11 @@ class _FastFetch:
         multi: Any = ()
         if self.multis:
             dicts: list[Any] = list(map(get, self.multis))
-            if not _DICTS.issuperset(map(type, dicts)) or list(map(tuple, dicts)) != self.keys:
+            if (
+                not _DICTS.issuperset(map(type, dicts))
+                or list(map(len, dicts)) != self.lens
+                or list(chain.from_iterable(dicts)) != self.keys
+            ):
                 return None
             multi = list(chain.from_iterable(map(dict.values, dicts)))
             if self.pick is not None:
@@ -923,6 +1038,46 @@ class _FastFetch:
         return data
 
 
+#: the opcodes by which a coroutine's own code may suspend (await, async for, async with)
+_SUSPENDS = frozenset(
+    {
+        "GET_AWAITABLE",
+        "GET_AITER",
+        "GET_ANEXT",
+        "BEFORE_ASYNC_WITH",
+        "END_ASYNC_FOR",
+        "SEND",
+        "YIELD_VALUE",
+        "YIELD_FROM",  # Python < 3.11
+    }
+)
+
+
+def check_kind(check: Callable[..., Any]) -> str:
+    """How a table's :meth:`~pmda_py.table.Table.check` runs: ``thread`` (a
+    plain def: the runner puts it in a worker thread), ``async`` (the runner
+    awaits it under its deadline) or ``inline`` -- an async def whose body
+    never awaits cannot be suspended, so no deadline could cut it: it runs
+    to its end without one (no cancel scope: about 5 us a request less; the
+    MMV table's), and even in the session's shortcut for remembered replies."""
+    if not inspect.iscoroutinefunction(check):
+        return "thread"
+    code = getattr(check, "__code__", None)
+    if code is None or any(i.opname in _SUSPENDS for i in dis.get_instructions(code)):
+        return "async"
+    return "inline"
+
+
+def _run_inline(coro: Any) -> None:
+    """Run an ``inline`` check's coroutine to its end, here and now."""
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    coro.close()  # unreachable for an inline check: its code has no await
+    raise RuntimeError("an inline check suspended")
+
+
 def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[Any]]:
     return lambda: table.fetch(req)
 
@@ -931,10 +1086,15 @@ def _bind_store(table: Table, req: StoreRequest) -> Callable[[], Awaitable[None]
     return lambda: table.store(req)
 
 
+def _label_text(text: LabelText, inst: int = PM_IN_NULL) -> LabelSet:
+    return LabelSet(inst, text.json, tuple(Label(*e) for e in text.index))
+
+
 def _label_fits(reply: Pdu) -> Pdu:
-    """PCP's decoders (p_label.c) refuse a set of 255 labels or more, or of
-    64 KiB of JSON, with PM_ERR_IPC, and pmcd 6.3+ then drops the agent:
-    such a reply becomes PM_ERR_TOOBIG (pmdammv sends it, and is dropped)."""
+    """PCP's decoders (p_label.c) refuse a set of 255 labels or more, of
+    64 KiB of JSON, or whose index points outside its JSON, with PM_ERR_IPC,
+    and pmcd 6.3+ then drops the agent: such a reply becomes PM_ERR_TOOBIG
+    (pmdammv sends it, and is dropped)."""
     if isinstance(reply, LabelPdu):
         for s in reply.sets:
             if len(s.labels) >= 255 or len(s.json) >= 65535:
@@ -947,4 +1107,15 @@ def _label_fits(reply: Pdu) -> Pdu:
                     limit="254 labels, 65534 bytes",
                 )
                 return ErrorPdu(PmErr.TOOBIG)
+            for lb in s.labels:
+                # p_label.c (6.3+): name and value must lie inside the set's JSON
+                if lb.name + lb.namelen > len(s.json) or lb.value + lb.valuelen > len(s.json):
+                    log.warning(
+                        "label_set_refused",
+                        ident=reply.ident,
+                        type=reply.type,
+                        inst=s.inst,
+                        reason="a label's name or value lies outside the set's JSON text (PCP's decoders refuse it)",
+                    )
+                    return ErrorPdu(PmErr.TOOBIG)
     return reply

@@ -12,7 +12,6 @@ diagnostics with file, section and offset).
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import attrs
 
 from pmda_py.errors import PmErr
+from pmda_py.harvest.pcplabels import PcpLabelSet, instance_labels, level_labels
 from pmda_py.harvest.reader import (
     STRING_SIZE,
     VALUE,
@@ -57,8 +57,9 @@ class ExportIndom:
     instances: dict[int, str]
     oneline: str | None
     help: str | None
-    labels: list[tuple[str, str, int]] = attrs.field(factory=list)
-    instance_labels: dict[int, list[tuple[str, str, int]]] = attrs.field(factory=dict)
+    labels: PcpLabelSet | None = None
+    #: per instance with label records (an instance without has an empty set)
+    instance_labels: dict[int, PcpLabelSet] = attrs.field(factory=dict)
     file_serial: int = 0  #: the serial as the file wrote it (7.x pmdammv looks indom help up by it)
     #: every instance entry in file order when an id repeats (pmdammv lists them all), else None
     listing: list[tuple[int, str]] | None = None
@@ -80,8 +81,8 @@ class ExportMetric:
     sentinel: bool
     #: per instance (None = singular): index of its value record in the VALUES section
     slots: list[tuple[int | None, int]] = attrs.field(factory=list)
-    cluster_labels: list[tuple[str, str, int]] = attrs.field(factory=list)
-    item_labels: list[tuple[str, str, int]] = attrs.field(factory=list)
+    cluster_labels: PcpLabelSet | None = None
+    item_labels: PcpLabelSet | None = None
     values_offset: int = -1
     strided: tuple[int, int] | None = None  #: (first slot, count) when slots are consecutive
     insts: list[int] = attrs.field(factory=list)  #: instance ids in slot order (PM_IN_NULL for singular)
@@ -112,55 +113,15 @@ def _name_ok(full: bytes) -> bool:
     return all(c == 46 or c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 for c in full[1:])
 
 
-_DECODER = json.JSONDecoder()
-_WS = " \t\n\r"
-
-
-def _members(text: str, start: int = 0) -> list[tuple[str, Any, str]]:
-    """The members of the JSON object at ``text[start:]`` (valid JSON, checked
-    by the caller): ``(name, value, value text as written)``."""
-    out: list[tuple[str, Any, str]] = []
-    pos = start + 1  # past "{"
-    while True:
-        while text[pos] in _WS or text[pos] == ",":
-            pos += 1
-        if text[pos] == "}":
-            return out
-        name, pos = _DECODER.raw_decode(text, pos)
-        while text[pos] in _WS or text[pos] == ":":
-            pos += 1
-        value, end = _DECODER.raw_decode(text, pos)
-        out.append((name, value, text[pos:end]))
-        pos = end
-
-
-def _flatten(name: str, value: Any, raw: str, flags: int, out: list[tuple[str, str, int]]) -> None:
-    if isinstance(value, dict):
-        for k, v, r in _members(raw):
-            _flatten(f"{name}.{k}", v, r, flags | 0x40, out)
+def _label_diags(lset: PcpLabelSet | None, where: str, offset: int, diags: list[Diagnostic]) -> None:
+    """Note what pmdammv sends that clients cannot trust (kept: the drop-in
+    sends the same) and where it relies on memory it does not own (replaced)."""
+    if lset is None:
         return
-    # the value's text as the file wrote it (libpcp passes it through: 1E+3 stays 1E+3)
-    out.append((name, raw, flags))
-
-
-def _labels(payloads: Sequence[tuple[bytes, int]], level: int) -> list[tuple[str, str, int]]:
-    """Merge label payloads as libpcp's __pmAddLabels does: later names win,
-    maps flatten into COMPOUND labels, names sorted, values as written."""
-    merged: dict[str, tuple[str, int]] = {}
-    for raw, flags in payloads:
-        try:
-            text = raw.decode("utf-8")
-            doc = json.loads(text)
-        except (UnicodeDecodeError, ValueError):
-            continue
-        if not isinstance(doc, dict):
-            continue
-        for k, v, r in _members(text, len(text) - len(text.lstrip(_WS))):
-            flat: list[tuple[str, str, int]] = []
-            _flatten(k, v, r, level | (flags & 0x80), flat)
-            for n, vtext, f in flat:
-                merged[n] = (vtext, f)
-    return [(n, merged[n][0], merged[n][1]) for n in sorted(merged, key=lambda x: x.encode())]
+    for note in lset.unsafe:
+        diags.append(Diagnostic("labels", offset, f"{where}: {note} (pmdammv is unsafe here; sent what libpcp meant)"))
+    for note in lset.problems():
+        diags.append(Diagnostic("labels", offset, f"{where}: {note} (sent as pmdammv sends it)"))
 
 
 def build(
@@ -168,12 +129,16 @@ def build(
     *,
     sticky: Mapping[str, int] | None = None,
     prefix_files: bool = True,
+    relaxed_labels: bool = False,
 ) -> Export:
     """pmdammv's export for ``images`` (in scan order).
 
     ``sticky`` maps file names to clusters they had before, so automatic
-    clusters survive a rescan (stable PMIDs).
+    clusters survive a rescan (stable PMIDs).  ``relaxed_labels``: label
+    names as PCP 7.2+ checks them (an invalid member is skipped, not the
+    payload).
     """
+    relaxed = relaxed_labels
     diags: list[tuple[str, Diagnostic]] = []
     clusters: dict[str, int] = {}
     loaded: list[tuple[FileImage, MmvFile, int]] = []
@@ -231,11 +196,23 @@ def build(
     for img, mf, c in loaded:
         data = img.data
 
-        # labels of this file
-        def lab(pred: Callable[[int, int, int], bool], level: int, mf: MmvFile = mf) -> list[tuple[str, str, int]]:
-            return _labels(
-                [(lb.payload, lb.flags) for lb in mf.labels if pred(lb.flags, lb.identity, lb.internal)], level
-            )
+        # labels of this file, as libpcp's __pmAddLabels builds them from each
+        # matching record in file order (mmv_label_lookup, mmv_labelCallBack)
+        def lab(
+            pred: Callable[[int, int, int], bool], level: int, where: str, mf: MmvFile = mf, fname: str = img.name
+        ) -> PcpLabelSet | None:
+            recs = [lb for lb in mf.labels if pred(lb.flags, lb.identity, lb.internal)]
+            if not recs:
+                return None
+            payloads = [(lb.payload, lb.flags) for lb in recs]
+            if level == 0x20:
+                lset: PcpLabelSet | None = instance_labels(payloads, relaxed=relaxed)
+            else:
+                lset = level_labels(payloads, level, relaxed=relaxed)
+            local: list[Diagnostic] = []
+            _label_diags(lset, where, recs[0].offset, local)
+            diags.extend((fname, d) for d in local)
+            return lset
 
         for ind in mf.indoms:
             serial = ((c << 11) | ind.serial) & 0x3FFFFF
@@ -249,24 +226,27 @@ def build(
                 for k, v in insts.items():
                     existing.instances.setdefault(k, v)
                 continue
-            fs = ind.serial
 
-            def indom_pred(f: int, i: int, n: int, fs: int = fs) -> bool:
-                return bool(f & 0x04) and i == fs
+            def indom_pred(f: int, i: int, n: int, serial: int = serial, c: int = c) -> bool:
+                return bool(f & 0x04) and ((c << 11) | i) & 0xFFFFFFFF == serial
 
-            inst_labels: dict[int, list[tuple[str, str, int]]] = {}
+            inst_labels: dict[int, PcpLabelSet] = {}
             for k in insts:
 
-                def inst_pred(f: int, i: int, n: int, fs: int = fs, k: int = k) -> bool:
-                    return bool(f & 0x20) and i == fs and n == k
+                def inst_pred(f: int, i: int, n: int, serial: int = serial, k: int = k, c: int = c) -> bool:
+                    return (
+                        bool(f & 0x20) and n & 0xFFFFFFFF == k & 0xFFFFFFFF and ((c << 11) | i) & 0xFFFFFFFF == serial
+                    )
 
-                inst_labels[k] = lab(inst_pred, 0x20)
+                got = lab(inst_pred, 0x20, f"instance {k} of indom {ind.serial}")
+                if got is not None:
+                    inst_labels[k] = got
             indoms[serial] = ExportIndom(
                 serial,
                 insts,
                 one if isinstance(one, str) else None,
                 hlp if isinstance(hlp, str) else None,
-                lab(indom_pred, 0x04),
+                lab(indom_pred, 0x04, f"indom {ind.serial}"),
                 inst_labels,
                 ind.serial,
                 entries if len(entries) != len(insts) else None,
@@ -275,7 +255,7 @@ def build(
         def cluster_pred(f: int, i: int, n: int, c: int = c) -> bool:
             return bool(f & 0x08) and i == c
 
-        cluster_labels = lab(cluster_pred, 0x08)
+        cluster_labels = lab(cluster_pred, 0x08, f"cluster {c}")
         # value index: metric record offset -> {instance id | None: value slot}
         index: dict[int, dict[int | None, int]] = {}
         if mf.values_offset >= 0:
@@ -317,8 +297,8 @@ def _metric(
     rec: MmvMetric,
     name: str,
     index: dict[int, dict[int | None, int]],
-    cluster_labels: list[tuple[str, str, int]],
-    lab: Callable[..., list[tuple[str, str, int]]],
+    cluster_labels: PcpLabelSet | None,
+    lab: Callable[..., PcpLabelSet | None],
 ) -> ExportMetric:
     elapsed = rec.type == MMV_TYPE_ELAPSED
     serial = None if rec.indom in (0, -1) else ((c << 11) | (rec.indom & 0xFFFFFFFF)) & 0x3FFFFF
@@ -337,7 +317,7 @@ def _metric(
         elapsed=elapsed,
         sentinel=bool(mf.flags & MmvFlags.SENTINEL),
         cluster_labels=cluster_labels,
-        item_labels=lab(lambda f, i, n: bool(f & 0x10) and i == rec.item, 0x10),
+        item_labels=lab(lambda f, i, n: bool(f & 0x10) and i == rec.item, 0x10, f"item {rec.item}"),
         values_offset=mf.values_offset,
     )
     slots = index.get(rec.offset, {})

@@ -277,9 +277,23 @@ class MmvFile:
                 if count > MAX_LABELS or offset + LABEL.size * count > size:
                     diags.append(Diagnostic("labels", offset, f"bad label section ({count} labels)"))
                     continue
+                # pmdammv keeps the last good LABELS section, copies each record
+                # to its stack and reads the payload with strlen(): one filling
+                # all 244 bytes runs on into stack memory, and is kept or refused
+                # as that memory happens to read (both seen): skipped here
+                labels = []
                 for k in range(count):
                     off = offset + k * LABEL.size
                     lf, ident, internal, payload = LABEL.unpack_from(buf, off)
+                    if b"\0" not in payload:
+                        diags.append(
+                            Diagnostic(
+                                "labels",
+                                off,
+                                "label payload not NUL-terminated (pmdammv reads on into its stack): record skipped",
+                            )
+                        )
+                        continue
                     labels.append(MmvLabel(lf, ident, internal, cstring(payload, 0, 243), off))
             elif ttype in (TocType.INSTANCES, TocType.STRINGS):
                 continue

@@ -24,6 +24,7 @@ import structlog
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed_values, read_values
+from pmda_py.harvest.pcplabels import PcpLabelSet
 from pmda_py.pcpversion import parse, pcp_version
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.table import (
@@ -32,6 +33,7 @@ from pmda_py.table import (
     FetchRequest,
     FetchResult,
     InDom,
+    LabelText,
     Metric,
     PackedColumns,
     PackedFetch,
@@ -43,6 +45,7 @@ from pmda_py.table import (
 __all__ = ["MmvTable"]
 
 log = structlog.get_logger("pmda_py.mmv")
+_NO_LABELS = LabelText(b"")  #: an instance without label records
 
 _CONTROL_HELP = {
     "reload": (
@@ -159,11 +162,14 @@ class MmvTable(Table):
         pmdammv, which checks nothing).  ``pcp_version``: the pmdammv to
         imitate (default: the installed PCP's, from pcp.conf): 7.0 added
         ``control.metrics``, made ``control.debug`` a STRING (the pmdbg option
-        names) and answers indom help text."""
+        names) and answers indom help text; 7.2 skips a label member with an
+        invalid name instead of the whole payload."""
         self.dir = dir or os.path.join(pcp_conf()["PCP_TMP_DIR"], "mmv")
         self.allowed_uids = _uids(allowed_users)
         self.compat = compat not in ("0", "", "no", "false")
-        self.pcp7 = (parse(pcp_version) if pcp_version else _installed_pcp()) >= (7, 0, 0)
+        version = parse(pcp_version) if pcp_version else _installed_pcp()
+        self.pcp7 = version >= (7, 0, 0)
+        self.relaxed_labels = version >= (7, 2, 0)  # libpcp commit affe8b7af9
         self.prefix_files = prefix_files not in ("0", "no", "false")
         self.reload_flag = 0
         self.debug: int | str = "" if self.pcp7 else 0
@@ -289,7 +295,7 @@ class MmvTable(Table):
                 flags, pid = struct.unpack_from("=Ii", data, 28)
                 alive = not (flags & 0x2 and pid and not _pid_alive(pid))
             images.append(FileImage(name, data, alive))
-        export = build(images, sticky=self._sticky, prefix_files=self.prefix_files)
+        export = build(images, sticky=self._sticky, prefix_files=self.prefix_files, relaxed_labels=self.relaxed_labels)
         for fname, d in export.diagnostics:
             log.warning("mmv_problem", file=fname, section=d.section, offset=d.offset, problem=d.reason)
         self._sticky.update(export.clusters)
@@ -450,23 +456,33 @@ class MmvTable(Table):
             return vals[0] if vals else None
         return Columns(insts, vals)
 
-    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+    def label_items(self, level: int, subject: Any) -> LabelText | None:
+        """Label sets exactly as pmdammv's libpcp builds them (see
+        :mod:`pmda_py.harvest.pcplabels`): no set where pmdammv sends none,
+        and an empty one per instance without labels."""
+        lset: PcpLabelSet | None = None
         if level == 0x08:  # cluster
             for em in self.export.metrics:
                 if em.cluster == subject:
-                    return em.cluster_labels
-            return []
-        if level == 0x10:  # item
+                    lset = em.cluster_labels
+                    break
+        elif level == 0x10:  # item
             found = self._by_metric.get(id(subject))
-            return found.item_labels if found is not None else []
-        if level == 0x04:  # indom
+            lset = found.item_labels if found is not None else None
+        elif level == 0x04:  # indom
             ei = self.export.indoms.get(subject.serial)
-            return list(ei.labels) if ei is not None else []
-        if level == 0x20:  # instances
+            lset = ei.labels if ei is not None else None
+        elif level == 0x20:  # instances
             ind, inst = subject
             ei = self.export.indoms.get(ind.serial)
-            return list(ei.instance_labels.get(inst, [])) if ei is not None else []
-        return None
+            lset = ei.instance_labels.get(inst) if ei is not None else None
+            if lset is None:
+                return _NO_LABELS
+        else:
+            return None
+        if lset is None:
+            return None
+        return LabelText(lset.json, lset.labels)
 
     async def refresh_instances(self, indom: InDom) -> None:
         self.rescan_if_changed()

@@ -495,7 +495,7 @@ class FixedLayout:
     ``types[k]`` its metric type (one of :data:`FIXED_CODES`).
     """
 
-    __slots__ = ("_plan", "_template", "nvalues", "structs")
+    __slots__ = ("_out", "_plan", "_src", "_template", "nvalues", "structs")
 
     def __init__(self, data: bytes, groups: Sequence[int], types: Sequence[int], ngroups: int) -> None:
         if len(data) % 4 or len(data) < 24:
@@ -543,6 +543,8 @@ class FixedLayout:
             words.byteswap()
         self._template = words  # native words holding the reply's big-endian bytes
         self.structs = [struct.Struct(_runs(c)) for c in codes]
+        self._src = [array("I", bytes(s.size)) for s in self.structs]  # each group's packed words
+        self._out = array("I", words)  # the reply being written
         self.nvalues = sum(len(c) for c in codes)
         self._plan = _compress(entries + lows)
 
@@ -553,12 +555,14 @@ class FixedLayout:
             struct.error, OverflowError, TypeError: a value does not fit its
                 type (the general path then reports which one).
         """
-        src: list[array[int]] = []
-        for s, vals in zip(self.structs, values):
-            a = array("I")
-            a.frombytes(s.pack(*vals))
-            src.append(a)
-        out = self._template[:]
+        # The packed words and the reply's words go into buffers kept from
+        # the last reply: a large reply then costs no fresh memory (a new
+        # mapping per buffer and its page faults, with glibc's malloc).
+        src = self._src
+        for s, vals, a in zip(self.structs, values, src):
+            s.pack_into(a, 0, *vals)
+        out = self._out
+        out[:] = self._template
         for d0, d1, ds, g, s0, s1, ss in self._plan:
             out[d0:d1:ds] = src[g][s0:s1:ss]
         if flags:

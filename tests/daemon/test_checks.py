@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from pmda_py import daemon
 from pmda_py.dispatch import Mount
+from pmda_py.dispatch.core import check_kind
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.harness import open_table_pmda
 from tests.tables.faults import AsyncRaisingCheck, BlockingCheck, CheckTable, RaisingCheck, SleepingCheck
@@ -128,6 +129,11 @@ async def test_a_raising_check_is_logged_and_the_request_answered(tmp_path: Any,
             with trio.fail_after(PMCD_AGENT_TIMEOUT):
                 first = await pmda.fetch_values(NAMES)
                 again = await pmda.fetch_values(NAMES)
+                p = await pmda.pmid("c.value")
+                before = table.started
+                for _ in range(3):  # a remembered reply too is answered after the checks
+                    await pmda.desc(p)
+                assert table.started == before + 3
     assert first == {"c.value": 1, "c.checks": 0, "simple.numfetch": 1}
     assert again == {"c.value": 1, "c.checks": 0, "simple.numfetch": 2}
     failed = _check_logs(logs, "table_exception")
@@ -141,11 +147,11 @@ def test_how_each_kind_of_check_runs() -> None:
     so a deadline could not cut it."""
     from pmda_py.tables.mmv import MmvTable
 
-    assert daemon._check_kind(BlockingCheck.check) == "thread"
-    assert daemon._check_kind(RaisingCheck.check) == "thread"
-    assert daemon._check_kind(SleepingCheck.check) == "async"
-    assert daemon._check_kind(AsyncRaisingCheck.check) == "async"
-    assert daemon._check_kind(MmvTable.check) == "inline"
+    assert check_kind(BlockingCheck.check) == "thread"
+    assert check_kind(RaisingCheck.check) == "thread"
+    assert check_kind(SleepingCheck.check) == "async"
+    assert check_kind(AsyncRaisingCheck.check) == "async"
+    assert check_kind(MmvTable.check) == "inline"
 
     class AsyncWith(CheckTable):
         async def check(self) -> None:
@@ -161,5 +167,5 @@ def test_how_each_kind_of_check_runs() -> None:
             for _ in ():
                 yield
 
-    assert daemon._check_kind(AsyncWith.check) == "async"
-    assert daemon._check_kind(AsyncFor.check) == "async"
+    assert check_kind(AsyncWith.check) == "async"
+    assert check_kind(AsyncFor.check) == "async"

@@ -1,0 +1,190 @@
+"""Where a repeated FETCH's time goes, stage by stage, in-process: the
+profile behind the ratios to the floor in fetch_shapes.py.
+
+    .venv/bin/python bench/fetch_breakdown.py [--shapes 1000x0,1000x10,1000x100]
+
+For each shape (bench/shape_table.py), a dispatcher with the table mounted
+answers the FETCH once (the general path learns the layout); then each
+stage of the fast path is timed on its own, on the same data, with the
+same calls the dispatcher makes (``_FastFetch.encode`` and
+``FixedLayout.encode``), and the whole request through the session as
+pmcd's pipe would deliver it.  The floor (fetch_shapes.py's pre-built
+reply) costs only the pipe: one read of the request and one write of the
+reply.  Prints microseconds per FETCH (best of 5 runs) and per value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Callable
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import trio  # noqa: E402
+from shape_table import parse  # noqa: E402
+
+from pmda_py.config import Config, TableSpec  # noqa: E402
+from pmda_py.daemon import build_dispatcher, start_tables  # noqa: E402
+from pmda_py.pmapi import pmid  # noqa: E402
+from pmda_py.session import Request, Session  # noqa: E402
+from pmda_py.wire import CredsPdu, FetchPdu  # noqa: E402
+
+_NUMBERS = frozenset((int, float))
+_DICTS = frozenset((dict,))
+
+
+def best(fn: Callable[[], Any], n: int) -> float:
+    """Best of 5 runs of ``n`` calls, microseconds per call."""
+    out = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        out.append((time.perf_counter() - t0) / n)
+    return min(out) * 1e6
+
+
+async def breakdown(shape: str) -> list[tuple[str, float]]:
+    os.environ["BENCH_SHAPE"] = shape
+    dispatcher = build_dispatcher(Config(domain=254, tables=(TableSpec("bench", "shape_table:ShapeTable", "bench"),)))
+    await start_tables(dispatcher, 254)
+    singular, multi, n = parse(shape)
+    pmids = tuple(pmid(254, 0, k) for k in range(singular)) + tuple(pmid(254, 1, k) for k in range(multi))
+    frame = FetchPdu(pmids).encode()
+    session = Session()
+    session.start()
+    session.receive_data(CredsPdu.cversion(0).encode())
+    session.next_event()
+
+    async def whole() -> bytes:
+        session.receive_data(frame)
+        event = session.next_event()
+        assert isinstance(event, Request)
+        return session.send(await dispatcher.handle(event))
+
+    reply = b""
+    for _ in range(3):
+        reply = await whole()
+    values = singular + multi * n
+    reps = max(3, 200_000 // max(values, 1))
+    rows: list[tuple[str, float]] = []
+
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        await whole()
+    rows.append(("whole request, in-process (session + dispatcher)", (time.perf_counter() - t0) / reps * 1e6))
+
+    def decode() -> None:
+        session.receive_data(frame)
+        event = session.next_event()
+        assert isinstance(event, Request)
+        session.send(dispatcher_reply)
+
+    dispatcher_reply = await dispatcher.handle(Request(FetchPdu(pmids), 0))
+    rows.append(("  session: frame, decode (kept), reply bytes", best(decode, reps)))
+
+    fast = dispatcher._fast[pmids]
+    table = dispatcher.mounts[0].table
+    answer: Any = None
+
+    async def call() -> None:
+        nonlocal answer
+        answer = (await dispatcher.runner.gather([(table, "fetch", lambda: table.fetch(None))]))[0]  # type: ignore[arg-type]
+
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        await call()
+    rows.append(
+        ("  the table's fetch, under its deadline (trio cancel scope)", (time.perf_counter() - t0) / reps * 1e6)
+    )
+    assert not isinstance(fast, int)
+    rows.append(("  fast path in all (_FastFetch.encode)", best(lambda: fast.encode([answer], 0), reps)))
+    get = answer.get
+    single = list(map(get, fast.singles))
+    dicts = list(map(get, fast.multis))
+    flat = list(chain.from_iterable(map(dict.values, dicts)))
+    rows.append(("    singular values out of the dict (map get)", best(lambda: list(map(get, fast.singles)), reps)))
+    rows.append(
+        ("    their types checked (int/float only)", best(lambda: _NUMBERS.issuperset(map(type, single)), reps))
+    )
+    if fast.multis:
+        rows.append(("    {inst: value} dicts out of the answer", best(lambda: list(map(get, fast.multis)), reps)))
+        rows.append(
+            (
+                "    instance ids compared with the layout's",
+                best(lambda: list(map(len, dicts)) != fast.lens or list(chain.from_iterable(dicts)) != fast.keys, reps),
+            )
+        )
+        rows.append(
+            (
+                "    values chained out of the dicts",
+                best(lambda: list(chain.from_iterable(map(dict.values, dicts))), reps),
+            )
+        )
+        rows.append(("    their types checked", best(lambda: _NUMBERS.issuperset(map(type, flat)), reps)))
+    layout = fast.layout
+    groups = (single, flat if fast.multis else ())
+    rows.append(("    FixedLayout.encode in all", best(lambda: layout.encode(groups, 0), reps)))
+
+    def pack() -> list[array[int]]:
+        src = layout._src
+        for s, vals, a in zip(layout.structs, groups, src):
+            s.pack_into(a, 0, *vals)
+        return src
+
+    rows.append(("      struct pack (and range check) to words", best(pack, reps)))
+    src = pack()
+    template = layout._template
+
+    def place() -> array[int]:
+        out = layout._out
+        out[:] = template
+        for d0, d1, ds, g, s0, s1, ss in layout._plan:
+            out[d0:d1:ds] = src[g][s0:s1:ss]
+        return out
+
+    rows.append(("      template copy and strided word moves", best(place, reps)))
+    out = place()
+    rows.append(("      reply words to bytes", best(out.tobytes, reps)))
+    r, w = os.pipe()
+    try:
+        big = len(reply) <= 65536
+        if big:
+            rows.append(
+                (
+                    "the floor's own work: write the reply to a pipe, read it back",
+                    best(lambda: os.read(r, os.write(w, reply)), reps),
+                )
+            )
+    finally:
+        os.close(r)
+        os.close(w)
+    assert struct.unpack_from("!i", reply, 4)[0] != 0x7000
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="1000x0,100x10,1000x10,1000x100")
+    args = p.parse_args()
+    for shape in args.shapes.split(","):
+        singular, multi, n = parse(shape)
+        values = singular + multi * n
+        rows = trio.run(breakdown, shape)
+        print(f"\n{shape}: {values} values          us/FETCH   ns/value")
+        for name, us in rows:
+            print(f"{name:62} {us:9.1f} {us * 1000 / values:9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
