@@ -300,28 +300,24 @@ async def serve_session(
             if session.truncated:
                 log.warning("eof_mid_pdu", detail="pmcd closed the channel in the middle of a PDU")
             return "eof"
-        if isinstance(event, Answered):
-            try:
-                await stream.send_all(event.data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
-                session.send_failed()
-                log.info("channel_error", error=str(err))
-                return "channel error"
-        elif isinstance(event, (Request, BadRequest)):
-            if isinstance(event, BadRequest):
-                log.warning(
-                    "bad_request",
-                    type=_type_name(event.pdu_type),
-                    context=event.context,
-                    code=codename(event.code),
-                    error=event.reason,
-                )
-            try:
-                reply: Pdu = await active.dispatcher.handle(event)
-            except Exception as exc:  # a bug: still answer, pmcd must not wait
-                log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
-                reply = ErrorPdu(PmErr.GENERIC)
-            data = session.send(reply)
+        if isinstance(event, (Answered, Request, BadRequest)):
+            if isinstance(event, Answered):
+                data = event.data
+            else:
+                if isinstance(event, BadRequest):
+                    log.warning(
+                        "bad_request",
+                        type=_type_name(event.pdu_type),
+                        context=event.context,
+                        code=codename(event.code),
+                        error=event.reason,
+                    )
+                try:
+                    reply: Pdu = await active.dispatcher.handle(event)
+                except Exception as exc:  # a bug: still answer, pmcd must not wait
+                    log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
+                    reply = ErrorPdu(PmErr.GENERIC)
+                data = session.send(reply)
             try:
                 await stream.send_all(data)
                 if session.state is SessionState.NOTREADY:

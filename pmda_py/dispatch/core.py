@@ -664,14 +664,20 @@ class Dispatcher:
 
     # ------------------------------------------------------------ INSTANCE
 
-    async def _instance(self, event: Request, pdu: InstanceReqPdu) -> Pdu:
-        found = self._by_indom.get(pdu.indom)
+    async def _refreshed(self, ident: int) -> tuple[Mount, InDom] | int:
+        """The mount and indom ``ident`` after the table's refresh, or the
+        error code to answer."""
+        found = self._by_indom.get(ident)
         if found is None:
-            return ErrorPdu(PmErr.INDOM)
-        mount, ind = found
-        code = await self._refresh_indom(mount, ind)
-        if code:
-            return ErrorPdu(code)
+            return PmErr.INDOM
+        code = await self._refresh_indom(*found)
+        return code if code else found
+
+    async def _instance(self, event: Request, pdu: InstanceReqPdu) -> Pdu:
+        found = await self._refreshed(pdu.indom)
+        if isinstance(found, int):
+            return ErrorPdu(found)
+        ind = found[1]
         if pdu.name is not None:
             return InstancePdu(pdu.indom, (InstanceEntry(ind.id_of(pdu.name), ""),))
         if pdu.inst != PM_IN_NULL:
@@ -767,13 +773,10 @@ class Dispatcher:
     async def _label_reply(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         t = pdu.type & 0x3F
         if t == LabelType.INSTANCES:
-            found_i = self._by_indom.get(pdu.ident)
-            if found_i is None:
-                return ErrorPdu(PmErr.INDOM)
+            found_i = await self._refreshed(pdu.ident)
+            if isinstance(found_i, int):
+                return ErrorPdu(found_i)
             mount, ind = found_i
-            code = await self._refresh_indom(mount, ind)
-            if code:
-                return ErrorPdu(code)
             profile = event.profile
             sets = []
             for inst in ind.instances:
