@@ -773,10 +773,10 @@ class Dispatcher:
     async def _label_reply(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         t = pdu.type & 0x3F
         if t == LabelType.INSTANCES:
-            found_i = await self._refreshed(pdu.ident)
-            if isinstance(found_i, int):
-                return ErrorPdu(found_i)
-            mount, ind = found_i
+            refreshed = await self._refreshed(pdu.ident)
+            if isinstance(refreshed, int):
+                return ErrorPdu(refreshed)
+            mount, ind = refreshed
             profile = event.profile
             sets = []
             for inst in ind.instances:
