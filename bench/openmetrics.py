@@ -158,7 +158,9 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -> dict[str, object]:
+def run_agent(
+    who: str, root: Path, urls: list[str], fetches: int, batch: int, agent_args: str = ""
+) -> dict[str, object]:
     cfg = root / "pmdas" / "openmetrics" / "config.d"
     cfg.mkdir(parents=True)
     for k, url in enumerate(urls):
@@ -171,7 +173,7 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -
     else:
         cmd = (
             f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
-            f"--state-dir {var}/config/pmda -l {root}/agent.log"
+            f"--state-dir {var}/config/pmda -l {root}/agent.log {agent_args}"
         )
     pmcd = PrivatePmcd(  # pmcd's default 5 s agent timeout, as in production
         root,
@@ -243,6 +245,11 @@ def main() -> int:
     )
     ap.add_argument("--metrics", type=int, default=100, help="metrics per source")
     ap.add_argument("--batch", type=int, default=10000, help="PMIDs per pmFetch")
+    ap.add_argument(
+        "--agent-args",
+        default="",
+        help="more arguments for pmda_py (e.g. '--openmetrics-interval 3600': fetches without scrape load)",
+    )
     args = ap.parse_args()
     if not os.path.exists(THEIRS) or not shutil.which("pminfo"):
         print("needs PCP with pmdaopenmetrics (scripts/install-pcp)", file=sys.stderr)
@@ -279,7 +286,7 @@ def main() -> int:
             if args.only and who != args.only:
                 continue
             with tempfile.TemporaryDirectory(prefix=f"ombench-{who}-") as tmp:
-                results[who] = run_agent(who, Path(tmp), urls, args.fetches, args.batch)
+                results[who] = run_agent(who, Path(tmp), urls, args.fetches, args.batch, args.agent_args)
             print(f"{who:16s} {json.dumps(results[who])}", flush=True)
         per_source = 3 * min(20, args.metrics) + max(0, args.metrics - 20)
         print(
