@@ -13,8 +13,10 @@ of every source, ``--fetches`` sweeps one second apart; a sweep is one
 pmFetch per 10 000 PMIDs (one pmFetch of 100 000 overflows libpcp's PDU
 ceiling), so one pmFetch covers 100 sources.
 
-Reports per agent: time to ready (its first scrape round), pmFetch p50/max
-and sweep p50 in ms, values per sweep (p50; fewer than sources x 140 means
+Reports per agent: time to ready (its first scrape round), pmda_py's round
+times (``round_s``: the first rounds, then any slower than the interval;
+a round is the n-th scrape of every source, first start to last end),
+pmFetch p50/max and sweep p50 in ms, values per sweep (p50; fewer than sources x 140 means
 missing values),
 fetch errors (e.g. the agent timed out), scrapes per source over the fetch
 window, and the agent's RSS at the end.
@@ -209,9 +211,13 @@ def run_agent(
         rss = rss_kb(pid) if pid else 0
         log = (root / "agent.log").read_text(errors="replace")
         first = re.search(r"first_round_s=([\d.]+)", log)
+        # pmda_py logs each scrape round (the n-th scrape of every source, first start to last end):
+        # the first rounds, and any later one slower than the interval
+        rounds = [float(x) for x in re.findall(r"openmetrics_round(?:_slow)?\b.*?seconds=([\d.]+)", log)]
         return {
             "ready_s": round(ready, 2),
             "first_round_s": float(first.group(1)) if first else None,
+            "round_s": rounds[:6],
             "names": out["names"],
             "batches": out["batches"],
             "fetch_p50_ms": round(pct(out["ms"], 0.5), 1),

@@ -781,6 +781,7 @@ class Dispatcher:
                 await table.wait_ready()
             except Exception as exc:
                 log.error("wait_ready_failed", table=type(table).__name__, error=str(exc))
+        self._refresh_index()  # the names the tables have now, before pmcd's first request
 
     # ------------------------------------------------------------- context
 

@@ -77,6 +77,7 @@ DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
 DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
 DEFAULT_WORKERS = 2  #: worker processes (0: scrape in the daemon)
+NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
 
 _L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x20, 0x80
@@ -258,6 +259,7 @@ class OpenMetricsTable(Table):
         self._scraper: Scraper | None = None
         self._round_start: dict[int, float] = {}  #: round -> when its first scrape began
         self._round_done_n: dict[int, int] = {}  #: round -> scrapes of it finished
+        self._names_pending = False  #: names changed since ``generation`` was last bumped
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
@@ -375,6 +377,12 @@ class OpenMetricsTable(Table):
         self._dirty = {}
         return images
 
+    async def sync_state(self) -> None:
+        """Every changed name table saved now (the workers' too)."""
+        self.flush_state()
+        if self._pool is not None:
+            await self._pool.flush()
+
     def flush_state(self) -> None:
         """Save every changed name table now."""
         for serial, data in self._take_dirty():
@@ -489,7 +497,7 @@ class OpenMetricsTable(Table):
                     await self._loop()
             except Exception as exc:  # never take the daemon down
                 log.exception("openmetrics_scraper_failed", error=f"{type(exc).__name__}: {exc}")
-                self._ready.set()
+                self._set_ready()
             finally:
                 self.flush_state()
                 if self._scraper is not None:
@@ -511,6 +519,7 @@ class OpenMetricsTable(Table):
         self._limiter = trio.CapacityLimiter(self.concurrency)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._saver)
+            nursery.start_soon(self._names_bumper)
             first = True
             while True:
                 try:
@@ -534,8 +543,29 @@ class OpenMetricsTable(Table):
                 if first:
                     first = False
                     if not self._first_round:
-                        self._ready.set()
+                        self._set_ready()
                 await trio.sleep(self.interval)
+
+    def _names_changed(self) -> None:
+        """The namespace changed: the dispatcher hears of it (``generation``)
+        at most every NAMES_EVERY seconds, and not before the first round
+        ended: each bump costs it a rebuild of every name (a round of 1 000
+        new sources would otherwise cost 1 000 rebuilds)."""
+        self._metrics_cache = None
+        self._names_pending = True
+
+    def _set_ready(self) -> None:
+        if self._names_pending:
+            self._names_pending = False
+            self.generation += 1
+        self._ready.set()
+
+    async def _names_bumper(self) -> None:
+        while True:
+            await trio.sleep(NAMES_EVERY)
+            if self._names_pending and self._ready.is_set():
+                self._names_pending = False
+                self.generation += 1
 
     async def _forget(self, src: Source) -> None:
         if self._pool is not None:
@@ -553,7 +583,7 @@ class OpenMetricsTable(Table):
                     sources=len(self.sources),
                     first_round_s=round(time.monotonic() - self._started, 3),
                 )
-                self._ready.set()
+                self._set_ready()
         # a round: the n-th scrape of every source, from the first one's start to the last one's end
         k = src.scrapes
         done = self._round_done_n[k] = self._round_done_n.get(k, 0) + 1
@@ -680,8 +710,7 @@ class OpenMetricsTable(Table):
                 if ms.table is not None and ms.indom_serial in self._indoms:
                     self._indoms[ms.indom_serial].set(ms.table.instances())
         if changed:
-            self._metrics_cache = None
-            self.generation += 1
+            self._names_changed()
 
     def _export(self, src: Source, ms: MetricState) -> Metric | None:
         ind = None
@@ -721,8 +750,7 @@ class OpenMetricsTable(Table):
         if src.exported:
             for item in list(src.exported):
                 self._unexport(src, item)
-            self._metrics_cache = None
-            self.generation += 1
+            self._names_changed()
 
     # ------------------------------------------------------------ answering
     async def fetch(self, request: FetchRequest) -> FetchResult:

@@ -132,6 +132,11 @@ class Scraper:
         self.keepalive = keepalive
         self.run_cpu = run_cpu or _inline
         self.sources: dict[str, _Src] = {}
+        #: a worker process saves changed name tables when it is idle (a file costs ~0.2 ms of kernel
+        #: time: 20 000 of them would slow the first round down), else at once
+        self.defer_saves = False
+        self.dirty: dict[int, NameTable] = {}
+        self.dirty_since = 0.0
         self._httpx: Any = None
         self._ssl: Any = None
 
@@ -207,15 +212,34 @@ class Scraper:
 
     def _digest(self, src: _Src, body: bytes, with_meta: bool) -> Digest:
         out, dirty = digest(src.model, src.config, body.decode("utf-8", "replace"), self.limits, with_meta)
-        for serial, table in dirty:  # saved before the daemon hears of the ids: a new worker reloads them
+        if self.defer_saves:
+            if dirty and not self.dirty:
+                self.dirty_since = time.monotonic()
+            self.dirty.update(dirty)
+        else:
+            src.logs += self._save(dirty)
+        return out
+
+    def _save(self, tables: Any) -> list[tuple[str, dict[str, Any]]]:
+        logs = []
+        for serial, table in tables:
             if table.dirty:
                 path = self.state_path(serial)
                 problem = write_state(path, table.dumps())
                 if problem is None:
                     table.dirty = False
                 else:
-                    src.logs.append(("openmetrics_state_unsaved", {"file": path, "error": problem}))
-        return out
+                    logs.append(("openmetrics_state_unsaved", {"file": path, "error": problem}))
+        return logs
+
+    def flush(self, most: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """Save the name tables changed since the last flush (deferred
+        saves), or at most ``most`` of them."""
+        if most is None or most >= len(self.dirty):
+            tables, self.dirty = list(self.dirty.items()), {}
+        else:
+            tables = [(k, self.dirty.pop(k)) for k in list(self.dirty)[:most]]
+        return self._save(tables)
 
     async def _get(self, src: _Src, path: str, scripted: bool) -> tuple[bytes, int]:
         limit = self.limits.max_bytes
@@ -356,9 +380,14 @@ class WorkerPool:
                 await trio.sleep_forever()
         finally:
             self._nursery = None
-            for w in self.workers:
-                if w is not None and w.proc.returncode is None:
-                    w.proc.kill()
+            with trio.CancelScope(shield=True):
+                for w in self.workers:  # EOF: a worker saves its name tables and ends
+                    if w is not None and w.proc.returncode is None:
+                        with trio.move_on_after(3):
+                            await w.proc.stdin.aclose()
+                            await w.proc.wait()
+                        if w.proc.returncode is None:
+                            w.proc.kill()
 
     async def _start(self, k: int) -> _Worker:
         assert self._nursery is not None
@@ -378,29 +407,32 @@ class WorkerPool:
 
     async def _reader(self, w: _Worker) -> None:
         buf = bytearray()
-        why = "stopped"  # (cancelled: the table is shutting down)
+        why = "exited"
+        # (cancelled: the table is stopping, and the pool's run() ends the worker gracefully)
         try:
             while True:
                 data = await w.proc.stdout.receive_some(1 << 20)
                 if not data:
-                    why = "exited"
                     break
                 buf += data
                 for rid, reply in read_frames(buf):
+                    if rid == 0:  # news of its own (a name table it could not save)
+                        for event, fields in reply[5]:
+                            self.log(event, **fields)
+                        continue
                     slot = w.pending.pop(rid, None)
                     if slot is not None:
                         slot[1] = reply
                         slot[0].set()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ValueError, EOFError) as err:
             why = f"unreadable: {err}"
-        finally:
-            self._fail(w, why)
-            with trio.CancelScope(shield=True):
-                if w.proc.returncode is None:
-                    w.proc.kill()
-                rc = await w.proc.wait()
-            if w.gone.startswith("exited"):
-                self.log("openmetrics_worker_died", worker=w.index, pid=w.proc.pid, returncode=rc)
+        self._fail(w, why)
+        with trio.CancelScope(shield=True):
+            if w.proc.returncode is None:
+                w.proc.kill()
+            rc = await w.proc.wait()
+        if w.gone == why:  # (a hung one was logged when it was killed)
+            self.log("openmetrics_worker_died", worker=w.index, pid=w.proc.pid, returncode=rc, why=why)
 
     def _fail(self, w: _Worker, why: str) -> None:
         if not w.gone:
@@ -411,6 +443,15 @@ class WorkerPool:
             slot[1] = _GONE
             slot[0].set()
         w.pending.clear()
+
+    async def flush(self, deadline: float = 10.0) -> None:
+        """Every worker's changed name tables saved now."""
+        for k, w in enumerate(self.workers):
+            if w is not None and not w.gone:
+                try:
+                    await self._call(w, ("flush",), deadline)
+                except WorkerFailed as err:
+                    self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
 
     async def scrape(self, cluster: int, deadline: float, *job: Any) -> Reply:
         """``job`` (name, cluster, path, scripted) scraped by its worker.
@@ -428,6 +469,9 @@ class WorkerPool:
                 w = await self._start(k)
             except OSError as err:
                 raise WorkerFailed(f"cannot start a worker process: {err}") from err
+        return await self._call(w, ("scrape", *job), deadline)
+
+    async def _call(self, w: _Worker, msg: tuple[Any, ...], deadline: float) -> Reply:
         self._ids += 1
         rid = self._ids
         slot: list[Any] = [trio.Event(), None]
@@ -435,7 +479,7 @@ class WorkerPool:
         try:
             async with w.lock:
                 assert w.proc.stdin is not None
-                await w.proc.stdin.send_all(frame(("scrape", rid, *job)))
+                await w.proc.stdin.send_all(frame((msg[0], rid, *msg[1:])))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
             w.pending.pop(rid, None)
             raise WorkerFailed(f"worker process {w.proc.pid} gone: {err}") from err
@@ -464,20 +508,26 @@ class WorkerPool:
                 pass
 
 
+#: a worker saves its changed name tables when no scrape has been in flight for this long ...
+_IDLE_FLUSH = 0.1
+#: ... or when the oldest change is this old; FLUSH_CHUNK at a time, every _IDLE_FLUSH seconds
+#: (a start-up's 20 000 new files would otherwise take seconds of kernel time at once)
+_MAX_FLUSH_DELAY = 5.0
+FLUSH_CHUNK = 50
+
+
 async def _serve(options: dict[str, Any]) -> None:
     limits = Limits(**options.get("limits", {}))
     scraper = Scraper(
         options["state_dir"], int(options["domain"]), limits, float(options["timeout"]), float(options["keepalive"])
     )
+    scraper.defer_saves = True
     stdin = trio.lowlevel.FdStream(os.dup(0))
     stdout = trio.lowlevel.FdStream(os.dup(1))
     lock = trio.Lock()
+    busy = {"n": 0, "since": time.monotonic()}  # scrapes in flight, and since when there were none
 
-    async def one(rid: int, name: str, cluster: int, path: str, scripted: bool) -> None:
-        try:
-            reply: Any = await scraper.scrape(name, cluster, path, scripted)
-        except Exception as exc:  # a bug for one source stays with that source
-            reply = ("fail", f"scraper failed: {type(exc).__name__}: {exc}", 0, 0, None, [], None)
+    async def send(rid: int, reply: Any) -> None:
         try:
             data = frame((rid, reply))
         except ValueError as exc:
@@ -485,8 +535,35 @@ async def _serve(options: dict[str, Any]) -> None:
         async with lock:
             await stdout.send_all(data)
 
+    async def one(rid: int, name: str, cluster: int, path: str, scripted: bool) -> None:
+        busy["n"] += 1
+        try:
+            reply: Any = await scraper.scrape(name, cluster, path, scripted)
+        except Exception as exc:  # a bug for one source stays with that source
+            reply = ("fail", f"scraper failed: {type(exc).__name__}: {exc}", 0, 0, None, [], None)
+        finally:
+            busy["n"] -= 1
+            if not busy["n"]:
+                busy["since"] = time.monotonic()
+        await send(rid, reply)
+
+    async def flush(rid: int) -> None:
+        await send(rid, ("ok", 0, 0, 0, None, scraper.flush(), None))
+
+    async def flusher() -> None:
+        while True:
+            await trio.sleep(_IDLE_FLUSH)
+            now = time.monotonic()
+            if scraper.dirty and (
+                (not busy["n"] and now - busy["since"] >= _IDLE_FLUSH) or now - scraper.dirty_since > _MAX_FLUSH_DELAY
+            ):
+                logs = scraper.flush(FLUSH_CHUNK)
+                if logs:
+                    await send(0, ("ok", 0, 0, 0, None, logs, None))
+
     try:
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(flusher)
             buf = bytearray()
             while True:
                 data = await stdin.receive_some(1 << 20)
@@ -498,8 +575,11 @@ async def _serve(options: dict[str, Any]) -> None:
                         nursery.start_soon(one, *msg[1:6])
                     elif msg[0] == "forget":
                         await scraper.forget(msg[2])
+                    elif msg[0] == "flush":
+                        await flush(msg[1])
             nursery.cancel_scope.cancel()
     finally:
+        scraper.flush()  # the daemon is stopping (EOF): keep every id
         with trio.CancelScope(shield=True), trio.move_on_after(1):
             await scraper.aclose()
 
