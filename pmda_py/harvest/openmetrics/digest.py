@@ -160,6 +160,6 @@ def apply_meta(model: SourceModel, meta: Sequence[tuple[Any, ...]]) -> None:
             model.by_item[item] = m
         else:
             m.table = table
-        m.labels = dict(labels)
-        m.optional = None if optional is None else dict(optional)
-        m.inst_labels = {int(k): dict(v) for k, v in inst_labels.items()}
+        m.labels = labels  # (the caller's to give: a digest is unmarshalled afresh)
+        m.optional = optional
+        m.inst_labels = inst_labels
