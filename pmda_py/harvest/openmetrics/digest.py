@@ -48,9 +48,7 @@ def pack_values(mtype: int, values: Sequence[Any]) -> bytes | None:
 
 
 def _units(u: PmUnits) -> tuple[int, ...]:
-    return tuple(
-        int(x) for x in (u.dim_space, u.dim_time, u.dim_count, u.scale_space, u.scale_time, u.scale_count, u.extra)
-    )
+    return (u.dim_space, u.dim_time, u.dim_count, u.scale_space, u.scale_time, u.scale_count, u.extra)
 
 
 def _meta(model: SourceModel) -> list[tuple[Any, ...]]:
