@@ -16,7 +16,7 @@ ceiling), so one pmFetch covers 100 sources.
 Reports per agent: time to ready (its first scrape round), pmda_py's round
 times (``round_s``: the first rounds, then any slower than the interval;
 a round is the n-th scrape of every source, first start to last end),
-pmFetch p50/max and sweep p50 in ms, values per sweep (p50; fewer than sources x 140 means
+pmFetch p50/p90/p99/max and sweep p50 in ms, values per sweep (p50; fewer than sources x 140 means
 missing values),
 fetch errors (e.g. the agent timed out), scrapes per source over the fetch
 window, and the agent's RSS at the end.
@@ -221,6 +221,8 @@ def run_agent(
             "names": out["names"],
             "batches": out["batches"],
             "fetch_p50_ms": round(pct(out["ms"], 0.5), 1),
+            "fetch_p90_ms": round(pct(out["ms"], 0.9), 1),
+            "fetch_p99_ms": round(pct(out["ms"], 0.99), 1),
             "fetch_max_ms": round(max(out["ms"]), 1),
             "sweep_p50_ms": round(pct(out["sweep_ms"], 0.5), 1),
             "values_p50": int(pct(out["values"], 0.5)),
