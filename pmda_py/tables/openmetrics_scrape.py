@@ -17,6 +17,7 @@ ends at EOF on its stdin.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import marshal
 import os
@@ -144,6 +145,9 @@ class Scraper:
         return os.path.join(self.state_dir, f"{self.domain}.{serial}.py")
 
     def load_table(self, serial: int, maxnum: int, logs: list[tuple[str, dict[str, Any]]]) -> NameTable:
+        unsaved = self.dirty.get(serial)
+        if unsaved is not None:  # (a source forgotten and back before its tables were saved)
+            return unsaved
         path = self.state_path(serial)
         table, problem = read_state(path, maxnum)
         if problem is not None:
@@ -346,6 +350,7 @@ class _Worker:
     lock: trio.Lock = attrs.field(factory=trio.Lock)
     pending: dict[int, list[Any]] = attrs.field(factory=dict)  #: id -> [event, reply]
     gone: str = ""  #: why it is no longer usable ("" while it is)
+    uid: int = -1  #: the daemon's effective uid when it was started (it runs as that user)
 
 
 _GONE = object()
@@ -368,6 +373,12 @@ class WorkerPool:
         self.started = 0  #: processes started (replacements included)
         self._ids = 0
         self._nursery: trio.Nursery | None = None
+        self._starting = [trio.Lock() for _ in range(size)]
+        self._retired: list[_Worker] = []
+
+    @staticmethod
+    def _uid() -> int:
+        return os.geteuid()
 
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Own the workers' reader tasks until cancelled (then end the workers)."""
@@ -381,13 +392,16 @@ class WorkerPool:
         finally:
             self._nursery = None
             with trio.CancelScope(shield=True):
-                for w in self.workers:  # EOF: a worker saves its name tables and ends
-                    if w is not None and w.proc.returncode is None:
-                        with trio.move_on_after(3):
-                            await w.proc.stdin.aclose()
-                            await w.proc.wait()
-                        if w.proc.returncode is None:
-                            w.proc.kill()
+                alive = [w for w in [*self.workers, *self._retired] if w is not None and w.proc.returncode is None]
+                for w in alive:  # EOF: a worker saves its name tables and ends
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        await w.proc.stdin.aclose()
+                with trio.move_on_after(3):
+                    for w in alive:
+                        await w.proc.wait()
+                for w in alive:
+                    if w.proc.returncode is None:
+                        w.proc.kill()
 
     async def _start(self, k: int) -> _Worker:
         assert self._nursery is not None
@@ -399,7 +413,7 @@ class WorkerPool:
             stdout=-1,
             env=env,
         )
-        w = _Worker(k, proc)
+        w = _Worker(k, proc, uid=self._uid())
         self.workers[k] = w
         self.started += 1
         self._nursery.start_soon(self._reader, w)
@@ -462,14 +476,38 @@ class WorkerPool:
         """
         k = cluster % self.size
         w = self.workers[k]
-        if w is None:
-            if self._nursery is None:
-                raise WorkerFailed("no worker processes running")
-            try:
-                w = await self._start(k)
-            except OSError as err:
-                raise WorkerFailed(f"cannot start a worker process: {err}") from err
+        if w is None or w.uid != self._uid():
+            async with self._starting[k]:
+                w = self.workers[k]
+                if w is not None and w.uid != self._uid():
+                    # the daemon dropped its privileges since (pmcd.conf without 'notready' starts the
+                    # tables first): a worker must not go on scraping (running scripts) as root
+                    self._retire(w)
+                    w = None
+                if w is None:
+                    if self._nursery is None:
+                        raise WorkerFailed("no worker processes running")
+                    try:
+                        w = await self._start(k)
+                    except OSError as err:
+                        raise WorkerFailed(f"cannot start a worker process: {err}") from err
         return await self._call(w, ("scrape", *job), deadline)
+
+    def _retire(self, w: _Worker) -> None:
+        """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""
+        w.gone = "retired"
+        self.workers[w.index] = None
+        self._retired.append(w)
+        assert self._nursery is not None
+
+        async def close() -> None:
+            while w.pending:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                async with w.lock:
+                    await w.proc.stdin.aclose()
+
+        self._nursery.start_soon(close)
 
     async def _call(self, w: _Worker, msg: tuple[Any, ...], deadline: float) -> Reply:
         self._ids += 1

@@ -227,3 +227,32 @@ async def test_ids_survive_a_worker_restart(tmp_path: Path) -> None:
         assert after["c.b"][1] == {0: "0 x:1", 1: "1 x:2"}
         assert (await fetch(table, "c.b"))["c.b"] == {0: 4.0, 1: 3.0}
         await table.shutdown()
+
+
+async def test_workers_follow_the_daemon_user(tmp_path: Path) -> None:
+    """A worker started before the daemon dropped its privileges is retired
+    (it ends once its scrapes in flight are answered) and replaced by one
+    running as the daemon's user now."""
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.2", workers="1")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            pool = table._pool
+            assert pool is not None and pool.started == 1
+            old = pool.workers[0]
+            assert old is not None and old.uid == os.geteuid()
+            pool._uid = lambda: old.uid + 1  # type: ignore[method-assign]  # as after setuid()
+            calls = table.sources["a"].calls
+            with trio.fail_after(10):
+                while table.sources["a"].calls < calls + 3:  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+                await old.proc.wait()  # ended of itself (EOF), not killed
+            assert old.proc.returncode == 0
+            new = pool.workers[0]
+            assert pool.started == 2 and new is not None and new.uid == old.uid + 1
+            assert (await _status(table))["a"] == "success"
+            await table.shutdown()
+    assert not [e for e in logs if e["event"].startswith("openmetrics_worker_") or e["event"].endswith("_failed")]
