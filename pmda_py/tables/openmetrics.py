@@ -260,6 +260,7 @@ class OpenMetricsTable(Table):
         self._round_start: dict[int, float] = {}  #: round -> when its first scrape began
         self._round_done_n: dict[int, int] = {}  #: round -> scrapes of it finished
         self._names_pending = False  #: names changed since ``generation`` was last bumped
+        self._swap_lock = trio.Lock()
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
@@ -638,9 +639,13 @@ class OpenMetricsTable(Table):
             return
         src.fetch_ms += fetch_ms
         src.parse_ms += parse_ms
-        self._swap_in(src, result)
-        src.last_good = time.monotonic()
-        self._status(src, "success", code)
+        # One swap per trip through trio's scheduler: the replies of a round come in bursts, and
+        # a hundred swaps run back to back would hold up a fetch that arrived meanwhile.
+        async with self._swap_lock:
+            self._swap_in(src, result)
+            src.last_good = time.monotonic()
+            self._status(src, "success", code)
+            await trio.sleep(0)  # (holding the lock: the next swap waits for the next batch)
 
     def _swap_in(self, src: Source, result: Digest) -> None:
         """A scrape's digest becomes the source's answers (and names)."""
