@@ -645,7 +645,7 @@ class OpenMetricsTable(Table):
             self._swap_in(src, result)
             src.last_good = time.monotonic()
             self._status(src, "success", code)
-            await trio.sleep(0)  # (holding the lock: the next swap waits for the next batch)
+            await trio.lowlevel.checkpoint()  # (holding the lock: the next swap waits for the next batch)
 
     def _swap_in(self, src: Source, result: Digest) -> None:
         """A scrape's digest becomes the source's answers (and names)."""
