@@ -24,6 +24,7 @@ the fetch).  ``workers=0`` scrapes in the daemon (the digest in a thread).
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import socket
@@ -261,6 +262,7 @@ class OpenMetricsTable(Table):
         self._round_done_n: dict[int, int] = {}  #: round -> scrapes of it finished
         self._names_pending = False  #: names changed since ``generation`` was last bumped
         self._swap_lock = trio.Lock()
+        self._metas = 0  #: sources whose metadata changed since the last _settle()
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
@@ -560,6 +562,15 @@ class OpenMetricsTable(Table):
             self._names_pending = False
             self.generation += 1
         self._ready.set()
+        self._settle()
+
+    def _settle(self) -> None:
+        """The objects made so far (names, descriptors, indoms: 100 000s of
+        them with many sources) live long: take them out of the cyclic
+        collector's full passes (``gc.freeze()``), which otherwise walk them
+        all, holding the process up for 100s of ms, every so often."""
+        self._metas = 0
+        gc.freeze()
 
     async def _names_bumper(self) -> None:
         while True:
@@ -567,6 +578,7 @@ class OpenMetricsTable(Table):
             if self._names_pending and self._ready.is_set():
                 self._names_pending = False
                 self.generation += 1
+                self._settle()
 
     async def _forget(self, src: Source) -> None:
         if self._pool is not None:
@@ -657,6 +669,9 @@ class OpenMetricsTable(Table):
         model = src.model
         if meta is not None:
             apply_meta(model, meta)
+            self._metas += 1
+            if self._metas >= 100 and not self._ready.is_set():  # (the first round's new names)
+                self._settle()
         shape = False
         seen = set()
         by_item = model.by_item
@@ -667,12 +682,14 @@ class OpenMetricsTable(Table):
             seen.add(item)
             old: _Cached | None = ms.cache
             if old is not None and old.image == image:
-                iarr = old.iarr  # the same instances: the same array (the packed plans check it by identity)
+                # the same instances: the same object, new values (the packed plans check the instance
+                # array by identity; and no new object for the cyclic collector to walk, 100 000 a round)
+                old.blob, old._values = blob, vals
             else:
                 iarr = array("I")
                 iarr.frombytes(image)
                 shape = True
-            ms.cache = _Cached(ms.type, image, iarr, blob, vals)
+                ms.cache = _Cached(ms.type, image, iarr, blob, vals)
         if len(seen) != len(model.metrics):
             for ms in model.metrics.values():
                 if ms.cache is not None and ms.item not in seen:
