@@ -263,6 +263,7 @@ class OpenMetricsTable(Table):
         self._names_pending = False  #: names changed since ``generation`` was last bumped
         self._swap_lock = trio.Lock()
         self._metas = 0  #: sources whose metadata changed since the last _settle()
+        self._settle_due = False
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
@@ -563,6 +564,7 @@ class OpenMetricsTable(Table):
             self.generation += 1
         self._ready.set()
         self._settle()
+        self._settle_due = True  # again once the dispatcher has indexed the names
 
     def _settle(self) -> None:
         """The objects made so far (names, descriptors, indoms: 100 000s of
@@ -575,10 +577,13 @@ class OpenMetricsTable(Table):
     async def _names_bumper(self) -> None:
         while True:
             await trio.sleep(NAMES_EVERY)
+            if self._settle_due:  # (the dispatcher rebuilt its index since: 100 000s of objects too)
+                self._settle_due = False
+                self._settle()
             if self._names_pending and self._ready.is_set():
                 self._names_pending = False
                 self.generation += 1
-                self._settle()
+                self._settle_due = True
 
     async def _forget(self, src: Source) -> None:
         if self._pool is not None:
