@@ -78,6 +78,7 @@ DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
 DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
 DEFAULT_WORKERS = 2  #: worker processes (0: scrape in the daemon)
+WORKER_NICE = 5  #: the workers' nice(2) increment: on a busy machine the daemon's fetches go first
 NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
 
@@ -264,6 +265,7 @@ class OpenMetricsTable(Table):
         self._swap_lock = trio.Lock()
         self._metas = 0  #: sources whose metadata changed since the last _settle()
         self._settle_due = False
+        self._inactive = 0  #: sources known but not scraped now (their config file went)
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
@@ -491,6 +493,7 @@ class OpenMetricsTable(Table):
                             "timeout": self.timeout,
                             "keepalive": self._keepalive(),
                             "limits": attrs.asdict(self.limits),
+                            "nice": WORKER_NICE,
                         }
                         self._pool = WorkerPool(self.workers, options, self._pool_log)
                         await nursery.start(self._pool.run)
@@ -536,10 +539,13 @@ class OpenMetricsTable(Table):
                     if src.name not in names and src.scope is not None:  # config file gone
                         src.scope.cancel()
                         src.scope = None
+                        self._inactive += 1
                         self._drop_exports(src)
                         await self._forget(src)
                 for src in current:
                     if src.scope is None:
+                        if src.scrapes:  # (a source back after its config file went)
+                            self._inactive -= 1
                         if first:
                             self._first_round.add(src.name)
                         src.scope = trio.CancelScope()
@@ -605,8 +611,7 @@ class OpenMetricsTable(Table):
         # a round: the n-th scrape of every source, from the first one's start to the last one's end
         k = src.scrapes
         done = self._round_done_n[k] = self._round_done_n.get(k, 0) + 1
-        active = sum(1 for s in self.sources.values() if s.scope is not None)
-        if done >= active and k in self._round_start:
+        if done >= len(self.sources) - self._inactive and k in self._round_start:
             seconds = round(time.monotonic() - self._round_start.pop(k), 3)
             del self._round_done_n[k]
             for old in [r for r in self._round_start if r < k]:  # rounds a vanished source never finished

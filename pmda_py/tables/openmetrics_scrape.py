@@ -627,8 +627,11 @@ async def _serve(options: dict[str, Any]) -> None:
 def worker_main(argv: list[str] | None = None) -> int:
     """A worker process: ``python -m pmda_py.tables.openmetrics_scrape OPTIONS_JSON``."""
     args = sys.argv[1:] if argv is None else argv
+    options = json.loads(args[0])
+    with contextlib.suppress(OSError):  # background work: the daemon answering pmcd comes first
+        os.nice(int(options.get("nice", 0)))
     try:
-        trio.run(_serve, json.loads(args[0]))
+        trio.run(_serve, options)
     except KeyboardInterrupt:
         return 1
     return 0
