@@ -19,7 +19,8 @@ a round is the n-th scrape of every source, first start to last end),
 pmFetch p50/p90/p99/max and sweep p50 in ms, values per sweep (p50; fewer than sources x 140 means
 missing values),
 fetch errors (e.g. the agent timed out), scrapes per source over the fetch
-window, and the agent's RSS at the end.
+window, and the agent's RSS at the end (alone, and with its child processes:
+pmda_py's scraper workers).
 """
 
 from __future__ import annotations
@@ -155,6 +156,20 @@ def agent_pid(marker: str) -> int | None:
     return None
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (pmda_py's scraper workers)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                status = (d / "status").read_text()
+            except OSError:
+                continue
+            if re.search(rf"^PPid:\s+{pid}$", status, re.M):
+                out.append(int(d.name))
+    return out
+
+
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
@@ -209,6 +224,7 @@ def run_agent(
             }
         out = json.loads(r.stdout)
         rss = rss_kb(pid) if pid else 0
+        rss_all = rss + sum(rss_kb(c) for c in children(pid)) if pid else 0  # with pmda_py's worker processes
         log = (root / "agent.log").read_text(errors="replace")
         first = re.search(r"first_round_s=([\d.]+)", log)
         # pmda_py logs each scrape round (the n-th scrape of every source, first start to last end):
@@ -230,6 +246,7 @@ def run_agent(
             "scrapes_per_source": round((calls1 - calls0) / max(1, len(urls)), 2) if calls1 >= 0 else None,
             "window_s": round(window, 1),
             "rss_mb": round(rss / 1024, 1),
+            "rss_with_children_mb": round(rss_all / 1024, 1),
             "pmcd_log_timeouts": pmcd.log_text().count("timeout"),
         }
     finally:
