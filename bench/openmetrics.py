@@ -13,11 +13,14 @@ of every source, ``--fetches`` sweeps one second apart; a sweep is one
 pmFetch per 10 000 PMIDs (one pmFetch of 100 000 overflows libpcp's PDU
 ceiling), so one pmFetch covers 100 sources.
 
-Reports per agent: time to ready (its first scrape round), pmFetch p50/max
-and sweep p50 in ms, values per sweep (p50; fewer than sources x 140 means
+Reports per agent: time to ready (its first scrape round), pmda_py's round
+times (``round_s``: the first rounds, then any slower than the interval;
+a round is the n-th scrape of every source, first start to last end),
+pmFetch p50/p90/p99/max and sweep p50 in ms, values per sweep (p50; fewer than sources x 140 means
 missing values),
 fetch errors (e.g. the agent timed out), scrapes per source over the fetch
-window, and the agent's RSS at the end.
+window, and the agent's RSS at the end (alone, and with its child processes:
+pmda_py's scraper workers).
 """
 
 from __future__ import annotations
@@ -153,12 +156,28 @@ def agent_pid(marker: str) -> int | None:
     return None
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (pmda_py's scraper workers)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                status = (d / "status").read_text()
+            except OSError:
+                continue
+            if re.search(rf"^PPid:\s+{pid}$", status, re.M):
+                out.append(int(d.name))
+    return out
+
+
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -> dict[str, object]:
+def run_agent(
+    who: str, root: Path, urls: list[str], fetches: int, batch: int, agent_args: str = ""
+) -> dict[str, object]:
     cfg = root / "pmdas" / "openmetrics" / "config.d"
     cfg.mkdir(parents=True)
     for k, url in enumerate(urls):
@@ -171,7 +190,7 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -
     else:
         cmd = (
             f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
-            f"--state-dir {var}/config/pmda -l {root}/agent.log"
+            f"--state-dir {var}/config/pmda -l {root}/agent.log {agent_args}"
         )
     pmcd = PrivatePmcd(  # pmcd's default 5 s agent timeout, as in production
         root,
@@ -205,14 +224,21 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -
             }
         out = json.loads(r.stdout)
         rss = rss_kb(pid) if pid else 0
+        rss_all = rss + sum(rss_kb(c) for c in children(pid)) if pid else 0  # with pmda_py's worker processes
         log = (root / "agent.log").read_text(errors="replace")
         first = re.search(r"first_round_s=([\d.]+)", log)
+        # pmda_py logs each scrape round (the n-th scrape of every source, first start to last end):
+        # the first rounds, and any later one slower than the interval
+        rounds = [float(x) for x in re.findall(r"openmetrics_round(?:_slow)?\b.*?seconds=([\d.]+)", log)]
         return {
             "ready_s": round(ready, 2),
             "first_round_s": float(first.group(1)) if first else None,
+            "round_s": rounds[:6],
             "names": out["names"],
             "batches": out["batches"],
             "fetch_p50_ms": round(pct(out["ms"], 0.5), 1),
+            "fetch_p90_ms": round(pct(out["ms"], 0.9), 1),
+            "fetch_p99_ms": round(pct(out["ms"], 0.99), 1),
             "fetch_max_ms": round(max(out["ms"]), 1),
             "sweep_p50_ms": round(pct(out["sweep_ms"], 0.5), 1),
             "values_p50": int(pct(out["values"], 0.5)),
@@ -220,6 +246,7 @@ def run_agent(who: str, root: Path, urls: list[str], fetches: int, batch: int) -
             "scrapes_per_source": round((calls1 - calls0) / max(1, len(urls)), 2) if calls1 >= 0 else None,
             "window_s": round(window, 1),
             "rss_mb": round(rss / 1024, 1),
+            "rss_with_children_mb": round(rss_all / 1024, 1),
             "pmcd_log_timeouts": pmcd.log_text().count("timeout"),
         }
     finally:
@@ -243,6 +270,11 @@ def main() -> int:
     )
     ap.add_argument("--metrics", type=int, default=100, help="metrics per source")
     ap.add_argument("--batch", type=int, default=10000, help="PMIDs per pmFetch")
+    ap.add_argument(
+        "--agent-args",
+        default="",
+        help="more arguments for pmda_py (e.g. '--openmetrics-interval 3600': fetches without scrape load)",
+    )
     args = ap.parse_args()
     if not os.path.exists(THEIRS) or not shutil.which("pminfo"):
         print("needs PCP with pmdaopenmetrics (scripts/install-pcp)", file=sys.stderr)
@@ -279,7 +311,7 @@ def main() -> int:
             if args.only and who != args.only:
                 continue
             with tempfile.TemporaryDirectory(prefix=f"ombench-{who}-") as tmp:
-                results[who] = run_agent(who, Path(tmp), urls, args.fetches, args.batch)
+                results[who] = run_agent(who, Path(tmp), urls, args.fetches, args.batch, args.agent_args)
             print(f"{who:16s} {json.dumps(results[who])}", flush=True)
         per_source = 3 * min(20, args.metrics) + max(0, args.metrics - 20)
         print(

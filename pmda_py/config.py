@@ -356,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--openmetrics-interval", type=float, help="seconds between scrapes of each source (default 10)")
     p.add_argument("--openmetrics-timeout", type=float, help="deadline of one scrape in seconds (default 2)")
+    p.add_argument(
+        "--openmetrics-workers", type=int, help="scraper worker processes (default 2; 0: scrape in the daemon)"
+    )
     return p
 
 
@@ -388,6 +391,8 @@ def parse_args(argv: Sequence[str]) -> Config:
             om["interval"] = str(ns.openmetrics_interval)
         if ns.openmetrics_timeout is not None:
             om["timeout"] = str(ns.openmetrics_timeout)
+        if ns.openmetrics_workers is not None:
+            om["workers"] = str(ns.openmetrics_workers)
         kw["tables"] = (TableSpec("openmetrics", "openmetrics", "openmetrics", None, om),)
         kw["domain_labels"] = {"agent": "openmetrics"}
     if ns.table:

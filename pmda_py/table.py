@@ -444,6 +444,10 @@ class InDom:
         return il.get(inst, {})
 
 
+#: the types a metric may have (a set once, not per Metric: tables make 100 000s of them)
+_METRIC_TYPES = frozenset(PmType) - {PmType.UNKNOWN}
+
+
 @attrs.frozen(eq=False, kw_only=True)
 class Metric:
     """A metric declared by a table: ``Metric(name, *, cluster, item, type, ...)``.
@@ -482,7 +486,7 @@ class Metric:
             raise ValueError(f"bad metric name {self.name!r}")
         if not 0 <= self.cluster <= 0xFFF or not 0 <= self.item <= 0x3FF:
             raise ValueError(f"{self.name}: cluster {self.cluster} / item {self.item} out of range")
-        if self.type not in set(PmType) - {PmType.UNKNOWN}:
+        if self.type not in _METRIC_TYPES:
             raise ValueError(f"{self.name}: bad type {self.type}")
         _check_labels(self.name, self.labels)
 

@@ -192,7 +192,8 @@ class Dispatcher:
         self._instance_cache: dict[int, tuple[dict[int, str], EncodedReply]] = {}
         #: the last fetch's value-set section, reused when the next has the same shape
         self._result_cache = SectionCache()
-        self._packed_cache = PackedRunCache()
+        #: the packed encoder's templates, by the request's PMIDs (a sweep of several fetches keeps one each)
+        self._packed_caches: dict[tuple[int, ...], PackedRunCache] = {}
         #: the layouts of repeated fetches, by the request's PMIDs (see :class:`_FastFetch`)
         self._fast: dict[tuple[int, ...], _FastFetch | int] = {}
         #: the metrics of a request's PMIDs by table, by the request's PMIDs
@@ -554,7 +555,11 @@ class Dispatcher:
             return None
         if not all(includes_all(profile, ind) for ind in outcome.indoms):
             return None
-        cache = self._packed_cache
+        cache = self._packed_caches.get(pdu.pmids)
+        if cache is None:
+            if len(self._packed_caches) >= _FAST_SLOTS:
+                del self._packed_caches[next(iter(self._packed_caches))]
+            cache = self._packed_caches[pdu.pmids] = PackedRunCache()
         if cache.pmids != pdu.pmids:  # the table's token covers metrics, not our PMIDs
             cache.token = None
         try:
@@ -874,6 +879,7 @@ class Dispatcher:
                 await table.wait_ready()
             except Exception as exc:
                 log.error("wait_ready_failed", table=type(table).__name__, error=str(exc))
+        self._refresh_index()  # the names the tables have now, before pmcd's first request
 
     # ------------------------------------------------------------- context
 

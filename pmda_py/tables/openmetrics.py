@@ -14,10 +14,17 @@ every source here has its own timer (``interval``), a deadline per scrape
 fetch answers at once from the last good parse, and one scrape serves every
 client.  New and vanished metrics change the namespace (NAMES_CHANGE); the
 table is not ready until the first round of scrapes has finished.
+
+The scraping itself (HTTP, parsing, ids, saving the name tables) runs in
+``workers`` worker processes (:mod:`pmda_py.tables.openmetrics_scrape`), a
+source always on the same one, so it never holds the daemon's GIL or trio
+loop: the daemon swaps in each scrape's digest (values already packed for
+the fetch).  ``workers=0`` scrapes in the daemon (the digest in a thread).
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import socket
@@ -35,19 +42,18 @@ import trio
 from pmda_py import logconfig
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
-from pmda_py.harvest.openmetrics.exposition import Limits, Parsed, parse_document
+from pmda_py.harvest.openmetrics.digest import Digest, apply_meta
+from pmda_py.harvest.openmetrics.exposition import Limits
 from pmda_py.harvest.openmetrics.model import (
     MAX_CLUSTER,
     MAX_METRIC,
-    Ingest,
     MetricState,
     NameTable,
     SourceConfig,
     SourceModel,
     label_items,
-    parse_url_config,
 )
-from pmda_py.pmapi import PmSem, PmType
+from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType
 from pmda_py.table import (
     Columns,
     FetchRequest,
@@ -60,6 +66,7 @@ from pmda_py.table import (
     TableContext,
     units,
 )
+from pmda_py.tables.openmetrics_scrape import Reply, Scraper, WorkerFailed, WorkerPool, read_state, write_state
 
 __all__ = ["OpenMetricsTable"]
 
@@ -70,6 +77,10 @@ log = structlog.get_logger("pmda_py.openmetrics")
 DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
 DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
+DEFAULT_WORKERS = 2  #: worker processes (0: scrape in the daemon)
+WORKER_NICE = 5  #: the workers' nice(2) increment: on a busy machine the daemon's fetches go first
+NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
+DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
 
 _L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x20, 0x80
 
@@ -86,9 +97,8 @@ class Source:
     cluster: int
     path: str
     scripted: bool
-    model: SourceModel
+    model: SourceModel  #: a mirror of the scraper's model: metadata, and the packed values
     config: SourceConfig = attrs.field(factory=SourceConfig)
-    config_ctime: float = -1.0
     calls: int = 0
     fetch_ms: int = 0
     parse_ms: int = 0
@@ -97,8 +107,9 @@ class Source:
     last_good: float = -math.inf
     exported: dict[int, Metric] = attrs.field(factory=dict)  #: item -> Metric now in the namespace
     scope: trio.CancelScope | None = None
-    client: Any = None
     logged_status: str = ""
+    version: int = 0  #: bumped by every good scrape (the packed plans check it)
+    scrapes: int = 0  #: scrapes started (the round it is in)
 
     def cluster_labels(self) -> dict[str, str]:
         if self.scripted:
@@ -115,56 +126,83 @@ class Source:
         return {"hostname": host, "source": self.name, "url": url}
 
 
-_PACK: dict[int, str] = {PmType.DOUBLE: "d", PmType.I64: "q", PmType.U64: "Q"}
+_UNPACK: dict[int, str] = {PmType.DOUBLE: "d", PmType.I64: "q", PmType.U64: "Q"}
 _LITTLE = sys.byteorder == "little"
 
 
-@attrs.frozen
 class _Cached:
-    """A metric's answer from the last good parse."""
+    """A metric's answer from the last good parse: its instances (an
+    ``array('I')``, ascending) and values (packed big-endian 8-byte words
+    for I64, U64 and DOUBLE, else a list); lists made on demand."""
 
-    insts: list[int]
-    values: list[Any]
-    packed: tuple[Any, bytes] | None  #: (instance array, big-endian 8-byte values), numeric types only
+    __slots__ = ("_insts", "_values", "blob", "iarr", "image", "mtype")
+
+    def __init__(self, mtype: int, image: bytes, iarr: Any, blob: bytes | None, values: list[Any] | None) -> None:
+        self.mtype, self.image, self.iarr, self.blob = mtype, image, iarr, blob
+        self._values = values
+        self._insts: list[int] | None = None
 
     @property
-    def blob(self) -> bytes | None:
-        return self.packed[1] if self.packed is not None else None
+    def insts(self) -> list[int]:
+        if self._insts is None:
+            self._insts = [PM_IN_NULL if i == 0xFFFFFFFF else i for i in self.iarr]
+        return self._insts
+
+    @property
+    def values(self) -> list[Any]:
+        if self._values is None:
+            arr = array(_UNPACK[self.mtype])
+            arr.frombytes(self.blob or b"")
+            if _LITTLE:
+                arr.byteswap()
+            self._values = arr.tolist()
+        return self._values
+
+    @property
+    def packed(self) -> tuple[Any, bytes] | None:
+        return (self.iarr, self.blob) if self.blob is not None else None
 
     @property
     def packed_insts(self) -> Any:
-        return self.packed[0] if self.packed is not None else None
+        return self.iarr if self.blob is not None else None
 
 
-def _pack(mtype: int, insts: list[int], values: list[Any], same: Any = None) -> tuple[Any, bytes] | None:
-    code = _PACK.get(mtype)
-    if code is None:
-        return None
-    try:
-        arr = array(code, values)
-    except (TypeError, OverflowError):
-        return None
-    if _LITTLE:
-        arr.byteswap()
-    return (same if same is not None else array("I", [i & 0xFFFFFFFF for i in insts])), arr.tobytes()
+@attrs.define(eq=False)
+class _Plan:
+    """How a repeated big fetch is answered in one piece."""
 
+    key: tuple[int, int]  #: the table's (shape, generation) it was made for
+    token: object | None  #: None: not every metric can be packed
+    parts: list[MetricState] = attrs.field(factory=list)
+    sources: list[Source] = attrs.field(factory=list)
+    vtypes: list[int] = attrs.field(factory=list)
+    insts: list[Any] = attrs.field(factory=list)
+    indoms: frozenset[int] = frozenset()
+    versions: list[int] = attrs.field(factory=list)  #: the sources' versions ``blob`` was joined at
+    blob: bytes = b""
 
-class _TooBig(Exception):
-    pass
-
-
-class _HttpStatus(Exception):
-    def __init__(self, code: int, text: str) -> None:
-        super().__init__(text)
-        self.code = code
-
-
-def _read_regular(path: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file (a FIFO or device would block)."""
-    with open(path, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        return f.read(limit)
+    @classmethod
+    def make(
+        cls, metrics: tuple[Metric, ...], key: tuple[int, int], by_metric: dict[int, tuple[Source, MetricState]]
+    ) -> _Plan:
+        plan = cls(key, object())
+        sources: dict[int, Source] = {}
+        indoms: set[int] = set()
+        for m in metrics:
+            found = by_metric.get(id(m))
+            cached: _Cached | None = found[1].cache if found is not None else None
+            if found is None or cached is None or cached.blob is None:
+                return cls(key, None)
+            sources[id(found[0])] = found[0]
+            plan.parts.append(found[1])
+            plan.vtypes.append(m.type)
+            plan.insts.append(cached.iarr)
+            if m.indom is not None:
+                indoms.add(m.indom.id)
+        plan.sources = list(sources.values())
+        plan.indoms = frozenset(indoms)
+        plan.versions = [-1]
+        return plan
 
 
 class OpenMetricsTable(Table):
@@ -185,6 +223,8 @@ class OpenMetricsTable(Table):
         max_bytes: str = str(Limits().max_bytes),
         domain: str = "144",
         sort: str = "1",
+        workers: str = str(DEFAULT_WORKERS),
+        worker_grace: str = str(DEFAULT_WORKER_GRACE),
         **_options: str,
     ) -> None:
         conf = pcp_conf()
@@ -198,6 +238,8 @@ class OpenMetricsTable(Table):
         self.limits = Limits(max_bytes=int(max_bytes))
         self.domain = int(domain)
         self.sort = _flag(sort)
+        self.workers = max(0, int(workers))
+        self.worker_grace = float(worker_grace)
         self.debug = 0
         self._level_before_debug = "info"
         self.generation = 0
@@ -210,12 +252,20 @@ class OpenMetricsTable(Table):
         self._first_round: set[str] = set()
         self._scope: trio.CancelScope | None = None
         self._limiter: trio.CapacityLimiter | None = None
-        self._httpx: Any = None
-        self._ssl: Any = None
         self._dirty: dict[int, NameTable] = {}  #: name tables to save (in a worker thread, once a second)
-        self._plan: Any = None
-        #: one worker thread digests documents: more would only fight the trio thread for the GIL
+        #: packed-fetch plans by the request's metrics (a sweep of several fetches keeps one each)
+        self._plans: dict[tuple[Metric, ...], Any] = {}
+        #: with workers=0: one worker thread digests documents (more would only fight for the GIL)
         self._cpu = trio.CapacityLimiter(1)
+        self._pool: WorkerPool | None = None
+        self._scraper: Scraper | None = None
+        self._round_start: dict[int, float] = {}  #: round -> when its first scrape began
+        self._round_done_n: dict[int, int] = {}  #: round -> scrapes of it finished
+        self._names_pending = False  #: names changed since ``generation`` was last bumped
+        self._swap_lock = trio.Lock()
+        self._metas = 0  #: sources whose metadata changed since the last _settle()
+        self._settle_due = False
+        self._inactive = 0  #: sources known but not scraped now (their config file went)
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
@@ -307,17 +357,9 @@ class OpenMetricsTable(Table):
 
     def load_table(self, serial: int, maxnum: int) -> NameTable:
         path = self._state_path(serial)
-        try:
-            with open(path, "rb") as f:
-                data = f.read(64 * 1024 * 1024)
-        except OSError:
-            return NameTable(maxnum)
-        try:
-            table = NameTable.loads(data, maxnum)
-        except ValueError as err:
-            log.warning("openmetrics_state_unreadable", file=path, error=str(err))
-            return NameTable(maxnum)
-        table.dirty = False
+        table, problem = read_state(path, maxnum)
+        if problem is not None:
+            log.warning("openmetrics_state_unreadable", file=path, error=problem)
         return table
 
     def save_table(self, serial: int, table: NameTable) -> None:
@@ -326,14 +368,9 @@ class OpenMetricsTable(Table):
 
     def _write_state(self, serial: int, data: bytes) -> bool:
         path = self._state_path(serial)
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            os.makedirs(self.state_dir, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except OSError as err:
-            log.warning("openmetrics_state_unsaved", file=path, error=str(err))
+        problem = write_state(path, data)
+        if problem is not None:
+            log.warning("openmetrics_state_unsaved", file=path, error=problem)
             return False
         return True
 
@@ -345,6 +382,12 @@ class OpenMetricsTable(Table):
                 table.dirty = False
         self._dirty = {}
         return images
+
+    async def sync_state(self) -> None:
+        """Every changed name table saved now (the workers' too)."""
+        self.flush_state()
+        if self._pool is not None:
+            await self._pool.flush()
 
     def flush_state(self) -> None:
         """Save every changed name table now."""
@@ -404,10 +447,9 @@ class OpenMetricsTable(Table):
                     log.warning("openmetrics_source_refused", file=path, reason="too many sources")
                     continue
                 self._dirty[0] = self.clusters_table
-                items = self.load_table(cluster, MAX_METRIC)
-                src = Source(
-                    name, cluster, path, scripted, SourceModel(name, cluster, items, self.load_table, self.limits)
-                )
+                # the scraper owns the real model (ids, saved tables); this one mirrors its digests
+                mirror = SourceModel(name, cluster, NameTable(MAX_METRIC), lambda _s, m: NameTable(m), self.limits)
+                src = Source(name, cluster, path, scripted, mirror)
                 self.sources[name] = src
                 self.by_cluster[cluster] = src
                 self.c_sources.set(self.clusters_table.instances())
@@ -443,26 +485,48 @@ class OpenMetricsTable(Table):
         assert self._scope is not None
         with self._scope:
             try:
-                import ssl
-
-                import httpx
-
-                self._httpx = httpx
-                self._ssl = ssl.create_default_context()  # one for every source's client
-                await self._loop()
+                async with trio.open_nursery() as nursery:
+                    if self.workers:
+                        options = {
+                            "state_dir": self.state_dir,
+                            "domain": self.domain,
+                            "timeout": self.timeout,
+                            "keepalive": self._keepalive(),
+                            "limits": attrs.asdict(self.limits),
+                            "nice": WORKER_NICE,
+                        }
+                        self._pool = WorkerPool(self.workers, options, self._pool_log)
+                        await nursery.start(self._pool.run)
+                    else:
+                        self._scraper = Scraper(
+                            self.state_dir, self.domain, self.limits, self.timeout, self._keepalive(), self._in_thread
+                        )
+                    await self._loop()
             except Exception as exc:  # never take the daemon down
                 log.exception("openmetrics_scraper_failed", error=f"{type(exc).__name__}: {exc}")
-                self._ready.set()
+                self._set_ready()
             finally:
                 self.flush_state()
-                with trio.CancelScope(shield=True), trio.move_on_after(1):
-                    for src in self.sources.values():
-                        await self._close_client(src)
+                if self._scraper is not None:
+                    with trio.CancelScope(shield=True), trio.move_on_after(1):
+                        await self._scraper.aclose()
+
+    def _keepalive(self) -> float:
+        """How long a source's idle connection is kept: over the interval."""
+        return self.interval + self.timeout + 5.0
+
+    async def _in_thread(self, fn: Any) -> Any:
+        return await trio.to_thread.run_sync(fn, limiter=self._cpu)
+
+    @staticmethod
+    def _pool_log(event: str, **kw: Any) -> None:
+        log.error(event, **kw)
 
     async def _loop(self) -> None:
         self._limiter = trio.CapacityLimiter(self.concurrency)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._saver)
+            nursery.start_soon(self._names_bumper)
             first = True
             while True:
                 try:
@@ -475,10 +539,13 @@ class OpenMetricsTable(Table):
                     if src.name not in names and src.scope is not None:  # config file gone
                         src.scope.cancel()
                         src.scope = None
+                        self._inactive += 1
                         self._drop_exports(src)
-                        await self._close_client(src)
+                        await self._forget(src)
                 for src in current:
                     if src.scope is None:
+                        if src.scrapes:  # (a source back after its config file went)
+                            self._inactive -= 1
                         if first:
                             self._first_round.add(src.name)
                         src.scope = trio.CancelScope()
@@ -486,8 +553,49 @@ class OpenMetricsTable(Table):
                 if first:
                     first = False
                     if not self._first_round:
-                        self._ready.set()
+                        self._set_ready()
                 await trio.sleep(self.interval)
+
+    def _names_changed(self) -> None:
+        """The namespace changed: the dispatcher hears of it (``generation``)
+        at most every NAMES_EVERY seconds, and not before the first round
+        ended: each bump costs it a rebuild of every name (a round of 1 000
+        new sources would otherwise cost 1 000 rebuilds)."""
+        self._metrics_cache = None
+        self._names_pending = True
+
+    def _set_ready(self) -> None:
+        if self._names_pending:
+            self._names_pending = False
+            self.generation += 1
+        self._ready.set()
+        self._settle()
+        self._settle_due = True  # again once the dispatcher has indexed the names
+
+    def _settle(self) -> None:
+        """The objects made so far (names, descriptors, indoms: 100 000s of
+        them with many sources) live long: take them out of the cyclic
+        collector's full passes (``gc.freeze()``), which otherwise walk them
+        all, holding the process up for 100s of ms, every so often."""
+        self._metas = 0
+        gc.freeze()
+
+    async def _names_bumper(self) -> None:
+        while True:
+            await trio.sleep(NAMES_EVERY)
+            if self._settle_due:  # (the dispatcher rebuilt its index since: 100 000s of objects too)
+                self._settle_due = False
+                self._settle()
+            if self._names_pending and self._ready.is_set():
+                self._names_pending = False
+                self.generation += 1
+                self._settle_due = True
+
+    async def _forget(self, src: Source) -> None:
+        if self._pool is not None:
+            await self._pool.forget(src.cluster, src.name)
+        elif self._scraper is not None:
+            await self._scraper.forget(src.name)
 
     def _round_done(self, src: Source) -> None:
         if src.name in self._first_round:
@@ -499,12 +607,27 @@ class OpenMetricsTable(Table):
                     sources=len(self.sources),
                     first_round_s=round(time.monotonic() - self._started, 3),
                 )
-                self._ready.set()
+                self._set_ready()
+        # a round: the n-th scrape of every source, from the first one's start to the last one's end
+        k = src.scrapes
+        done = self._round_done_n[k] = self._round_done_n.get(k, 0) + 1
+        if done >= len(self.sources) - self._inactive and k in self._round_start:
+            seconds = round(time.monotonic() - self._round_start.pop(k), 3)
+            del self._round_done_n[k]
+            for old in [r for r in self._round_start if r < k]:  # rounds a vanished source never finished
+                self._round_start.pop(old)
+                self._round_done_n.pop(old, None)
+            if seconds > self.interval:
+                log.warning("openmetrics_round_slow", round=k, sources=done, seconds=seconds, interval=self.interval)
+            elif k <= 3:  # the first rounds are news; later ones only when slow
+                log.info("openmetrics_round", round=k, sources=done, seconds=seconds)
 
     async def _source_loop(self, src: Source, scope: trio.CancelScope) -> None:
         with scope:
             while True:
                 t0 = trio.current_time()
+                src.scrapes += 1
+                self._round_start.setdefault(src.scrapes, time.monotonic())
                 try:
                     await self.scrape(src)
                 except Exception as exc:  # a bug for one source stays with that source
@@ -513,126 +636,79 @@ class OpenMetricsTable(Table):
                 await trio.sleep_until(t0 + self.interval)
 
     async def scrape(self, src: Source) -> None:
-        """One scrape of ``src``: fetch under the deadline, parse, publish."""
+        """One scrape of ``src`` (by its worker, or here): fetch under the
+        deadline, parse, then swap the digest in and publish."""
         assert self._limiter is not None
         async with self._limiter:
             src.calls += 1
-            t0 = time.monotonic()
             try:
-                st = os.stat(src.path)
-                if src.scripted:
-                    if not st.st_mode & stat.S_IXUSR:
-                        raise OSError(f"cannot execute '{src.path}'")
-                elif src.config_ctime < st.st_ctime:
-                    src.config = parse_url_config(_read_regular(src.path, 1024 * 1024).decode("utf-8", "replace"))
-                    src.config_ctime = st.st_ctime
-                    for p in src.config.problems:
-                        log.warning("openmetrics_config", source=src.name, problem=p)
-            except OSError as err:
-                self._status(src, f"cannot read {src.path}: {err}", 0)
+                if self._pool is not None:
+                    job = (src.name, src.cluster, src.path, src.scripted)
+                    reply: Reply = await self._pool.scrape(src.cluster, self.timeout + self.worker_grace, *job)
+                else:
+                    assert self._scraper is not None
+                    reply = await self._scraper.scrape(src.name, src.cluster, src.path, src.scripted)
+            except WorkerFailed as err:
+                self._status(src, f"failed to fetch URL or execute script {src.path}: {err}", 0)
                 return
-            code = 0
-            try:
-                with trio.fail_after(self.timeout):
-                    body, code = await self._get(src)
-            except trio.TooSlowError:
-                self._status(
-                    src, f"failed to fetch URL or execute script {src.path}: timed out after {self.timeout:g} s", code
-                )
-                return
-            except Exception as err:
-                code = err.code if isinstance(err, _HttpStatus) else code
-                self._status(src, f"failed to fetch URL or execute script {src.path}: {err}", code)
-                return
-            src.fetch_ms += int(1000 * (time.monotonic() - t0))
-        t1 = time.monotonic()
-        text = body.decode("utf-8", "replace")
-        # parse, ingest and the answers' cache in a worker thread: the trio thread stays free for pmcd
-        parsed, res, shape_changed = await trio.to_thread.run_sync(self._digest, src, text, limiter=self._cpu)
-        if shape_changed:
-            self._shape += 1
-        src.parse_ms += int(1000 * (time.monotonic() - t1))
-        problems = list(res.errors)
-        if parsed.error is not None:
-            problems.insert(0, f"line {parsed.error[0]}: {parsed.error[1]} (rest of the document skipped)")
-        if parsed.dropped:
-            problems.append(f"{parsed.dropped} samples over the limit of {self.limits.max_samples} dropped")
+        kind, code, fetch_ms, parse_ms, url, logs, result = reply
+        if url is not None:
+            src.config = SourceConfig(url=url)
+        for event, fields in logs:
+            log.warning(event, source=src.name, **fields)
+        if kind != "ok":  # ("fail", status text, code, ...)
+            self._status(src, str(reply[1]), int(reply[2]))
+            return
+        src.fetch_ms += fetch_ms
+        src.parse_ms += parse_ms
+        # One swap per trip through trio's scheduler: the replies of a round come in bursts, and
+        # a hundred swaps run back to back would hold up a fetch that arrived meanwhile.
+        async with self._swap_lock:
+            self._swap_in(src, result)
+            src.last_good = time.monotonic()
+            self._status(src, "success", code)
+            await trio.lowlevel.checkpoint()  # (holding the lock: the next swap waits for the next batch)
+
+    def _swap_in(self, src: Source, result: Digest) -> None:
+        """A scrape's digest becomes the source's answers (and names)."""
+        meta, values, problems = result
         for p in problems[: self.limits.max_errors_logged]:
             log.warning("openmetrics_parse", source=src.name, problem=p)
         if len(problems) > self.limits.max_errors_logged:
             log.warning("openmetrics_parse", source=src.name, more=len(problems) - self.limits.max_errors_logged)
-        for serial, table in res.dirty:
-            self._dirty[serial] = table
-        src.last_good = time.monotonic()
-        self._status(src, "success", code)
-        self._publish(src, res.new_instances)
-
-    def _digest(self, src: Source, text: str) -> tuple[Parsed, Ingest, bool]:
-        """(In a worker thread; one per source at a time.)"""
-        parsed = parse_document(text, self.limits)
-        res = src.model.ingest(parsed.samples, src.config)
-        return parsed, res, self._prepare(src)
-
-    async def _get(self, src: Source) -> tuple[bytes, int]:
-        limit = self.limits.max_bytes
-        if src.scripted:
-            return await self._run_script(src.path, limit), 0
-        url = src.config.url
-        if url.startswith("file://"):
-            data = _read_regular(url[7:], limit + 1)
-            if len(data) > limit:
-                raise _TooBig(f"document larger than {limit} bytes")
-            return data, 0
-        if src.client is None:
-            # a client per source: keep-alive to its host, and no shared pool to search (httpcore's pool
-            # scans every connection for every request); the global cap is our CapacityLimiter
-            httpx = self._httpx
-            one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-            src.client = httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
-        async with src.client.stream("GET", url, headers=src.config.headers, timeout=self.timeout) as r:
-            code = int(r.status_code)
-            if code >= 400:
-                kind = "Client" if code < 500 else "Server"  # requests' raise_for_status() text
-                raise _HttpStatus(code, f"{code} {kind} Error: {r.reason_phrase} for url: {url}")
-            size = int(r.headers.get("content-length") or 0)
-            if size > limit:
-                raise _TooBig(f"document larger than {limit} bytes (Content-Length {size})")
-            chunks = bytearray()
-            async for chunk in r.aiter_bytes():
-                chunks += chunk
-                if len(chunks) > limit:
-                    raise _TooBig(f"document larger than {limit} bytes")
-            return bytes(chunks), code
-
-    async def _run_script(self, path: str, limit: int) -> bytes:
-        proc = await trio.lowlevel.open_process([path], stdin=None, stdout=-1, stderr=None)
-        out = bytearray()
-        try:
-            assert proc.stdout is not None
-            while True:
-                chunk = await proc.stdout.receive_some(65536)
-                if not chunk:
-                    break
-                out += chunk
-                if len(out) > limit:
-                    raise _TooBig(f"script output larger than {limit} bytes")
-            rc = await proc.wait()
-            if rc:
-                raise RuntimeError(f"script exited with status {rc}")
-            return bytes(out)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                with trio.CancelScope(shield=True):
-                    await proc.wait()
-
-    async def _close_client(self, src: Source) -> None:
-        client, src.client = src.client, None
-        if client is not None:
-            try:
-                await client.aclose()
-            except Exception as exc:
-                log.debug("openmetrics_client_close", source=src.name, error=str(exc))
+        model = src.model
+        if meta is not None:
+            apply_meta(model, meta)
+            self._metas += 1
+            if self._metas >= 100 and not self._ready.is_set():  # (the first round's new names)
+                self._settle()
+        shape = False
+        seen = set()
+        by_item = model.by_item
+        for item, image, blob, vals in values:
+            ms = by_item.get(item)
+            if ms is None:  # (a digest without the metadata of a new metric: a scraper bug)
+                continue
+            seen.add(item)
+            old: _Cached | None = ms.cache
+            if old is not None and old.image == image:
+                # the same instances: the same object, new values (the packed plans check the instance
+                # array by identity; and no new object for the cyclic collector to walk, 100 000 a round)
+                old.blob, old._values = blob, vals
+            else:
+                iarr = array("I")
+                iarr.frombytes(image)
+                shape = True
+                ms.cache = _Cached(ms.type, image, iarr, blob, vals)
+        if len(seen) != len(model.metrics):
+            for ms in model.metrics.values():
+                if ms.cache is not None and ms.item not in seen:
+                    ms.cache = None
+                    shape = True
+        if shape:
+            self._shape += 1
+        src.version += 1
+        self._publish(src, meta is not None)
 
     def _status(self, src: Source, status: str, code: int) -> None:
         src.status, src.status_code = status, code
@@ -646,7 +722,7 @@ class OpenMetricsTable(Table):
     # ------------------------------------------------------------ publishing
     def _publish(self, src: Source, new_instances: bool) -> None:
         """Make the namespace follow what the last document held."""
-        present = {m.item: m for m in src.model.metrics.values() if m.values}
+        present = {m.item: m for m in src.model.metrics.values() if m.cache is not None}
         changed = False
         for item in list(src.exported):
             if item not in present:
@@ -666,8 +742,7 @@ class OpenMetricsTable(Table):
                 if ms.table is not None and ms.indom_serial in self._indoms:
                     self._indoms[ms.indom_serial].set(ms.table.instances())
         if changed:
-            self._metrics_cache = None
-            self.generation += 1
+            self._names_changed()
 
     def _export(self, src: Source, ms: MetricState) -> Metric | None:
         ind = None
@@ -707,8 +782,7 @@ class OpenMetricsTable(Table):
         if src.exported:
             for item in list(src.exported):
                 self._unexport(src, item)
-            self._metrics_cache = None
-            self.generation += 1
+            self._names_changed()
 
     # ------------------------------------------------------------ answering
     async def fetch(self, request: FetchRequest) -> FetchResult:
@@ -743,67 +817,31 @@ class OpenMetricsTable(Table):
 
     def _fetch_packed(self, metrics: tuple[Metric, ...]) -> PackedFetch | None:
         """Every value in one big-endian blob (the dispatcher's fast path), when
-        every metric asked for is a source's numeric metric with fresh values."""
-        plan = self._plan
-        if plan is None or plan[0] != metrics or plan[1] != (self._shape, self.generation):
-            plan = self._plan = self._make_plan(metrics)
-        if plan[2] is None:
+        every metric asked for is a source's numeric metric with fresh values.
+        The blob is joined again only when one of its sources was scraped since."""
+        key = (self._shape, self.generation)
+        plan = self._plans.get(metrics)
+        if plan is None or plan.key != key:
+            if len(self._plans) >= 64:
+                del self._plans[next(iter(self._plans))]
+            plan = self._plans[metrics] = _Plan.make(metrics, key, self._by_metric)
+        if plan.token is None:
             return None
-        _, _, token, parts, sources, vtypes, insts, indoms = plan
         now, stale_after = time.monotonic(), self._stale_after()
-        for src in sources:
+        versions = []
+        for src in plan.sources:
             if now - src.last_good > stale_after:
                 return None
-        blobs = []
-        for ms, ins in zip(parts, insts):
-            cached = ms.cache
-            if cached is None or cached.packed is None or cached.packed[0] is not ins:  # instances changed since
-                return None
-            blobs.append(cached.packed[1])
-        return PackedFetch(metrics, vtypes, insts, b"".join(blobs), indoms, token)
-
-    def _make_plan(self, metrics: tuple[Metric, ...]) -> Any:
-        parts: list[MetricState] = []
-        sources: dict[int, Source] = {}
-        vtypes: list[int] = []
-        insts: list[Any] = []
-        indoms: set[int] = set()
-        key = (self._shape, self.generation)
-        for m in metrics:
-            found = self._by_metric.get(id(m))
-            cached = found[1].cache if found is not None else None
-            if found is None or cached is None or cached.blob is None:
-                return (metrics, key, None, (), (), (), (), frozenset())
-            sources[id(found[0])] = found[0]
-            parts.append(found[1])
-            vtypes.append(m.type)
-            insts.append(cached.packed_insts)
-            if m.indom is not None:
-                indoms.add(m.indom.id)
-        return (metrics, key, object(), parts, list(sources.values()), vtypes, insts, frozenset(indoms))
-
-    @staticmethod
-    def _prepare(src: Source) -> bool:
-        """Cache each metric's answer (instances in id order, as pmdaFetch
-        walks an indom; the packed blob for the fast path); True when an
-        instance list changed.  An unchanged instance list keeps its objects
-        (the packed plan checks them by identity)."""
-        changed = False
-        for ms in src.model.metrics.values():
-            if not ms.values:
-                if ms.cache is not None:
-                    ms.cache = None
-                    changed = True
-                continue
-            insts = sorted(ms.values)
-            values = [ms.values[i] for i in insts]
-            old: _Cached | None = ms.cache
-            if old is None or old.insts != insts:
-                changed = True
-                ms.cache = _Cached(insts, values, _pack(ms.type, insts, values))
-            else:
-                ms.cache = _Cached(old.insts, values, _pack(ms.type, insts, values, old.packed_insts))
-        return changed
+            versions.append(src.version)
+        if versions != plan.versions:
+            blobs = []
+            for ms, ins in zip(plan.parts, plan.insts):
+                cached: _Cached | None = ms.cache
+                if cached is None or cached.blob is None or cached.iarr is not ins:  # instances changed since
+                    return None
+                blobs.append(cached.blob)
+            plan.blob, plan.versions = b"".join(blobs), versions
+        return PackedFetch(metrics, plan.vtypes, plan.insts, plan.blob, plan.indoms, plan.token)
 
     def _control_value(self, m: Metric) -> Any:
         if m is self.c_debug:

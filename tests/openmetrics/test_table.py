@@ -176,7 +176,7 @@ async def test_changing_source_changes_names(tmp_path: Path, server: ControlledS
         await wait_generation(table, gen)
     a = next(m for m in table.metrics() if m.name == "c.a")
     assert a.item == item_a
-    table.flush_state()  # saved by a worker once a second; now, for the test
+    await table.sync_state()  # saved by the worker processes when idle; now, for the test
     saved = (tmp_path / "state" / "144.1.py").read_bytes()
     from pmda_py.harvest.openmetrics import NameTable
 
@@ -294,7 +294,7 @@ async def test_state_dir_from_the_daemon_config(tmp_path: Path) -> None:
     assert isinstance(table, OpenMetricsTable)
     await table.startup(dispatcher.context(dispatcher.mounts[0]))
     await table.wait_ready()
-    table.flush_state()
+    await table.sync_state()
     assert sorted(p.name for p in (tmp_path / "st").iterdir()) == ["144.0.py", "144.1.py"]
     await table.shutdown()
 

@@ -408,6 +408,7 @@ class Ingest:
     excluded: list[str] = attrs.field(factory=list)
     dirty: list[tuple[int, NameTable]] = attrs.field(factory=list)  #: (serial, table) to save
     new_instances: bool = False
+    labels_changed: bool = False  #: some instance's labels differ from the last document's
 
 
 class SourceModel:
@@ -555,4 +556,6 @@ class SourceModel:
             m.values[inst] = _convert(m.type, value)
         except ValueError:
             res.errors.append(f"{m.name}: bad value {value[:40]!r}")
-        m.inst_labels[inst] = labels
+        if m.inst_labels.get(inst) != labels:
+            res.labels_changed = True
+            m.inst_labels[inst] = labels

@@ -1,0 +1,258 @@
+"""The OpenMetrics table's worker processes: the same answers as scraping
+in the daemon (``workers=0``), and a worker that dies or hangs is logged and
+replaced, its source marked failed meanwhile, the other sources unaffected."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import stat
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+
+from pmda_py.harvest.openmetrics import NameTable
+from pmda_py.tables.openmetrics import OpenMetricsTable
+from tests.openmetrics.servers import ControlledServer, Route
+from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
+
+#: documents with what the digest has to carry: instances, prefix-mode and
+#: verbatim instance names, PCP5 metadata, help, optional labels, strings,
+#: hostile labels, a bad value, a malformed line
+CORPUS = {
+    "good": GOOD,
+    "pcp": (
+        b"# PCP5 pcp.disk.read 60.0.1 u64 60.1 counter Kbyte\n"
+        b'disk_read{instname="sda"} 10\ndisk_read{instname="sdb"} 20\n'
+        b"# PCP ctx.switches counter count / sec\nctx_switches 99\n"
+        b"# PCP5 null.labelled 1.2.3 u32 PM_INDOM_NULL discrete none\n"
+        b'nullm{site="x"} 5\n'
+        b"# PCP5 some.text 1.2.4 string PM_INDOM_NULL instant none\nsome_text hello\n"
+    ),
+    "help": (
+        b"# HELP edge_total A counter.\\nWith a second help line.\n# TYPE edge_total counter\n"
+        b'edge_total{kind="a",path="/x"} 5 1395066363000\nedge_total{kind="b",path="/y",} 6\n'
+        b"edge:colon:name 4\n"
+        b'escaped{v="back\\\\slash and \\"quote\\" and \\t tab"} 1\n'
+    ),
+    "hostile": (
+        b'q{name_with"quote="1",ok="new\\nline \\"q\\""} 1\nw{'
+        + ",".join(f'l{k}="v"' for k in range(100)).encode()
+        + b"} 2\nbadval nope\n"
+    ),
+    "malformed": b"ok_one 1\nbad{x=1} 2\nnot_seen 3\n",
+    "opt": b'req_total{code="200",pod="p1"} 7\nreq_total{code="500",pod="p1"} 8\n',
+}
+#: per-source config lines (FILTER, METADATA)
+EXTRA = {
+    "opt": "FILTER: OPTIONAL LABEL pod\nMETADATA: req_total u64 instance counter count\n",
+}
+
+_L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES = 0x04, 0x08, 0x10, 0x20
+
+
+async def snapshot(table: OpenMetricsTable, tmp: Path) -> dict[str, Any]:
+    """Everything a client can see of the table but the control counters
+    (the run's directory in labels and texts made ``TMP``)."""
+    out: dict[str, Any] = {}
+    metrics = [m for m in table.metrics() if not m.name.startswith("control.")]
+    values = await fetch(table, *(m.name for m in metrics))
+    for m in metrics:
+        entry: dict[str, Any] = {
+            "pmid": (m.cluster, m.item),
+            "desc": (m.type, m.sem, m.units, m.oneline, m.help),
+            "value": values[m.name],
+            "cluster_labels": table.label_items(_L_CLUSTER, m.cluster),
+            "item_labels": table.label_items(_L_ITEM, m),
+        }
+        if m.indom is not None:
+            entry["indom"] = (m.indom.serial, dict(m.indom.instances))
+            entry["indom_labels"] = table.label_items(_L_INDOM, m.indom)
+            entry["inst_labels"] = {i: table.label_items(_L_INSTANCES, (m.indom, i)) for i in m.indom.instances}
+        out[m.name] = entry
+    status = (await fetch(table, "control.status"))["control.status"]
+    out["status"] = {k: v for k, v in status.items() if k}
+    return json.loads(json.dumps(out, default=repr).replace(str(tmp), "TMP"))  # type: ignore[no-any-return]
+
+
+async def run_corpus(tmp: Path, server: ControlledServer, workers: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    urls = {name: server.url(name) + "\n" + EXTRA.get(name, "") for name in CORPUS}
+    write_sources(tmp / "config.d", urls)
+    doc = tmp / "doc.prom"
+    doc.write_text("from_file 1\nfile_gauge 2.5\n")
+    (tmp / "config.d" / "f.url").write_text(f"file://{doc}\n")
+    script = tmp / "config.d" / "script"
+    script.write_text("#!/bin/sh\necho '# PCP5 my.metric 1.2.3 u64 PM_INDOM_NULL counter byte'\necho 'mm 42'\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    table = make_table(tmp, interval="60", workers=workers)
+    await table.startup(OM_CONTEXT)
+    await table.wait_ready()
+    await table.sync_state()
+    snap = await snapshot(table, tmp)
+    await table.shutdown()
+    await trio.sleep(0.2)
+    files = {p.name: NameTable.loads(p.read_bytes(), 0x7FFFFFFF) for p in (tmp / "state").iterdir()}
+    return snap, {k: (v.names, v.prefix_mode) for k, v in files.items()}
+
+
+async def test_workers_answer_as_in_process(tmp_path: Path) -> None:
+    with ControlledServer() as server:
+        for name, body in CORPUS.items():
+            server.routes[name] = Route(body)
+        here, here_files = await run_corpus(tmp_path / "inproc", server, "0")
+        there, there_files = await run_corpus(tmp_path / "workers", server, "2")
+    # the corpus has substance
+    assert here["good.up_total"]["value"] == {"0": 1.0, "1": 2.0}
+    assert here["pcp.pcp.disk.read"]["indom"][1] == {"0": "sda", "1": "sdb"}
+    assert here["pcp.some.text"]["value"] == "hello"
+    assert here["opt.req_total"]["value"] == {"0": 7, "1": 8}
+    assert here["script.my.metric"]["value"] == 42 and here["f.file_gauge"]["value"] == 2.5
+    assert "hostile.w" not in here and "malformed.not_seen" not in here
+    assert len(here_files) > 10
+    assert there == here
+    assert there_files == here_files
+
+
+def _worker_pid(table: OpenMetricsTable, cluster: int) -> int:
+    assert table._pool is not None
+    w = table._pool.workers[cluster % table._pool.size]
+    assert w is not None
+    return int(w.proc.pid)
+
+
+async def _status(table: OpenMetricsTable) -> dict[str, Any]:
+    names = {v: k for k, v in table.c_sources.instances.items()}
+    st = (await fetch(table, "control.status"))["control.status"]
+    return {n: st[names[n]] for n in names}
+
+
+async def _wait_status(table: OpenMetricsTable, name: str, text: str) -> str:
+    while True:
+        st = (await _status(table))[name]
+        if text in st:
+            return str(st)
+        await trio.sleep(0.05)
+
+
+async def test_dead_worker_is_replaced(tmp_path: Path) -> None:
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD, delay=1.0)  # a scrape in flight when its worker dies
+        server.routes["b"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {k: server.url(k) + "\n" for k in ("a", "b")})
+        table = make_table(tmp_path, interval="0.3", timeout="5", workers="2")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            a, b = table.sources["a"], table.sources["b"]
+            assert a.cluster % 2 != b.cluster % 2  # on different workers
+            assert table._pool is not None and table._pool.started == 2
+            hits = server.routes["a"].hits
+            with trio.fail_after(10):
+                while server.routes["a"].hits == hits:  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+            b_calls = b.calls
+            os.kill(_worker_pid(table, a.cluster), signal.SIGKILL)
+            with trio.fail_after(10):
+                failed = await _wait_status(table, "a", "worker process")
+                assert "exited" in failed
+                await _wait_status(table, "a", "success")  # a new worker took over
+                while b.calls < b_calls + 3:  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+            assert (await _status(table))["b"] == "success"
+            assert table._pool.started == 3
+            values = await fetch(table, "a.up_total", "b.up_total")
+            assert values == {"a.up_total": {0: 1.0, 1: 2.0}, "b.up_total": {0: 1.0, 1: 2.0}}
+            await table.shutdown()
+    died = [e for e in logs if e["event"] == "openmetrics_worker_died"]
+    assert len(died) == 1 and died[0]["returncode"] == -signal.SIGKILL
+    failed_logs = [e for e in logs if e["event"] == "openmetrics_source_failed"]
+    assert [e["source"] for e in failed_logs] == ["a"]
+
+
+async def test_hung_worker_is_killed_and_replaced(tmp_path: Path) -> None:
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD)
+        server.routes["b"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {k: server.url(k) + "\n" for k in ("a", "b")})
+        table = make_table(tmp_path, interval="0.3", timeout="0.5", worker_grace="0.5", workers="2")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            a, b = table.sources["a"], table.sources["b"]
+            assert table._pool is not None
+            pid = _worker_pid(table, a.cluster)
+            os.kill(pid, signal.SIGSTOP)  # alive, and never answering
+            try:
+                with trio.fail_after(10):
+                    failed = await _wait_status(table, "a", "worker process")
+                    assert "no answer in 1 s" in failed
+                    b_calls = b.calls
+                    await _wait_status(table, "a", "success")
+                    while b.calls < b_calls + 3:  # noqa: ASYNC110
+                        await trio.sleep(0.05)
+            finally:
+                with contextlib.suppress(ProcessLookupError):  # (killed already if the table did its job)
+                    os.kill(pid, signal.SIGCONT)
+            assert (await _status(table))["b"] == "success"
+            assert _worker_pid(table, a.cluster) != pid and table._pool.started == 3
+            await table.shutdown()
+    hung = [e for e in logs if e["event"] == "openmetrics_worker_hung"]
+    assert len(hung) == 1 and hung[0]["pid"] == pid
+    assert [e["source"] for e in logs if e["event"] == "openmetrics_source_failed"] == ["a"]
+
+
+async def test_ids_survive_a_worker_restart(tmp_path: Path) -> None:
+    """A replacement worker reads the name tables its predecessor saved:
+    a metric keeps its item, an instance its number."""
+    with ControlledServer() as server:
+        server.routes["c"] = Route(b'a 1\nb{x="1"} 2\n')
+        write_sources(tmp_path / "config.d", {"c": server.url("c") + "\n"})
+        table = make_table(tmp_path, interval="0.2", workers="1")
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        before = {m.name: (m.item, dict(m.indom.instances) if m.indom else None) for m in table.metrics()}
+        await table.sync_state()
+        assert table._pool is not None
+        os.kill(_worker_pid(table, 1), signal.SIGKILL)
+        server.routes["c"].body = b'b{x="2"} 3\nb{x="1"} 4\nnew_one 5\na 6\n'  # new names, in another order
+        with trio.fail_after(10):
+            while "c.new_one" not in {m.name for m in table.metrics()}:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        after = {m.name: (m.item, dict(m.indom.instances) if m.indom else None) for m in table.metrics()}
+        assert after["c.a"] == before["c.a"] and after["c.b"][0] == before["c.b"][0]
+        assert after["c.b"][1] == {0: "0 x:1", 1: "1 x:2"}
+        assert (await fetch(table, "c.b"))["c.b"] == {0: 4.0, 1: 3.0}
+        await table.shutdown()
+
+
+async def test_workers_follow_the_daemon_user(tmp_path: Path) -> None:
+    """A worker started before the daemon dropped its privileges is retired
+    (it ends once its scrapes in flight are answered) and replaced by one
+    running as the daemon's user now."""
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.2", workers="1")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            pool = table._pool
+            assert pool is not None and pool.started == 1
+            old = pool.workers[0]
+            assert old is not None and old.uid == os.geteuid()
+            pool._uid = lambda: old.uid + 1  # type: ignore[method-assign]  # as after setuid()
+            calls = table.sources["a"].calls
+            with trio.fail_after(10):
+                while table.sources["a"].calls < calls + 3:  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+                await old.proc.wait()  # ended of itself (EOF), not killed
+            assert old.proc.returncode == 0
+            new = pool.workers[0]
+            assert pool.started == 2 and new is not None and new.uid == old.uid + 1
+            assert (await _status(table))["a"] == "success"
+            await table.shutdown()
+    assert not [e for e in logs if e["event"].startswith("openmetrics_worker_") or e["event"].endswith("_failed")]
