@@ -8,7 +8,7 @@ answers the FETCH once (the general path learns the layout); then each
 stage of the fast path is timed on its own, on the same data, with the
 same calls the dispatcher makes (``_FastFetch.encode`` and
 ``FixedLayout.encode``), and the whole request through the session as
-pmcd's pipe would deliver it.  The floor (fetch_shapes.py's pre-built
+pmcd's pipe would deliver it; malloc tuned as ``pmda-py run`` tunes it.  The floor (fetch_shapes.py's pre-built
 reply) costs only the pipe: one read of the request and one write of the
 reply.  Prints microseconds per FETCH (best of 5 runs) and per value.
 """
@@ -33,7 +33,7 @@ import trio  # noqa: E402
 from shape_table import parse  # noqa: E402
 
 from pmda_py.config import Config, TableSpec  # noqa: E402
-from pmda_py.daemon import build_dispatcher, start_tables  # noqa: E402
+from pmda_py.daemon import build_dispatcher, start_tables, tune_malloc  # noqa: E402
 from pmda_py.pmapi import pmid  # noqa: E402
 from pmda_py.session import Request, Session  # noqa: E402
 from pmda_py.wire import CredsPdu, FetchPdu  # noqa: E402
@@ -176,6 +176,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="1000x0,100x10,1000x10,1000x100")
     args = p.parse_args()
+    tune_malloc()  # as pmda-py run does
     for shape in args.shapes.split(","):
         singular, multi, n = parse(shape)
         values = singular + multi * n
