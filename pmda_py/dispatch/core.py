@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dis
+import gc
 import inspect
 import os
 import struct
@@ -243,7 +244,16 @@ class Dispatcher:
         With ``strict`` (start-up) any collision is a ConfigError; later a
         colliding metric of a dynamic table is dropped with a log line.
         """
-        index = MountIndex.build(self.mounts, self.domain, strict=strict, prepare=self._attach_cache)
+        # The index is 100 000s of new objects at 100 000 metrics: the cyclic
+        # collector would walk everything several times while it is built
+        # (60% of the time); it runs once the build is done.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            index = MountIndex.build(self.mounts, self.domain, strict=strict, prepare=self._attach_cache)
+        finally:
+            if collecting:
+                gc.enable()
         old_names = set(self._by_name)
         self._by_pmid, self._by_indom, self._pmns, self._by_name = (
             index.by_pmid,

@@ -66,14 +66,17 @@ class Namespace:
                 or ``name`` is a non-leaf.
         """
         node = self.root
-        parts = name.split(".")
-        for part in parts[:-1]:
-            node = node.children.setdefault(part, Node(part, node))
-            if node.is_leaf:
-                raise ValueError(f"{node.full_name()} is a leaf")
-        if parts[-1] in node.children:
+        *inner, last = name.split(".")
+        for part in inner:
+            nxt = node.children.get(part)
+            if nxt is None:  # (no Node made for a name that is there: 100 000s of names)
+                nxt = node.children[part] = Node(part, node)
+            elif nxt.pmid is not None:
+                raise ValueError(f"{nxt.full_name()} is a leaf")
+            node = nxt
+        if last in node.children:
             raise ValueError(f"{name} is already in the namespace")
-        node.children[parts[-1]] = Node(parts[-1], node, pmid=p)
+        node.children[last] = Node(last, node, pmid=p)
         names = self._by_pmid.setdefault(p, [])
         names.append(name)
         self._stale = self._stale or len(names) > 1

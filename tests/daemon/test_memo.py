@@ -229,3 +229,21 @@ async def test_changes_are_never_answered_from_memory() -> None:
     await _ask(disp, session, labels)
     _, hit = await _ask(disp, session, labels)
     assert not hit  # the profile picks the instances: never remembered
+
+
+def test_reindex_leaves_the_collector_as_it_was() -> None:
+    """The index is built with the cyclic collector paused, and it is back
+    as it was afterwards (on, or off if it was off)."""
+    import gc
+
+    disp, _session, static, *_ = _world()
+    assert gc.isenabled()
+    static.bump()
+    disp.reindex()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        disp.reindex()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
