@@ -4,6 +4,7 @@ JSON logs."""
 from __future__ import annotations
 
 import json
+import platform
 import sys
 from pathlib import Path
 
@@ -58,6 +59,7 @@ async def test_log_level_is_storable_and_json_logs(tmp_path: Path) -> None:
     events = [json.loads(line) for line in log.read_text().splitlines()]
     assert events[0]["event"] == "start"
     assert {"event", "level", "timestamp"} <= set(events[0])
+    assert events[0]["malloc_tuned"] is (platform.libc_ver()[0] == "glibc")  # large replies reuse heap memory
     assert any(e["event"] == "store" and e["metric"] == "ctl.log.level" for e in events)
     # debug lines appear once the level was stored
     assert any(e["level"] == "debug" for e in events)
