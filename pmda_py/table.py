@@ -408,7 +408,8 @@ class InDom:
     def set(self, instances: Mapping[int, str]) -> None:
         """Replace the instances with an explicit ``{id: name}`` map (change
         them this way, with :meth:`set_names` or by assigning a new dict to
-        ``instances``, not in place: the daemon sees a new map)."""
+        ``instances``: the daemon sees a new map; a map changed in place is
+        seen only when its size changes, and name lookups miss it)."""
         self.instances = dict(instances)
         self._by_name = {v: k for k, v in self.instances.items()}
 

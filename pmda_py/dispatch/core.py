@@ -145,6 +145,12 @@ class _Memo:
     data: bytes
     indom: InDom | None = None
     instances: dict[int, str] | None = None
+    #: how many instances the map had (an id added or dropped in place shows)
+    count: int = 0
+
+    def stale(self) -> bool:
+        ind = self.indom
+        return ind is not None and (ind.instances is not self.instances or len(ind.instances) != self.count)
 
 
 #: the dispatcher's counters (the name this module exported before pmda_py.stats)
@@ -386,7 +392,7 @@ class Dispatcher:
         if entry is None or self._bounded:  # a check that may wait is awaited by handle()
             return None
         self._before_request()
-        if memo.get(key) is not entry or (entry.indom is not None and entry.indom.instances is not entry.instances):
+        if memo.get(key) is not entry or entry.stale():
             return None  # the index or the instances changed: handle() builds it anew
         self.stats.count(_KIND_NAMES[pdu_type])
         return entry.data
@@ -431,7 +437,10 @@ class Dispatcher:
         memo = self._memo[pdu.pdu_type]
         if len(memo) >= _MEMO_LIMIT:  # bounded whatever clients ask (TEXT of any ident, say)
             memo.clear()
-        memo[event.key] = _Memo(data, indom, indom.instances if indom is not None else None)
+        if indom is None:
+            memo[event.key] = _Memo(data)
+        else:
+            memo[event.key] = _Memo(data, indom, indom.instances, len(indom.instances))
 
     async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         return _label_fits(await self._label_reply(event, pdu))

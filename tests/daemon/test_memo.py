@@ -214,6 +214,10 @@ async def test_changes_are_never_answered_from_memory() -> None:
     after, hit = await _ask(disp, session, inst)
     assert not hit and b"seven" in after
 
+    static.colours.instances[8] = "eight"  # in place (not the documented way): the count shows it
+    after, hit = await _ask(disp, session, inst)
+    assert not hit and b"eight" in after
+
     label = LabelReqPdu(PMIDS[3], LabelType.ITEM).encode()
     await _ask(disp, session, label)
     computed.n = 42
