@@ -117,6 +117,19 @@ def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
     def error() -> None:
         callback.error = EINVAL
 
+    def push(level: int, at: int, new_type: int) -> _State | None:
+        """jsonsl's STACK_PUSH: the state one level down, begun at ``at``
+        as ``new_type``; None past the recursion limit (an error)."""
+        if level >= MAX_RECURSION_DEPTH - 1:
+            return None
+        level += 1
+        if level == len(stack):
+            stack.append(_State(level))
+        pushed = stack[level]
+        pushed.pos_begin = at
+        pushed.type = new_type
+        return pushed
+
     while i < n:
         c = s[i]
         state = stack[level]
@@ -268,14 +281,10 @@ def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
                 new_type = T_STRING
             else:
                 return error()
-            if level >= MAX_RECURSION_DEPTH - 1:
+            pushed = push(level, i, new_type)
+            if pushed is None:
                 return error()
-            level += 1
-            if level == len(stack):
-                stack.append(_State(level))
-            state = stack[level]
-            state.pos_begin = i
-            state.type = new_type
+            state, level = pushed, pushed.level
             cb(PUSH, state, i)
             i += 1
             continue
@@ -311,14 +320,10 @@ def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
                 if state.nelem % 2 == 0 and state.type == T_OBJECT:
                     return error()
                 state.nelem += 1
-                if level >= MAX_RECURSION_DEPTH - 1:
+                pushed = push(level, i, c)
+                if pushed is None:
                     return error()
-                level += 1
-                if level == len(stack):
-                    stack.append(_State(level))
-                state = stack[level]
-                state.pos_begin = i
-                state.type = c
+                state, level = pushed, pushed.level
                 state.nelem = 0
                 can_insert = True
                 if c == 0x7B:
@@ -357,14 +362,10 @@ def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
             state.nelem += 1
             if not can_insert:
                 return error()
-            if level >= MAX_RECURSION_DEPTH - 1:
+            pushed = push(level, i, T_SPECIAL)
+            if pushed is None:
                 return error()
-            level += 1
-            if level == len(stack):
-                stack.append(_State(level))
-            state = stack[level]
-            state.pos_begin = i
-            state.type = T_SPECIAL
+            state, level = pushed, pushed.level
             state.special_flags = flags
             state.nescapes = 1
             tok_last = 0x31 if flags == S_UNSIGNED else 0x2D
