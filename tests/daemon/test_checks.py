@@ -42,6 +42,16 @@ async def _until(cond: Any) -> None:
         await trio.sleep(0.01)
 
 
+async def _two_fetches(pmda: Any) -> None:
+    """Two fetches, both answered within pmcd's agent timeout while the
+    table's check is stuck: the table's state as it was, simple counting."""
+    with trio.fail_after(PMCD_AGENT_TIMEOUT):
+        first = await pmda.fetch_values(NAMES)
+        again = await pmda.fetch_values(NAMES)
+    assert first == {"c.value": 1, "c.checks": 0, "simple.numfetch": 1}
+    assert again == {"c.value": 1, "c.checks": 0, "simple.numfetch": 2}
+
+
 async def test_a_blocking_check_does_not_stall_fetches(tmp_path: Any) -> None:
     """A plain check() that blocks for 10 s: the request that started it is
     answered after the check's deadline, the next ones at once (no second
@@ -50,11 +60,7 @@ async def test_a_blocking_check_does_not_stall_fetches(tmp_path: Any) -> None:
     try:
         with capture_logs() as logs:
             async with open_table_pmda(*_mounts(table, tmp_path), domain=253) as pmda:
-                with trio.fail_after(PMCD_AGENT_TIMEOUT):
-                    first = await pmda.fetch_values(NAMES)
-                    again = await pmda.fetch_values(NAMES)
-                assert first == {"c.value": 1, "c.checks": 0, "simple.numfetch": 1}
-                assert again == {"c.value": 1, "c.checks": 0, "simple.numfetch": 2}
+                await _two_fetches(pmda)
                 assert table.started == 1 and table.ended == 0  # still blocked, not started twice
                 slow = _check_logs(logs, "table_timeout")
                 assert len(slow) == 1 and slow[0]["table"] == "c", logs
@@ -99,11 +105,7 @@ async def test_an_async_check_past_its_deadline_is_cancelled_and_paused(
     table = SleepingCheck(seconds="10")
     with capture_logs() as logs:
         async with open_table_pmda(*_mounts(table, tmp_path), domain=253) as pmda:
-            with trio.fail_after(PMCD_AGENT_TIMEOUT):
-                first = await pmda.fetch_values(NAMES)
-                again = await pmda.fetch_values(NAMES)
-    assert first == {"c.value": 1, "c.checks": 0, "simple.numfetch": 1}
-    assert again == {"c.value": 1, "c.checks": 0, "simple.numfetch": 2}
+            await _two_fetches(pmda)
     assert table.started == 1 and table.cancelled == 1  # cut at its deadline, then paused
     slow = _check_logs(logs, "table_timeout")
     assert len(slow) == 1 and slow[0]["table"] == "c"
