@@ -214,6 +214,8 @@ class Dispatcher:
         self._memo: dict[int, dict[bytes, _Memo]] = {t: {} for t in MEMO_TYPES}
         #: whether DESC/TEXT/LABEL/INSTANCE replies are remembered (off: always built)
         self.memo = True
+        #: memo_reply already ran the checks for the request handle() gets next
+        self._prechecked = False
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
@@ -341,6 +343,7 @@ class Dispatcher:
 
     async def handle(self, event: Request | BadRequest) -> Pdu:
         """The one reply to ``event``."""
+        prechecked, self._prechecked = self._prechecked, False
         if isinstance(event, BadRequest):
             self.stats.bad_requests += 1
             self.stats.count("BAD")
@@ -351,7 +354,8 @@ class Dispatcher:
                 await self.runner.check(m.table)
             except Exception as exc:
                 self._table_failed(m.name or type(m.table).__name__, "check", exc)
-        self._before_request()
+        if not prechecked:  # (memo_reply ran it for this request and found its memory stale)
+            self._before_request()
         kind = _KIND_NAMES[pdu.pdu_type]
         self.stats.count(kind)
         route = self._routes.get(pdu.pdu_type)
@@ -393,7 +397,8 @@ class Dispatcher:
             return None
         self._before_request()
         if memo.get(key) is not entry or entry.stale():
-            return None  # the index or the instances changed: handle() builds it anew
+            self._prechecked = True  # handle() builds it anew, without checking again
+            return None
         self.stats.count(_KIND_NAMES[pdu_type])
         return entry.data
 

@@ -251,3 +251,35 @@ def test_reindex_leaves_the_collector_as_it_was() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class _Checked(_Static):
+    """A table whose check (inline: it never awaits) counts its calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    async def check(self) -> None:
+        self.checks += 1
+
+
+async def test_each_request_checks_the_tables_once() -> None:
+    """A remembered reply found stale is built by handle() without running
+    the checks a second time for the same request."""
+    table = _Checked()
+    disp = Dispatcher(DOMAIN, [Mount(table, table.name, table.name, {})], _Runner())
+    session = Session()
+    session.start()
+    session.shortcut = disp.memo_reply
+    session.receive_data(CredsPdu.cversion(0).encode())
+    session.next_event()
+    desc = DescReqPdu(PMIDS[0]).encode()
+    hits = []
+    for step in ("first", "again", "bump", "after"):
+        if step == "bump":
+            table.bump()
+            continue
+        hits.append((await _ask(disp, session, desc))[1])
+    assert hits == [False, True, False]
+    assert table.checks == 3
