@@ -366,7 +366,7 @@ class Dispatcher:
         except PmdaError as err:
             return ErrorPdu(err.pm_code)
         if event.key is not None and self.memo:
-            self._remember(event, reply)
+            return self._remember(event, reply)
         return reply
 
     def _before_request(self) -> None:
@@ -416,28 +416,29 @@ class Dispatcher:
         # CLUSTER: any table owning the cluster may be asked (not worth the search)
         return bool(t == LabelType.CLUSTER)
 
-    def _remember(self, event: Request, reply: Pdu) -> None:
+    def _remember(self, event: Request, reply: Pdu) -> Pdu:
         """Keep ``reply``'s bytes for ``event``'s request bytes when they are
         fixed until the index changes: DESC and TEXT always (frozen metrics,
         help file, indom texts), LABEL unless of instances (the profile
         picks them) or computed by a table (label_items), INSTANCE of an
         indom with no refresh hook and no repeated ids, while its
-        ``instances`` map is the same object (InDom.set makes a new one)."""
+        ``instances`` map is the same object (InDom.set makes a new one).
+        Returns the reply to send: its bytes, once encoded here."""
         pdu = event.pdu
         assert event.key is not None
         if isinstance(reply, ErrorPdu) and (reply.code != PmErr.TEXT or pdu.pdu_type != PduType.TEXT_REQ):
-            return
+            return reply
         indom: InDom | None = None
         if isinstance(pdu, LabelReqPdu):
             if pdu.type & 0x3F == LabelType.INSTANCES or self._labels_computed(pdu):
-                return
+                return reply
         elif isinstance(pdu, InstanceReqPdu):
             found = self._by_indom.get(pdu.indom)
             if found is None:
-                return
+                return reply
             mount, indom = found
             if indom.listing is not None or type(mount.table).refresh_instances is not Table.refresh_instances:
-                return
+                return reply
         data = reply.encode() if reply.from_ == 0 else attrs.evolve(reply, from_=0).encode()
         memo = self._memo[pdu.pdu_type]
         if len(memo) >= _MEMO_LIMIT:  # bounded whatever clients ask (TEXT of any ident, say)
@@ -446,6 +447,8 @@ class Dispatcher:
             memo[event.key] = _Memo(data)
         else:
             memo[event.key] = _Memo(data, indom, indom.instances, len(indom.instances))
+        # an ERROR stays an ErrorPdu for the session; anything else goes out as these bytes
+        return reply if isinstance(reply, ErrorPdu) else EncodedReply(reply.pdu_type, data)
 
     async def _label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         return _label_fits(await self._label_reply(event, pdu))
