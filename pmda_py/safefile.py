@@ -1,0 +1,118 @@
+"""Files that cannot be turned against the agent: the one way pmda_py writes
+state files and reads files that somebody else may control.
+
+Writes (:func:`atomic_write`) go to a fresh temporary in the target's own
+directory, opened with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (a planted file or
+symlink makes the open fail instead of redirecting it), are flushed, given
+their mode, renamed over the target, and the temporary is removed on every
+failure path.  A symlink at the target itself is replaced, never followed.
+
+Reads (:func:`read_regular`) open with ``O_NONBLOCK`` (a FIFO or a device
+cannot stall the caller), check on the opened descriptor that it is a regular
+file (a name swapped between a ``stat`` and the ``open`` gains nothing), and
+read at most ``limit`` bytes.  :func:`open_regular` is the same check for
+callers that read part of a file themselves.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+
+__all__ = ["FileRefused", "atomic_write", "open_regular", "read_regular"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_TRIES = 16
+
+
+class FileRefused(OSError):
+    """A file that is not what a reader may safely take (not a regular
+    file, too large, or the wrong owner)."""
+
+
+def atomic_write(path: str, data: bytes, *, mode: int = 0o644, makedirs: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically and without following links.
+
+    Raises :class:`OSError` on failure; the target is then unchanged and no
+    temporary is left behind.
+    """
+    directory = os.path.dirname(path) or "."
+    if makedirs:
+        os.makedirs(directory, exist_ok=True)
+    base = os.path.basename(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    for _ in range(_TRIES):
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:
+            continue
+        break
+    else:  # pragma: no cover - 16 collisions of 48 random bits
+        raise OSError(errno.EEXIST, f"no free temporary name for {path}")
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def open_regular(path: str, *, follow: bool = True, owners: frozenset[int] | None = None) -> int:
+    """A read-only descriptor on ``path`` that cannot block, checked on the
+    descriptor to be a regular file (and, with ``owners``, to belong to one
+    of those uids).  With ``follow=False`` a symlink at ``path`` is refused.
+    The caller closes the descriptor."""
+    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (0 if follow else _NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(errno.EINVAL, f"{path} is not a regular file")
+        if owners is not None and st.st_uid not in owners:
+            raise FileRefused(errno.EPERM, f"{path} is owned by uid {st.st_uid}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(
+    path: str, limit: int, *, follow: bool = True, owners: frozenset[int] | None = None, whole: bool = False
+) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path`` (see
+    :func:`open_regular`).  With ``whole=True`` a file larger than ``limit``
+    is refused (:class:`FileRefused`) instead of being cut short."""
+    fd = open_regular(path, follow=follow, owners=owners)
+    try:
+        if whole and os.fstat(fd).st_size > limit:
+            raise FileRefused(errno.EFBIG, f"{path} is larger than {limit} bytes")
+        chunks: list[bytes] = []
+        left = limit + 1 if whole else limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if whole and len(data) > limit:
+            raise FileRefused(errno.EFBIG, f"{path} is larger than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
