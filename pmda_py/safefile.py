@@ -21,7 +21,7 @@ import os
 import secrets
 import stat
 
-__all__ = ["FileRefused", "atomic_write", "open_regular", "read_regular"]
+__all__ = ["FileRefused", "atomic_write", "move_aside", "open_regular", "read_regular"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -116,3 +116,25 @@ def read_regular(
         return data
     finally:
         os.close(fd)
+
+
+def move_aside(path: str, suffix: str = "bad") -> str:
+    """Move ``path`` to a new name beside it (``PATH.SUFFIX``, or
+    ``PATH.SUFFIX.N`` if taken) without ever replacing an existing file;
+    the new name.  Raises :class:`OSError` if it cannot be moved."""
+    for n in range(_TRIES * 64):
+        aside = f"{path}.{suffix}" if n == 0 else f"{path}.{suffix}.{n}"
+        try:
+            os.link(path, aside, follow_symlinks=False)  # (fails if ``aside`` exists: nothing overwritten)
+        except FileExistsError:
+            continue
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                raise
+            if os.path.lexists(aside):  # (no hard links here: a rename to a free name)
+                continue
+            os.rename(path, aside)
+            return aside
+        os.unlink(path)
+        return aside
+    raise OSError(errno.EEXIST, f"no free name to move {path} aside")

@@ -66,7 +66,8 @@ from pmda_py.table import (
     TableContext,
     units,
 )
-from pmda_py.tables.openmetrics_scrape import Reply, Scraper, WorkerFailed, WorkerPool, read_state, write_state
+from pmda_py.tables.openmetrics_pool import WorkerFailed, WorkerPool
+from pmda_py.tables.openmetrics_scrape import Reply, Scraper, read_state, write_state
 
 __all__ = ["OpenMetricsTable"]
 
@@ -83,6 +84,13 @@ NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
 
 _L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x20, 0x80
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: text`` of the first leaf of an exception (group), bounded."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 def _flag(value: str) -> bool:
@@ -108,6 +116,7 @@ class Source:
     exported: dict[int, Metric] = attrs.field(factory=dict)  #: item -> Metric now in the namespace
     scope: trio.CancelScope | None = None
     logged_status: str = ""
+    logged_problems: list[str] = attrs.field(factory=list)  #: the last document's problems (logged)
     version: int = 0  #: bumped by every good scrape (the packed plans check it)
     scrapes: int = 0  #: scrapes started (the round it is in)
 
@@ -269,8 +278,10 @@ class OpenMetricsTable(Table):
         self._shape = 0  #: bumped when any metric's instance list changes
         self.clusters_table = NameTable(MAX_CLUSTER)
         self.rounds = 0
+        self.restarts = 0  #: times the scraper failed and was started again
         self._started = time.monotonic()
         self._refused: set[str] = set()
+        self._too_many: set[str] = set()  #: sources refused for want of a cluster number
         self._refused_items: dict[int, set[int]] = {}
         self._control()
 
@@ -363,7 +374,7 @@ class OpenMetricsTable(Table):
         return table
 
     def save_table(self, serial: int, table: NameTable) -> None:
-        if table.dirty and self._write_state(serial, table.dumps()):
+        if table.dirty and not table.frozen and self._write_state(serial, table.dumps()):
             table.dirty = False
 
     def _write_state(self, serial: int, data: bytes) -> bool:
@@ -377,7 +388,7 @@ class OpenMetricsTable(Table):
     def _take_dirty(self) -> list[tuple[int, bytes]]:
         images = []
         for serial, table in self._dirty.items():
-            if table.dirty:
+            if table.dirty and not table.frozen:
                 images.append((serial, table.dumps()))
                 table.dirty = False
         self._dirty = {}
@@ -428,6 +439,7 @@ class OpenMetricsTable(Table):
         if self.sort:
             found.sort(key=lambda t: t[1])
         current: list[Source] = []
+        too_many: list[str] = []
         for name, path, scripted in found:
             if (
                 name == "control"
@@ -444,7 +456,7 @@ class OpenMetricsTable(Table):
                 try:
                     cluster = self.clusters_table.lookup(name)
                 except ValueError:
-                    log.warning("openmetrics_source_refused", file=path, reason="too many sources")
+                    too_many.append(name)
                     continue
                 self._dirty[0] = self.clusters_table
                 # the scraper owns the real model (ids, saved tables); this one mirrors its digests
@@ -455,6 +467,16 @@ class OpenMetricsTable(Table):
                 self.c_sources.set(self.clusters_table.instances())
                 log.info("openmetrics_source", source=name, cluster=cluster, path=path)
             current.append(src)
+        if set(too_many) != self._too_many:  # one line when the set changes, not one per source per rescan
+            self._too_many = set(too_many)
+            if too_many:
+                log.warning(
+                    "openmetrics_source_refused",
+                    reason=f"too many sources (at most {MAX_CLUSTER})",
+                    sources=len(too_many),
+                    first=too_many[:5],
+                )
+        self._refused.intersection_update(n for n, _, _ in found)  # (one back later is news again)
         return current
 
     # ------------------------------------------------------------ scraping
@@ -482,34 +504,62 @@ class OpenMetricsTable(Table):
         await self._ready.wait()
 
     async def _run(self) -> None:
+        """Scrape until shut down; a scraper that fails (a bug, a worker
+        that cannot be handled) is logged, every source's status says so,
+        and it is started again (after 1 s, doubling to 30 s while it keeps failing)."""
         assert self._scope is not None
+        backoff = 1.0
         with self._scope:
-            try:
-                async with trio.open_nursery() as nursery:
-                    if self.workers:
-                        options = {
-                            "state_dir": self.state_dir,
-                            "domain": self.domain,
-                            "timeout": self.timeout,
-                            "keepalive": self._keepalive(),
-                            "limits": attrs.asdict(self.limits),
-                            "nice": WORKER_NICE,
-                        }
-                        self._pool = WorkerPool(self.workers, options, self._pool_log)
-                        await nursery.start(self._pool.run)
-                    else:
-                        self._scraper = Scraper(
-                            self.state_dir, self.domain, self.limits, self.timeout, self._keepalive(), self._in_thread
-                        )
-                    await self._loop()
-            except Exception as exc:  # never take the daemon down
-                log.exception("openmetrics_scraper_failed", error=f"{type(exc).__name__}: {exc}")
-                self._set_ready()
-            finally:
-                self.flush_state()
-                if self._scraper is not None:
-                    with trio.CancelScope(shield=True), trio.move_on_after(1):
-                        await self._scraper.aclose()
+            while True:
+                t0 = time.monotonic()
+                error = await self._run_once()
+                if error is None:
+                    return
+                for src in self.sources.values():
+                    src.scope = None  # (its loop ended with the scraper's nursery)
+                    self._status(src, f"scraper failed ({error}): restarting in {backoff:g} s", 0)
+                self._round_start.clear()
+                self._round_done_n.clear()
+                self._inactive = 0
+                self._pool = None
+                if time.monotonic() - t0 > 60:  # (it ran a good while: start over quickly)
+                    backoff = 1.0
+                await trio.sleep(backoff)
+                backoff = min(30.0, 2 * backoff)
+                self.restarts += 1
+
+    async def _run_once(self) -> str | None:
+        """One life of the scraper; what failed, or None when cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.workers:
+                    options = {
+                        "state_dir": self.state_dir,
+                        "domain": self.domain,
+                        "timeout": self.timeout,
+                        "keepalive": self._keepalive(),
+                        "limits": attrs.asdict(self.limits),
+                        "nice": WORKER_NICE,
+                    }
+                    self._pool = WorkerPool(self.workers, options, self._pool_log)
+                    await nursery.start(self._pool.run)
+                else:
+                    self._scraper = Scraper(
+                        self.state_dir, self.domain, self.limits, self.timeout, self._keepalive(), self._in_thread
+                    )
+                await self._loop()
+        except Exception as exc:  # never take the daemon down
+            error = _describe(exc)
+            log.exception("openmetrics_scraper_failed", error=error)
+            self._set_ready()
+            return error
+        finally:
+            self.flush_state()
+            if self._scraper is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await self._scraper.aclose()
+                self._scraper = None
+        return None
 
     def _keepalive(self) -> float:
         """How long a source's idle connection is kept: over the interval."""
@@ -672,10 +722,13 @@ class OpenMetricsTable(Table):
     def _swap_in(self, src: Source, result: Digest) -> None:
         """A scrape's digest becomes the source's answers (and names)."""
         meta, values, problems = result
-        for p in problems[: self.limits.max_errors_logged]:
-            log.warning("openmetrics_parse", source=src.name, problem=p)
-        if len(problems) > self.limits.max_errors_logged:
-            log.warning("openmetrics_parse", source=src.name, more=len(problems) - self.limits.max_errors_logged)
+        if problems != src.logged_problems:  # (a document's problems are logged when they change, not every scrape)
+            news = [p for p in problems if p not in src.logged_problems]
+            src.logged_problems = list(problems)
+            for p in news[: self.limits.max_errors_logged]:
+                log.warning("openmetrics_parse", source=src.name, problem=p)
+            if len(news) > self.limits.max_errors_logged:
+                log.warning("openmetrics_parse", source=src.name, more=len(news) - self.limits.max_errors_logged)
         model = src.model
         if meta is not None:
             apply_meta(model, meta)

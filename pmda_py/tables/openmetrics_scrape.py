@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 import trio
 
+from pmda_py.harvest.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
 from pmda_py.harvest.openmetrics.digest import Digest, digest
 from pmda_py.harvest.openmetrics.exposition import Limits
 from pmda_py.harvest.openmetrics.model import (
@@ -40,8 +41,11 @@ from pmda_py.harvest.openmetrics.model import (
     SourceModel,
     parse_url_config,
 )
+from pmda_py.safefile import FileRefused, move_aside
+from pmda_py.safefile import read_regular as _read_regular
+from pmda_py.tables.openmetrics_procs import run_script
 
-__all__ = ["Reply", "Scraper", "read_frames", "worker_main", "write_state"]
+__all__ = ["Reply", "Scraper", "frame", "read_frames", "read_state", "worker_main", "write_state"]
 
 #: ``("ok", code, fetch_ms, parse_ms, url or None, logs, digest)`` or
 #: ``("fail", status text, code, 0, url or None, logs, None)``; ``url`` is
@@ -64,12 +68,13 @@ class HttpStatus(Exception):
         self.code = code
 
 
+#: the largest name table file read (a larger one is moved aside)
+STATE_READ_CAP = 64 * 1024 * 1024
+
+
 def read_regular(path: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file (a FIFO or device would block)."""
-    with open(path, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        return f.read(limit)
+    """At most ``limit`` bytes of a regular file (never blocks on a FIFO or device)."""
+    return _read_regular(path, limit)
 
 
 def write_state(path: str, data: bytes) -> str | None:
@@ -86,16 +91,30 @@ def write_state(path: str, data: bytes) -> str | None:
 
 
 def read_state(path: str, maxnum: int) -> tuple[NameTable, str | None]:
-    """The name table saved at ``path`` (empty if none); the problem if unreadable."""
+    """The name table saved at ``path`` (empty if none); the problem if unreadable.
+
+    A file that cannot be read whole (over :data:`STATE_READ_CAP`, truncated,
+    corrupt, not a regular file) is moved aside (``PATH.bad``, never over
+    another file) and the table starts empty; if it cannot be moved, the
+    table is never saved (the file is not overwritten)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(64 * 1024 * 1024)
-    except OSError:
-        return NameTable(maxnum), None
-    try:
+        data = _read_regular(path, STATE_READ_CAP, whole=True)
         table = NameTable.loads(data, maxnum)
-    except ValueError as err:
-        return NameTable(maxnum), str(err)
+    except FileNotFoundError:
+        return NameTable(maxnum), None
+    except (FileRefused, ValueError) as err:
+        problem = err.strerror if isinstance(err, FileRefused) and err.strerror else str(err)
+        table = NameTable(maxnum)
+        try:
+            aside = move_aside(path)
+        except OSError as merr:
+            table.frozen = True
+            return table, f"{problem}; cannot move it aside ({merr.strerror or merr}): ids not saved"
+        return table, f"{problem}; moved aside to {aside}, ids start afresh"
+    except OSError as err:
+        table = NameTable(maxnum)
+        table.frozen = True  # (unreadable now: never written over)
+        return table, f"cannot read: {err.strerror or err}; ids not saved"
     table.dirty = False
     return table, None
 
@@ -227,7 +246,7 @@ class Scraper:
     def _save(self, tables: Any) -> list[tuple[str, dict[str, Any]]]:
         logs = []
         for serial, table in tables:
-            if table.dirty:
+            if table.dirty and not table.frozen:
                 path = self.state_path(serial)
                 problem = write_state(path, table.dumps())
                 if problem is None:
@@ -248,7 +267,7 @@ class Scraper:
     async def _get(self, src: _Src, path: str, scripted: bool) -> tuple[bytes, int]:
         limit = self.limits.max_bytes
         if scripted:
-            return await _run_script(path, limit), 0
+            return await run_script(path, limit), 0
         url = src.config.url
         if url.startswith("file://"):
             data = read_regular(url[7:], limit + 1)
@@ -268,7 +287,8 @@ class Scraper:
             # cap is the table's CapacityLimiter
             one = self._httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=self.keepalive)
             src.client = self._httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
-        async with src.client.stream("GET", url, headers=src.config.headers, timeout=self.timeout) as r:
+        headers = {"Accept-Encoding": ACCEPT_ENCODING, **src.config.headers}
+        async with src.client.stream("GET", url, headers=headers, timeout=self.timeout) as r:
             code = int(r.status_code)
             if code >= 400:
                 kind = "Client" if code < 500 else "Server"  # requests' raise_for_status() text
@@ -276,12 +296,16 @@ class Scraper:
             size = int(r.headers.get("content-length") or 0)
             if size > limit:
                 raise TooBig(f"document larger than {limit} bytes (Content-Length {size})")
-            chunks = bytearray()
-            async for chunk in r.aiter_bytes():
-                chunks += chunk
-                if len(chunks) > limit:
+            # decoded here, under the cap, as it comes (the client would inflate a whole chunk at once)
+            decoder = BodyDecoder(r.headers.get("content-encoding"), limit)
+            raw = 0
+            async for chunk in r.aiter_raw():
+                raw += len(chunk)
+                if raw > limit:
                     raise TooBig(f"document larger than {limit} bytes")
-            return bytes(chunks), code
+                decoder.feed(chunk)
+                await trio.lowlevel.checkpoint()
+            return decoder.finish(), code
 
 
 async def _inline(fn: Callable[[], Any]) -> Any:
@@ -295,29 +319,6 @@ async def _close(src: _Src) -> None:
             await client.aclose()
         except Exception:
             pass
-
-
-async def _run_script(path: str, limit: int) -> bytes:
-    proc = await trio.lowlevel.open_process([path], stdin=None, stdout=-1, stderr=None)
-    out = bytearray()
-    try:
-        assert proc.stdout is not None
-        while True:
-            chunk = await proc.stdout.receive_some(65536)
-            if not chunk:
-                break
-            out += chunk
-            if len(out) > limit:
-                raise TooBig(f"script output larger than {limit} bytes")
-        rc = await proc.wait()
-        if rc:
-            raise RuntimeError(f"script exited with status {rc}")
-        return bytes(out)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            with trio.CancelScope(shield=True):
-                await proc.wait()
 
 
 def frame(obj: Any) -> bytes:
@@ -337,213 +338,6 @@ def read_frames(buf: bytearray) -> list[Any]:
         pos += 4 + n
     del buf[:pos]
     return out
-
-
-class WorkerFailed(Exception):
-    """The worker process scraping a source died or stopped answering."""
-
-
-@attrs.define(eq=False)
-class _Worker:
-    index: int
-    proc: Any
-    lock: trio.Lock = attrs.field(factory=trio.Lock)
-    pending: dict[int, list[Any]] = attrs.field(factory=dict)  #: id -> [event, reply]
-    gone: str = ""  #: why it is no longer usable ("" while it is)
-    uid: int = -1  #: the daemon's effective uid when it was started (it runs as that user)
-
-
-_GONE = object()
-
-
-class WorkerPool:
-    """Worker processes running :class:`Scraper` (main side, trio).
-
-    A dead worker (EOF on its pipe) fails its pending scrapes and is
-    replaced at the next call; one that does not answer a scrape within its
-    deadline is killed (and so replaced) the same way.  ``log(event, **kw)``
-    reports both.
-    """
-
-    def __init__(self, size: int, options: dict[str, Any], log: Callable[..., Any]) -> None:
-        self.size = size
-        self.options = options
-        self.log = log
-        self.workers: list[_Worker | None] = [None] * size
-        self.started = 0  #: processes started (replacements included)
-        self._ids = 0
-        self._nursery: trio.Nursery | None = None
-        self._starting = [trio.Lock() for _ in range(size)]
-        self._retired: list[_Worker] = []
-
-    @staticmethod
-    def _uid() -> int:
-        return os.geteuid()
-
-    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the workers' reader tasks until cancelled (then end the workers)."""
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                for k in range(self.size):
-                    await self._start(k)
-                task_status.started()
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None
-            with trio.CancelScope(shield=True):
-                alive = [w for w in [*self.workers, *self._retired] if w is not None and w.proc.returncode is None]
-                for w in alive:  # EOF: a worker saves its name tables and ends
-                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                        await w.proc.stdin.aclose()
-                with trio.move_on_after(3):
-                    for w in alive:
-                        await w.proc.wait()
-                for w in alive:
-                    if w.proc.returncode is None:
-                        w.proc.kill()
-
-    async def _start(self, k: int) -> _Worker:
-        assert self._nursery is not None
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([_HERE, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
-        proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "pmda_py.tables.openmetrics_scrape", json.dumps(self.options)],
-            stdin=-1,
-            stdout=-1,
-            env=env,
-        )
-        w = _Worker(k, proc, uid=self._uid())
-        self.workers[k] = w
-        self.started += 1
-        self._nursery.start_soon(self._reader, w)
-        return w
-
-    async def _reader(self, w: _Worker) -> None:
-        buf = bytearray()
-        why = "exited"
-        # (cancelled: the table is stopping, and the pool's run() ends the worker gracefully)
-        try:
-            while True:
-                data = await w.proc.stdout.receive_some(1 << 20)
-                if not data:
-                    break
-                buf += data
-                for rid, reply in read_frames(buf):
-                    if rid == 0:  # news of its own (a name table it could not save)
-                        for event, fields in reply[5]:
-                            self.log(event, **fields)
-                        continue
-                    slot = w.pending.pop(rid, None)
-                    if slot is not None:
-                        slot[1] = reply
-                        slot[0].set()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ValueError, EOFError) as err:
-            why = f"unreadable: {err}"
-        self._fail(w, why)
-        with trio.CancelScope(shield=True):
-            if w.proc.returncode is None:
-                w.proc.kill()
-            rc = await w.proc.wait()
-        if w.gone == why:  # (a hung one was logged when it was killed)
-            self.log("openmetrics_worker_died", worker=w.index, pid=w.proc.pid, returncode=rc, why=why)
-
-    def _fail(self, w: _Worker, why: str) -> None:
-        if not w.gone:
-            w.gone = why
-        if self.workers[w.index] is w:
-            self.workers[w.index] = None
-        for slot in w.pending.values():
-            slot[1] = _GONE
-            slot[0].set()
-        w.pending.clear()
-
-    async def flush(self, deadline: float = 10.0) -> None:
-        """Every worker's changed name tables saved now."""
-        for k, w in enumerate(self.workers):
-            if w is not None and not w.gone:
-                try:
-                    await self._call(w, ("flush",), deadline)
-                except WorkerFailed as err:
-                    self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
-
-    async def scrape(self, cluster: int, deadline: float, *job: Any) -> Reply:
-        """``job`` (name, cluster, path, scripted) scraped by its worker.
-
-        Raises:
-            WorkerFailed: the worker died, or gave no answer within ``deadline``
-                seconds (it is then killed).
-        """
-        k = cluster % self.size
-        w = self.workers[k]
-        if w is None or w.uid != self._uid():
-            async with self._starting[k]:
-                w = self.workers[k]
-                if w is not None and w.uid != self._uid():
-                    # the daemon dropped its privileges since (pmcd.conf without 'notready' starts the
-                    # tables first): a worker must not go on scraping (running scripts) as root
-                    self._retire(w)
-                    w = None
-                if w is None:
-                    if self._nursery is None:
-                        raise WorkerFailed("no worker processes running")
-                    try:
-                        w = await self._start(k)
-                    except OSError as err:
-                        raise WorkerFailed(f"cannot start a worker process: {err}") from err
-        return await self._call(w, ("scrape", *job), deadline)
-
-    def _retire(self, w: _Worker) -> None:
-        """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""
-        w.gone = "retired"
-        self.workers[w.index] = None
-        self._retired.append(w)
-        assert self._nursery is not None
-
-        async def close() -> None:
-            while w.pending:  # noqa: ASYNC110
-                await trio.sleep(0.05)
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                async with w.lock:
-                    await w.proc.stdin.aclose()
-
-        self._nursery.start_soon(close)
-
-    async def _call(self, w: _Worker, msg: tuple[Any, ...], deadline: float) -> Reply:
-        self._ids += 1
-        rid = self._ids
-        slot: list[Any] = [trio.Event(), None]
-        w.pending[rid] = slot
-        try:
-            async with w.lock:
-                assert w.proc.stdin is not None
-                await w.proc.stdin.send_all(frame((msg[0], rid, *msg[1:])))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
-            w.pending.pop(rid, None)
-            raise WorkerFailed(f"worker process {w.proc.pid} gone: {err}") from err
-        with trio.move_on_after(deadline) as scope:
-            await slot[0].wait()
-        if scope.cancelled_caught:
-            w.pending.pop(rid, None)
-            if not w.gone:
-                self.log("openmetrics_worker_hung", worker=w.index, pid=w.proc.pid, seconds=deadline)
-                self._fail(w, f"no answer in {deadline:g} s")
-                w.proc.kill()
-            raise WorkerFailed(f"worker process {w.proc.pid} gave no answer in {deadline:g} s (killed)")
-        if slot[1] is _GONE:
-            raise WorkerFailed(f"worker process {w.proc.pid} {w.gone}")
-        reply: Reply = slot[1]
-        return reply
-
-    async def forget(self, cluster: int, name: str) -> None:
-        w = self.workers[cluster % self.size]
-        if w is not None and not w.gone:
-            try:
-                async with w.lock:
-                    assert w.proc.stdin is not None
-                    await w.proc.stdin.send_all(frame(("forget", 0, name)))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass
 
 
 #: a worker saves its changed name tables when no scrape has been in flight for this long

@@ -91,6 +91,7 @@ def digest(
     problems = list(res.errors)
     if parsed.error is not None:
         problems.insert(0, f"line {parsed.error[0]}: {parsed.error[1]} (rest of the document skipped)")
+    problems += list(res.refused)  # (texts that stay the same while the state lasts: logged once)
     if parsed.dropped:
         problems.append(f"{parsed.dropped} samples over the limit of {limits.max_samples} dropped")
     values: list[tuple[int, bytes, Any, Any]] = []

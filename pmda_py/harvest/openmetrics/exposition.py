@@ -30,7 +30,10 @@ class Limits:
     max_labels: int = 64  #: labels in one sample
     max_label_value: int = 4096  #: characters in one label value
     max_samples: int = 200_000  #: samples in one document (the rest are dropped)
-    max_instances: int = 10_000  #: instances of one metric
+    max_instances: int = 10_000  #: instances of one metric (new ones past it refused)
+    max_series: int = 50_000  #: instances (distinct label sets) of one source (new ones past it refused)
+    max_label_bytes: int = 8 * 1024 * 1024  #: characters of one source's instance names and labels (idem)
+    series_ttl: float = 3600.0  #: an instance unseen this many seconds is reclaimed
     max_errors_logged: int = 5  #: log lines per source per scrape
 
 
@@ -131,7 +134,7 @@ def parse_sample_line(line: str, limits: Limits | None = None) -> tuple[str, Lab
                     break
             value = "".join(parts)
             if len(value) > lim.max_label_value:
-                raise ValueError(f"label {lname[:40]!r}: value longer than {lim.max_label_value}")
+                raise ValueError(f"a label value longer than {lim.max_label_value}")
             labels[lname] = value
             if len(labels) > lim.max_labels:
                 raise ValueError(f"more than {lim.max_labels} labels")

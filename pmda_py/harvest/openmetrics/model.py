@@ -12,22 +12,30 @@ Numbering (PCP 6.0.3 pmdaopenmetrics.python):
 
 A name table file (``$PCP_VAR_DIR/config/pmda/144.N.py``) is two pickles
 (protocol 0): the list of names, then the "prefix mode" flag (instance names
-shown as ``"N name"``).  They are read here with an unpickler that refuses
-every global, so a planted file cannot run code.
+shown as ``"N name"``).  They are read by :mod:`.names`, which understands
+only that form (no ``pickle`` involved), so a planted file cannot run code
+or unfold into more than its size.
+
+A source's series are bounded (:class:`~.exposition.Limits`): distinct
+instances (label sets) and their label characters per source, instances per
+metric.  A *new* series past a bound is refused (its sample skipped, the
+rest of the document kept) and reported once per scrape as a problem whose
+text does not change while the state lasts; a series unseen for
+``series_ttl`` seconds is reclaimed (:meth:`NameTable.reclaim`).
 """
 
 from __future__ import annotations
 
-import io
 import json
-import pickle
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from pmda_py.harvest.openmetrics.exposition import Limits, Sample
+from pmda_py.harvest.openmetrics.names import NameTable
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
 
 __all__ = [
@@ -68,78 +76,6 @@ def indom_serial(cluster: int, item: int) -> int:
     return MAX_CLUSTER + 1 + cluster * (MAX_METRIC + 1) + item
 
 
-# ----------------------------------------------------------- name tables
-
-
-class _NoGlobals(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refused global {module}.{name}")
-
-
-@attrs.define(eq=False)
-class NameTable:
-    """pmdaopenmetrics' PersistentNameTable: names get numbers in order of
-    first sight, never reused."""
-
-    maxnum: int
-    names: list[str] = attrs.field(factory=list)
-    prefix_mode: bool = False
-    dirty: bool = False
-    _index: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        self._index = {n: i for i, n in enumerate(self.names)}
-
-    def lookup(self, name: str) -> int:
-        """The number of ``name``, assigned if new.
-
-        Raises:
-            ValueError: more than ``maxnum + 1`` names.
-        """
-        num = self._index.get(name)
-        if num is not None:
-            return num
-        num = len(self.names)
-        if num > self.maxnum:
-            raise ValueError(f"too many ({num}) different names")
-        self.names.append(name)
-        self._index[name] = num
-        self.dirty = True
-        return num
-
-    def get(self, name: str) -> int | None:
-        return self._index.get(name)
-
-    def instance_name(self, num: int) -> str:
-        """As the indom shows it (``"N name"`` in prefix mode)."""
-        return f"{num} {self.names[num]}" if self.prefix_mode else self.names[num]
-
-    def instances(self) -> dict[int, str]:
-        return {i: self.instance_name(i) for i in range(len(self.names))}
-
-    @classmethod
-    def loads(cls, data: bytes, maxnum: int) -> NameTable:
-        """Read a saved table (a bad file raises ValueError)."""
-        f = io.BytesIO(data)
-        try:
-            names = _NoGlobals(f).load()
-        except Exception as err:
-            raise ValueError(f"unreadable name table: {err}") from err
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ValueError("name table is not a list of strings")
-        prefix = False
-        try:
-            flag = _NoGlobals(f).load()
-            prefix = flag is True
-        except Exception:
-            pass
-        return cls(maxnum, list(names), prefix)
-
-    def dumps(self) -> bytes:
-        """The file image, as pmdaopenmetrics writes it."""
-        return pickle.dumps(self.names, protocol=0) + pickle.dumps(self.prefix_mode, protocol=0)
-
-
 # --------------------------------------------------------------- config
 
 
@@ -160,7 +96,7 @@ def parse_url_config(text: str) -> SourceConfig:
     ``METADATA: regex type indom semantics units...`` and ``#`` comments follow."""
     lines = text.strip().split("\n")
     cfg = SourceConfig(url=lines[0].strip())
-    for line in lines[1:]:
+    for n, line in enumerate(lines[1:], 2):
         if not line or line.startswith("#"):
             continue
         if line.startswith("HEADER:"):
@@ -170,25 +106,25 @@ def parse_url_config(text: str) -> SourceConfig:
         elif line.startswith("FILTER:"):
             fs = line[len("FILTER:") :].split()
             if len(fs) < 3 or fs[0] not in ("INCLUDE", "EXCLUDE", "OPTIONAL") or fs[1] not in ("METRIC", "LABEL"):
-                cfg.problems.append(f"bad FILTER line {line!r}")
+                cfg.problems.append(f"line {n}: bad FILTER line")
                 continue
             try:
                 rx = re.compile(" ".join(fs[2:]))
             except re.error as err:
-                cfg.problems.append(f"bad FILTER regex {' '.join(fs[2:])!r}: {err}")
+                cfg.problems.append(f"line {n}: bad FILTER regex ({err.msg})")
                 continue
             cfg.filters.append((fs[0], fs[1], rx))
         elif line.startswith("METADATA:"):
             md = line.split(" ")[1:]
             if len(md) < 5:
-                cfg.problems.append(f"bad METADATA line {line!r}")
+                cfg.problems.append(f"line {n}: bad METADATA line")
                 continue
             try:
                 cfg.metadata.append((re.compile(md[0]), md[1:]))
             except re.error as err:
-                cfg.problems.append(f"bad METADATA regex {md[0]!r}: {err}")
+                cfg.problems.append(f"line {n}: bad METADATA regex ({err.msg})")
         else:
-            cfg.problems.append(f'ignored unrecognised config entry "{line}"')
+            cfg.problems.append(f"line {n}: unrecognised config entry ignored ({len(line)} characters)")
     return cfg
 
 
@@ -273,10 +209,10 @@ def parse_units(text: str) -> PmUnits:
                 dims[1] += sign * power
                 scales[1] = _TIME[_TIME_ALIASES.get(t, t)]
             else:
-                raise ValueError(f"unknown unit {toks[k]!r} in {text!r}")
+                raise ValueError(f"unknown unit (word {k + 1} of {len(toks)})")
             k += 1
     if not all(-8 <= d <= 7 for d in dims):
-        raise ValueError(f"dimension out of range in {text!r}")
+        raise ValueError("dimension out of range")
     return PmUnits(
         dim_space=dims[0],
         dim_time=dims[1],
@@ -318,7 +254,7 @@ def metric_metadata(
                 units = parse_units(unit_text)
             except ValueError as err:
                 if problems is not None:
-                    problems.append(f"units of {name}: {err}")
+                    problems.append(f"units of a metric: {err}")
         return leaf, mtype, sem, units, "PM_INDOM_NULL" in md
     pieces = name.split("_")
     leaf = name.replace(":", ".")
@@ -383,6 +319,8 @@ class MetricState:
     inst_labels: dict[int, dict[str, str]] = attrs.field(factory=dict)
     values: dict[int, Any] = attrs.field(factory=dict)  #: this scrape's values, inst -> value
     cache: Any = None  #: the server's prepared answer (opaque here)
+    seen: dict[int, float] = attrs.field(factory=dict)  #: inst -> when it was last in a document
+    cost: dict[int, int] = attrs.field(factory=dict)  #: inst -> characters it counts against the source's bound
 
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
@@ -409,6 +347,12 @@ class Ingest:
     dirty: list[tuple[int, NameTable]] = attrs.field(factory=list)  #: (serial, table) to save
     new_instances: bool = False
     labels_changed: bool = False  #: some instance's labels differ from the last document's
+    refused: dict[str, int] = attrs.field(factory=dict)  #: why new series were refused -> how many
+    reclaimed: int = 0  #: instances reclaimed (unseen for ``series_ttl``)
+
+
+class _Refused(Exception):
+    """A new series (or metric) past a bound: its sample is skipped."""
 
 
 class SourceModel:
@@ -433,6 +377,10 @@ class SourceModel:
         self.limits = limits or Limits()
         self.metrics: dict[str, MetricState] = {}
         self.by_item: dict[int, MetricState] = {}
+        self.series = 0  #: live instances of every metric
+        self.label_bytes = 0  #: their cost (instance name and label characters)
+        self.clock: Callable[[], float] = time.monotonic
+        self._now = self._swept = self.clock()
 
     def _labels(
         self, labels: Mapping[str, str] | None, filters: Sequence[tuple[str, str, re.Pattern[str]]]
@@ -459,6 +407,7 @@ class SourceModel:
         for m in self.metrics.values():
             m.values = {}
         dirty: dict[int, NameTable] = {}
+        self._now = self.clock()
         for s in samples:
             res.samples += 1
             try:
@@ -471,7 +420,9 @@ class SourceModel:
                         res.excluded.append(s.name)
                         continue
                     if not valid_metric_name(s.name):
-                        raise ValueError(f"invalid metric name: {s.name[:80]!r}")
+                        raise ValueError(f"invalid metric name ({len(s.name)} characters)")
+                    if len(self.items.names) > self.items.maxnum and self.items.get(s.name) is None:
+                        raise _Refused(f"more than {self.items.maxnum + 1} metrics: new metrics refused")
                     m = self._new_metric(s, inc, opt, cfg, res)
                     dirty[self.cluster] = self.items
                     if m.table is not None and m.indom_serial is not None:
@@ -479,9 +430,15 @@ class SourceModel:
                 self._store(m, inc, opt, s.value, res)
                 if m.table is not None and m.table.dirty and m.indom_serial is not None:
                     dirty[m.indom_serial] = m.table
+            except _Refused as why:
+                reason = str(why)
+                res.refused[reason] = res.refused.get(reason, 0) + 1
             except ValueError as err:
-                res.errors.append(f"cannot parse/store {s.name[:80]}: {err}")
+                res.errors.append(f"sample {res.samples}: cannot parse/store: {err}")
                 break
+        if self._now - self._swept >= min(self.limits.series_ttl / 4, 60.0):
+            self._swept = self._now
+            self._reclaim(res, dirty)
         res.dirty = list(dirty.items())
         res.present = sum(1 for m in self.metrics.values() if m.values)
         return res
@@ -504,6 +461,11 @@ class SourceModel:
         singular = inc is None or null_indom
         serial = None if singular else indom_serial(self.cluster, item)
         table = None if serial is None else self.load_table(serial, MAX_INDOM)
+        seen: dict[int, float] = {}
+        if table is not None:
+            self.series += table.live
+            self.label_bytes += table.nbytes
+            seen = dict.fromkeys(table.numbers(), self._now)  # (a saved instance counts as seen now)
         oneline, help_text = split_help(s.helpline)
         m = MetricState(
             s.name,
@@ -520,6 +482,7 @@ class SourceModel:
             table,
             dict(inc or {}),
             dict(opt) if opt else None,
+            seen=seen,
         )
         self.metrics[s.name] = m
         self.by_item[item] = m
@@ -545,17 +508,54 @@ class SourceModel:
                     m.table.dirty = True
                 instname = " ".join(f"{k}:{v}" for k, v in sorted(naming.items()))
                 m.labels.update(naming)
-            known = m.table.get(instname)
-            if known is None:
-                if len(m.table.names) >= self.limits.max_instances:
-                    raise ValueError(f"more than {self.limits.max_instances} instances")
+            inst_known = m.table.get(instname)
+            if inst_known is None:
+                inst = self._new_series(m, instname, naming)
                 res.new_instances = True
-            inst = m.table.lookup(instname)
+            else:
+                inst = inst_known
+            m.seen[inst] = self._now
             labels = naming
         try:
             m.values[inst] = _convert(m.type, value)
         except ValueError:
-            res.errors.append(f"{m.name}: bad value {value[:40]!r}")
+            res.errors.append(f"sample {res.samples}: bad value ({len(value)} characters)")
         if m.inst_labels.get(inst) != labels:
             res.labels_changed = True
             m.inst_labels[inst] = labels
+
+    def _new_series(self, m: MetricState, instname: str, labels: Mapping[str, str]) -> int:
+        """The number of a new instance of ``m``, within the bounds."""
+        assert m.table is not None
+        lim = self.limits
+        if m.table.live >= lim.max_instances:
+            raise _Refused(f"a metric reached {lim.max_instances} instances: its new instances refused")
+        if self.series >= lim.max_series:
+            raise _Refused(f"the source reached {lim.max_series} instances: new instances refused")
+        cost = len(instname) + sum(len(k) + len(v) for k, v in labels.items())
+        if self.label_bytes + cost > lim.max_label_bytes:
+            raise _Refused(f"the source reached {lim.max_label_bytes} characters of labels: new instances refused")
+        inst = m.table.lookup(instname)
+        self.series += 1
+        self.label_bytes += cost
+        m.cost[inst] = cost
+        return inst
+
+    def _reclaim(self, res: Ingest, dirty: dict[int, NameTable]) -> None:
+        """Instances unseen for ``series_ttl`` seconds are forgotten."""
+        oldest = self._now - self.limits.series_ttl
+        for m in self.metrics.values():
+            if m.table is None or not m.seen:
+                continue
+            stale = [i for i, t in m.seen.items() if t < oldest]
+            for i in stale:
+                del m.seen[i]
+                m.inst_labels.pop(i, None)
+                size = m.table.reclaim(i)
+                self.series -= 1
+                self.label_bytes -= m.cost.pop(i, size)
+            if stale:
+                res.reclaimed += len(stale)
+                res.new_instances = True
+                if m.indom_serial is not None:
+                    dirty[m.indom_serial] = m.table

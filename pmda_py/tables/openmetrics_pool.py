@@ -1,0 +1,254 @@
+"""The OpenMetrics table's worker processes, seen from the daemon (trio).
+
+Each runs :func:`pmda_py.tables.openmetrics_scrape.worker_main`; a source
+always goes to the same one.  Nothing here raises out of the pool because a
+process cannot be signalled (a worker of another user after the privilege
+drop, one gone already): such a worker is told to end (EOF on its requests),
+left behind, and replaced; the reason is logged and given to the scrapes it
+fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from pmda_py.tables.openmetrics_procs import kill_quietly
+from pmda_py.tables.openmetrics_scrape import Reply, frame, read_frames
+
+__all__ = ["WorkerFailed", "WorkerPool"]
+
+#: the directory holding the pmda_py package (a worker process imports it from there)
+_HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class WorkerFailed(Exception):
+    """The worker process scraping a source died or stopped answering."""
+
+
+@attrs.define(eq=False)
+class _Worker:
+    index: int
+    proc: Any
+    lock: trio.Lock = attrs.field(factory=trio.Lock)
+    pending: dict[int, list[Any]] = attrs.field(factory=dict)  #: id -> [event, reply]
+    gone: str = ""  #: why it is no longer usable ("" while it is)
+    uid: int = -1  #: the daemon's effective uid when it was started (it runs as that user)
+
+
+_GONE = object()
+
+
+class WorkerPool:
+    """Worker processes running :class:`Scraper` (main side, trio).
+
+    A dead worker (EOF on its pipe) fails its pending scrapes and is
+    replaced at the next call; one that does not answer a scrape within its
+    deadline is killed (and so replaced) the same way.  ``log(event, **kw)``
+    reports both.
+    """
+
+    def __init__(self, size: int, options: dict[str, Any], log: Callable[..., Any]) -> None:
+        self.size = size
+        self.options = options
+        self.log = log
+        self.workers: list[_Worker | None] = [None] * size
+        self.started = 0  #: processes started (replacements included)
+        self._ids = 0
+        self._nursery: trio.Nursery | None = None
+        self._starting = [trio.Lock() for _ in range(size)]
+        self._retired: list[_Worker] = []
+
+    @staticmethod
+    def _uid() -> int:
+        return os.geteuid()
+
+    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the workers' reader tasks until cancelled (then end the workers)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for k in range(self.size):
+                    await self._start(k)
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                alive = [w for w in [*self.workers, *self._retired] if w is not None and w.proc.returncode is None]
+                for w in alive:  # EOF: a worker saves its name tables and ends
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        await w.proc.stdin.aclose()
+                with trio.move_on_after(3):
+                    for w in alive:
+                        await w.proc.wait()
+                for w in alive:
+                    why = kill_quietly(w.proc)
+                    if why is not None:
+                        self.log("openmetrics_worker_unkillable", worker=w.index, pid=w.proc.pid, error=why)
+
+    async def _start(self, k: int) -> _Worker:
+        assert self._nursery is not None
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([_HERE, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "pmda_py.tables.openmetrics_scrape", json.dumps(self.options)],
+            stdin=-1,
+            stdout=-1,
+            env=env,
+        )
+        w = _Worker(k, proc, uid=self._uid())
+        self.workers[k] = w
+        self.started += 1
+        self._nursery.start_soon(self._reader, w)
+        return w
+
+    async def _reader(self, w: _Worker) -> None:
+        buf = bytearray()
+        why = "exited"
+        # (cancelled: the table is stopping, and the pool's run() ends the worker gracefully)
+        try:
+            while True:
+                data = await w.proc.stdout.receive_some(1 << 20)
+                if not data:
+                    break
+                buf += data
+                for rid, reply in read_frames(buf):
+                    if rid == 0:  # news of its own (a name table it could not save)
+                        for event, fields in reply[5]:
+                            self.log(event, **fields)
+                        continue
+                    slot = w.pending.pop(rid, None)
+                    if slot is not None:
+                        slot[1] = reply
+                        slot[0].set()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ValueError, EOFError) as err:
+            why = f"unreadable: {err}"
+        self._fail(w, why)
+        rc = None
+        with trio.CancelScope(shield=True):
+            await self._end(w)
+            with trio.move_on_after(5):
+                rc = await w.proc.wait()
+        if w.gone == why:  # (a hung one was logged when it was killed)
+            self.log("openmetrics_worker_died", worker=w.index, pid=w.proc.pid, returncode=rc, why=why)
+
+    async def _end(self, w: _Worker) -> str | None:
+        """Kill ``w``; if it cannot be signalled, tell it to end (EOF) and
+        log why (never raises).  The reason it could not be killed."""
+        why = kill_quietly(w.proc)
+        if why is not None:
+            self.log("openmetrics_worker_unkillable", worker=w.index, pid=w.proc.pid, error=why)
+            with contextlib.suppress(
+                trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError
+            ):
+                await w.proc.stdin.aclose()
+        return why
+
+    def _fail(self, w: _Worker, why: str) -> None:
+        if not w.gone:
+            w.gone = why
+        if self.workers[w.index] is w:
+            self.workers[w.index] = None
+        for slot in w.pending.values():
+            slot[1] = _GONE
+            slot[0].set()
+        w.pending.clear()
+
+    async def flush(self, deadline: float = 10.0) -> None:
+        """Every worker's changed name tables saved now."""
+        for k, w in enumerate(self.workers):
+            if w is not None and not w.gone:
+                try:
+                    await self._call(w, ("flush",), deadline)
+                except WorkerFailed as err:
+                    self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
+
+    async def scrape(self, cluster: int, deadline: float, *job: Any) -> Reply:
+        """``job`` (name, cluster, path, scripted) scraped by its worker.
+
+        Raises:
+            WorkerFailed: the worker died, or gave no answer within ``deadline``
+                seconds (it is then killed).
+        """
+        k = cluster % self.size
+        w = self.workers[k]
+        if w is None or w.uid != self._uid():
+            async with self._starting[k]:
+                w = self.workers[k]
+                if w is not None and w.uid != self._uid():
+                    # the daemon dropped its privileges since (pmcd.conf without 'notready' starts the
+                    # tables first): a worker must not go on scraping (running scripts) as root
+                    self._retire(w)
+                    w = None
+                if w is None:
+                    if self._nursery is None:
+                        raise WorkerFailed("no worker processes running")
+                    try:
+                        w = await self._start(k)
+                    except OSError as err:
+                        raise WorkerFailed(f"cannot start a worker process: {err}") from err
+        return await self._call(w, ("scrape", *job), deadline)
+
+    def _retire(self, w: _Worker) -> None:
+        """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""
+        w.gone = "retired"
+        self.workers[w.index] = None
+        self._retired.append(w)
+        assert self._nursery is not None
+
+        async def close() -> None:
+            while w.pending:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                async with w.lock:
+                    await w.proc.stdin.aclose()
+
+        self._nursery.start_soon(close)
+
+    async def _call(self, w: _Worker, msg: tuple[Any, ...], deadline: float) -> Reply:
+        self._ids += 1
+        rid = self._ids
+        slot: list[Any] = [trio.Event(), None]
+        w.pending[rid] = slot
+        try:
+            async with w.lock:
+                assert w.proc.stdin is not None
+                await w.proc.stdin.send_all(frame((msg[0], rid, *msg[1:])))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+            w.pending.pop(rid, None)
+            raise WorkerFailed(f"worker process {w.proc.pid} gone: {err}") from err
+        with trio.move_on_after(deadline) as scope:
+            await slot[0].wait()
+        if scope.cancelled_caught:
+            w.pending.pop(rid, None)
+            outcome = "killed"
+            if not w.gone:
+                self.log("openmetrics_worker_hung", worker=w.index, pid=w.proc.pid, seconds=deadline)
+                self._fail(w, f"no answer in {deadline:g} s")
+                with trio.CancelScope(shield=True):
+                    why = await self._end(w)
+                if why is not None:
+                    outcome = f"could not be killed: {why}; replaced"
+            raise WorkerFailed(f"worker process {w.proc.pid} gave no answer in {deadline:g} s ({outcome})")
+        if slot[1] is _GONE:
+            raise WorkerFailed(f"worker process {w.proc.pid} {w.gone}")
+        reply: Reply = slot[1]
+        return reply
+
+    async def forget(self, cluster: int, name: str) -> None:
+        w = self.workers[cluster % self.size]
+        if w is not None and not w.gone:
+            try:
+                async with w.lock:
+                    assert w.proc.stdin is not None
+                    await w.proc.stdin.send_all(frame(("forget", 0, name)))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass

@@ -1,0 +1,105 @@
+"""Child processes of the OpenMetrics table: script sources, and signalling
+workers without ever raising.
+
+A script source runs with ``stdin`` on ``/dev/null`` (it must not read the
+worker's request pipe), in a session of its own (``start_new_session``),
+its stdout read up to the document cap and its stderr counted, never kept.
+When it is done, whatever happened (exit, timeout, a document over the cap,
+the agent stopping), its whole process group is killed while the script's
+own process is still unreaped, so the group id cannot have been reused.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from typing import Any
+
+import trio
+
+__all__ = ["ScriptFailed", "kill_quietly", "run_script"]
+
+
+class ScriptFailed(Exception):
+    """A script source gave no document (its status says why)."""
+
+
+def kill_quietly(proc: Any) -> str | None:
+    """SIGKILL ``proc`` (a trio Process); the reason if it could not be done
+    (a process of another user after the privilege drop, one gone already)."""
+    if proc.returncode is not None:
+        return None
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        return None
+    except OSError as err:
+        return f"{type(err).__name__}: {err.strerror or err}"
+    return None
+
+
+def _exited_unreaped(pid: int) -> bool:
+    """Has ``pid`` (our child) exited? It stays a zombie (not reaped), so
+    its pid and process group id cannot be reused yet."""
+    try:
+        res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return res is not None
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # (nothing left in it, or not ours to signal)
+        pass
+
+
+async def run_script(path: str, limit: int) -> bytes:
+    """The stdout of script ``path`` (at most ``limit`` bytes).
+
+    Raises:
+        ScriptFailed: the script failed, or wrote more than ``limit`` bytes.
+    """
+    proc = await trio.lowlevel.open_process(
+        [path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    out = bytearray()
+    err_bytes = [0]
+    reaped = False
+
+    async def drain_stderr() -> None:
+        assert proc.stderr is not None
+        while True:
+            chunk = await proc.stderr.receive_some(65536)
+            if not chunk:
+                return
+            err_bytes[0] += len(chunk)  # counted, never kept: it may hold anything the script could read
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain_stderr)
+            assert proc.stdout is not None
+            while True:
+                chunk = await proc.stdout.receive_some(65536)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > limit:
+                    raise ScriptFailed(f"script output larger than {limit} bytes")
+            while not _exited_unreaped(proc.pid):  # noqa: ASYNC110  # (polled: reaping it would free its group id)
+                await trio.sleep(0.01)
+            _killpg(proc.pid)  # what it left running (its own process still holds the group id)
+        rc = await proc.wait()
+        reaped = True
+        if rc:
+            extra = f" ({err_bytes[0]} bytes on stderr)" if err_bytes[0] else ""
+            raise ScriptFailed(f"script exited with status {rc}{extra}")
+        return bytes(out)
+    finally:
+        if not reaped:  # (timed out, over the cap, or the agent is stopping: the whole group)
+            _killpg(proc.pid)  # (before anything reaps the script: its pid holds the group id)
+            kill_quietly(proc)
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await proc.wait()
