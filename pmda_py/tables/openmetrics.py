@@ -230,6 +230,9 @@ class OpenMetricsTable(Table):
         timeout: str = str(DEFAULT_TIMEOUT),
         concurrency: str = str(DEFAULT_CONCURRENCY),
         max_bytes: str = str(Limits().max_bytes),
+        max_series: str = str(Limits().max_series),
+        max_label_bytes: str = str(Limits().max_label_bytes),
+        series_ttl: str = str(Limits().series_ttl),
         domain: str = "144",
         sort: str = "1",
         workers: str = str(DEFAULT_WORKERS),
@@ -244,7 +247,12 @@ class OpenMetricsTable(Table):
         self.interval = float(interval)
         self.timeout = float(timeout)
         self.concurrency = max(1, int(concurrency))
-        self.limits = Limits(max_bytes=int(max_bytes))
+        self.limits = Limits(
+            max_bytes=int(max_bytes),
+            max_series=int(max_series),
+            max_label_bytes=int(max_label_bytes),
+            series_ttl=float(series_ttl),
+        )
         self.domain = int(domain)
         self.sort = _flag(sort)
         self.workers = max(0, int(workers))

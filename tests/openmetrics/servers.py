@@ -12,10 +12,12 @@ import http.server
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +33,8 @@ class Route:
     endless: bool = False  #: trickle a line every 50 ms, forever
     firehose: bool = False  #: send chunks forever, as fast as possible
     silent: bool = False  #: never answer (hold the connection)
+    headers: dict[str, str] = attrs.field(factory=dict)  #: extra response headers (Content-Encoding ...)
+    make: Any = None  #: ``make(hits) -> bytes``: a body made afresh for each request
     hits: int = 0
 
 
@@ -74,12 +78,15 @@ class ControlledServer:
                     except OSError:
                         pass
                     return
+                body = route.make(route.hits) if route.make is not None else route.body
                 self.send_response(route.status)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(route.body)))
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in route.headers.items():
+                    self.send_header(k, v)
                 self.end_headers()
                 try:
-                    self.wfile.write(route.body)
+                    self.wfile.write(body)
                 except OSError:
                     pass
 
@@ -99,6 +106,32 @@ class ControlledServer:
         self.stop_event.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+_BOMBS: dict[int, bytes] = {}
+
+
+def gzip_bomb(decoded: int = 2 << 30) -> bytes:
+    """A gzip of a gzip of ``decoded`` zero bytes (``Content-Encoding: gzip,
+    gzip``): 2 GiB is about 5 KB.  The inner member is made of identical
+    fully flushed deflate blocks (so it costs a CRC pass, not a compression
+    of the whole), with a correct trailer."""
+    if decoded in _BOMBS:
+        return _BOMBS[decoded]
+    mib = bytes(1 << 20)
+    n = max(2, decoded >> 20)
+    c = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = c.compress(mib) + c.flush(zlib.Z_FULL_FLUSH)
+    rep = c.compress(mib) + c.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(n):
+        crc = zlib.crc32(mib, crc)
+    parts = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", first, rep * (n - 1), c.flush()]
+    parts.append(struct.pack("<II", crc, (n << 20) & 0xFFFFFFFF))
+    inner = b"".join(parts)
+    outer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    _BOMBS[decoded] = outer.compress(inner) + outer.flush()
+    return _BOMBS[decoded]
 
 
 def free_port() -> int:

@@ -1,0 +1,387 @@
+"""The OpenMetrics table against hostile and careless sources and hosts:
+workers that cannot be signalled, a scraper that fails, decompression
+bombs, scripts that fork or read stdin, label churn, id files that cannot be
+read whole, and logs that must not carry what the agent read."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+import trio
+
+from pmda_py.harvest.openmetrics import NameTable
+from pmda_py.tables import openmetrics_scrape
+from pmda_py.tables.openmetrics import OpenMetricsTable
+from tests.openmetrics.servers import ControlledServer, Route, gzip_bomb
+from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
+from tests.openmetrics.test_workers import _status, _wait_status, _worker_pid
+
+
+@contextlib.contextmanager
+def unkillable(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[int]]:
+    """``os.kill(pid, SIGKILL)`` of the pids in the set raises PermissionError,
+    as for a worker left running as root after the daemon dropped to ``pcp``."""
+    pids: set[int] = set()
+    real = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        if pid in pids and sig == signal.SIGKILL:
+            raise PermissionError(1, "Operation not permitted")
+        real(pid, sig)
+
+    monkeypatch.setattr(os, "kill", kill)
+    yield pids
+
+
+async def test_a_worker_that_cannot_be_killed_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with ControlledServer() as server, unkillable(monkeypatch) as blocked:
+        server.routes["a"] = Route(GOOD)
+        server.routes["b"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {k: server.url(k) + "\n" for k in ("a", "b")})
+        table = make_table(tmp_path, interval="0.3", timeout="0.5", worker_grace="0.5", workers="2")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            a, b = table.sources["a"], table.sources["b"]
+            pid = _worker_pid(table, a.cluster)
+            blocked.add(pid)
+            os.kill(pid, signal.SIGSTOP)  # hung, and it cannot be killed
+            try:
+                with trio.fail_after(10):
+                    failed = await _wait_status(table, "a", "could not be killed")
+                    assert "PermissionError" in failed
+                    await _wait_status(table, "a", "success")  # a new worker took over
+                    b_calls = b.calls
+                    while b.calls < b_calls + 3:  # noqa: ASYNC110
+                        await trio.sleep(0.05)
+                assert (await _status(table))["b"] == "success"
+                assert _worker_pid(table, a.cluster) != pid and table.restarts == 0
+            finally:
+                blocked.discard(pid)
+                os.kill(pid, signal.SIGCONT)  # (it was told to end: EOF on its requests)
+            await table.shutdown()
+    assert any(e["event"] == "openmetrics_worker_unkillable" and e["pid"] == pid for e in logs)
+    assert not [e for e in logs if e["event"] == "openmetrics_scraper_failed"]
+
+
+async def test_retired_worker_that_cannot_be_signalled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the privilege drop the old worker (root) cannot be signalled by
+    the daemon (pcp): it is left to end by itself, scraping carries on."""
+    with ControlledServer() as server, unkillable(monkeypatch) as blocked:
+        server.routes["a"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.2", workers="1")
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        pool = table._pool
+        assert pool is not None
+        old = pool.workers[0]
+        assert old is not None
+        blocked.add(old.proc.pid)
+        pool._uid = lambda: old.uid + 1  # type: ignore[method-assign]  # as after setuid()
+        calls = table.sources["a"].calls
+        with trio.fail_after(10):
+            while table.sources["a"].calls < calls + 5:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+            await old.proc.wait()
+        assert (await _status(table))["a"] == "success" and table.restarts == 0
+        await table.shutdown()
+
+
+async def test_a_failed_scraper_is_restarted_and_status_says_so(tmp_path: Path) -> None:
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.2", workers="1")
+        real = table.rescan
+        calls = {"n": 0}
+
+        def rescan() -> Any:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise RuntimeError("boom")
+            return real()
+
+        table.rescan = rescan  # type: ignore[method-assign]
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            with trio.fail_after(10):
+                failed = await _wait_status(table, "a", "scraper failed")
+                assert "RuntimeError: boom" in failed
+                await _wait_status(table, "a", "success")
+            assert table.restarts == 1
+            assert (await fetch(table, "a.up_total"))["a.up_total"] == {0: 1.0, 1: 2.0}
+            await table.shutdown()
+    assert [e["error"] for e in logs if e["event"] == "openmetrics_scraper_failed"] == ["RuntimeError: boom"]
+
+
+# ------------------------------------------------------------ decompression
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_decompression_bomb_refused_while_decoding(tmp_path: Path, workers: str) -> None:
+    bomb = gzip_bomb()  # 2 GiB of zeros in about 5 KB
+    single = gzip_bomb(64 << 20)  # ... a gzip of a gzip: its inner layer, served as plain gzip
+    import gzip
+
+    inner = gzip.decompress(single)
+    with ControlledServer() as server:
+        server.routes.update(
+            good=Route(GOOD),
+            bomb=Route(bomb, headers={"Content-Encoding": "gzip, gzip"}),
+            big=Route(inner, headers={"Content-Encoding": "gzip"}),
+            brotli=Route(b"x", headers={"Content-Encoding": "br"}),
+            zipped=Route(gzip.compress(GOOD), headers={"Content-Encoding": "gzip"}),
+        )
+        write_sources(tmp_path / "config.d", {k: server.url(k) + "\n" for k in server.routes})
+        table = make_table(tmp_path, interval="60", timeout="2", workers=workers)
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            status = await _status(table)
+            values = await fetch(table, "good.up_total", "zipped.up_total")
+            await table.shutdown()
+    assert "stacked Content-Encoding 'gzip, gzip' refused" in status["bomb"]
+    assert "unknown Content-Encoding 'br' refused" in status["brotli"]
+    assert "larger than 16777216 bytes (decoded)" in status["big"]
+    assert status["good"] == status["zipped"] == "success"
+    assert values["zipped.up_total"] == values["good.up_total"] == {0: 1.0, 1: 2.0}
+    failed = sorted(e["source"] for e in logs if e["event"] == "openmetrics_source_failed")
+    assert failed == ["big", "bomb", "brotli"]
+
+
+# ------------------------------------------------------------ scripts
+
+
+def _script(path: Path, body: str) -> None:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_timed_out_script_leaves_no_process(tmp_path: Path, workers: str) -> None:
+    pids = tmp_path / "pids"
+    d = tmp_path / "config.d"
+    d.mkdir()
+    _script(d / "forker", f"for i in $(seq 20); do sleep 60 & echo $! >> {pids}; done\necho x 1\nsleep 60\n")
+    table = make_table(tmp_path, interval="60", timeout="1", workers=workers)
+    await table.startup(OM_CONTEXT)
+    await table.wait_ready()
+    status = (await _status(table))["forker"]
+    await table.shutdown()
+    assert "timed out after 1 s" in status
+    children = [int(p) for p in pids.read_text().split()]
+    assert len(children) == 20
+    with trio.fail_after(5):
+        while [p for p in children if _alive(p)]:  # noqa: ASYNC110  # (SIGKILL is delivered at once; reaping is init's)
+            await trio.sleep(0.05)
+
+
+async def test_script_cannot_read_the_workers_requests(tmp_path: Path) -> None:
+    """A script's child that reads stdin gets EOF; the other sources of its
+    worker stay fresh."""
+    d = tmp_path / "config.d"
+    d.mkdir()
+    stolen = tmp_path / "stolen"
+    stolen.mkdir()
+    # (a child that waits for its stdin to be readable, then reads it: the worker's request pipe is non-blocking)
+    steal = "import os, select; select.select([0], [], [], 3); "
+    steal += f"open('{stolen}/%d' % os.getpid(), 'wb').write(os.read(0, 254))"
+    _script(d / "reader", f'{sys.executable} -c "{steal}"\necho "r 1"\n')
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD)
+        write_sources(d, {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.2", timeout="1", workers="1")
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        a = table.sources["a"]
+        calls = a.calls
+        with trio.fail_after(10):
+            while a.calls < calls + 8:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        status = await _status(table)
+        assert status["a"] == status["reader"] == "success"
+        assert (await fetch(table, "a.up_total"))["a.up_total"] == {0: 1.0, 1: 2.0}
+        await table.shutdown()
+    files = list(stolen.iterdir())
+    assert files and all(f.stat().st_size == 0 for f in files)
+
+
+# ------------------------------------------------------------ label churn
+
+
+def _churn(hits: int) -> bytes:
+    lines = [f'churn{{id="{hits}-{k}",pad="{"x" * 100}"}} {k}' for k in range(40)]
+    return ("first 1\n" + "\n".join(lines) + "\nafter_total 7\n").encode()
+
+
+async def test_label_churn_is_bounded_and_keeps_the_rest(tmp_path: Path) -> None:
+    with ControlledServer() as server:
+        server.routes["c"] = Route(make=_churn)
+        server.routes["ok"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {k: server.url(k) + "\n" for k in server.routes})
+        table = make_table(tmp_path, interval="0.1", workers="1", max_series="100", series_ttl="1.5")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            c = table.sources["c"]
+            with trio.fail_after(10):
+                while c.calls < 8:  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+            values = await fetch(table, "c.first", "c.after_total", "ok.up_total")
+            # the first 100 series were taken; every later one refused (the metric has no values now)
+            assert c.model.by_item[1].table is not None and c.model.by_item[1].table.names[99].startswith("id:3-19 ")
+            assert "c.churn" not in {m.name for m in table.metrics()}
+            refused = [e for e in logs if e["event"] == "openmetrics_parse" and e["source"] == "c"]
+            assert len(refused) == 1 and "reached 100 instances" in refused[0]["problem"]
+            # unseen for series_ttl: reclaimed, and new series are taken again (under new numbers)
+            with trio.fail_after(10):
+                while "c.churn" not in {m.name for m in table.metrics()}:  # noqa: ASYNC110
+                    await trio.sleep(0.1)
+            churn = next(m for m in table.metrics() if m.name == "c.churn")
+            assert churn.indom is not None and len(churn.indom.instances) == 40
+            first_ids = set(range(100))
+            assert min(churn.indom.instances) > max(first_ids)
+            await table.shutdown()
+    assert values["c.first"] == 1.0 and values["c.after_total"] == 7.0
+    assert values["ok.up_total"] == {0: 1.0, 1: 2.0}
+    assert not [e for e in logs if e.get("source") == "ok" and e["log_level"] == "warning"]
+
+
+async def test_label_bytes_bound(tmp_path: Path) -> None:
+    """Large label values: the source's label characters stay under the
+    bound (the INSTANCE reply of its indoms with them)."""
+    big = "".join(f'big{{k="{n}",v="{"y" * 4000}"}} 1\n' for n in range(100)) + "tail 2\n"
+    with ControlledServer() as server:
+        server.routes["c"] = Route(big.encode())
+        write_sources(tmp_path / "config.d", {"c": server.url("c") + "\n"})
+        table = make_table(tmp_path, interval="60", workers="0", max_label_bytes="100000")
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        m = next(m for m in table.metrics() if m.name == "c.big")
+        assert m.indom is not None
+        size = sum(len(v) for v in m.indom.instances.values())
+        assert 0 < size <= 100000 and 10 <= len(m.indom.instances) < 100
+        assert (await fetch(table, "c.tail"))["c.tail"] == 2.0
+        await table.shutdown()
+
+
+# ------------------------------------------------------------ id files
+
+
+def test_amplifying_name_table_refused() -> None:
+    """A 90 KB pickle whose memo references unfold to 800 MiB of names."""
+    evil = b"(lp0\nV" + b"x" * 40000 + b"\np1\na" + b"g1\na" * 12000 + b"."
+    assert len(evil) < 100_000
+    with pytest.raises(ValueError, match="more text than the file holds"):
+        NameTable.loads(evil, 0x7FFFFFFF)
+    for bad in (b"(lp0\nVa\np1\na", b"(lp0\nVa\np1\naVa\np2\na.", b"cos\nsystem\n(S'x'\ntR.", b"(lp0\nI5\na."):
+        with pytest.raises(ValueError):
+            NameTable.loads(bad, 10)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "too_big", "corrupt"])
+async def test_unreadable_id_file_moved_aside(tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    good = NameTable(1023, ["a_long_metric_name_" * 4, "m_b"]).dumps()
+    data = {"truncated": good[: len(good) // 2], "too_big": good, "corrupt": b"garbage\n"}[kind]
+    if kind == "too_big":
+        monkeypatch.setattr(openmetrics_scrape, "STATE_READ_CAP", len(good) - 1)
+    with ControlledServer() as server:
+        server.routes["c"] = Route(b"m_b 1\nm_c 2\n")
+        write_sources(tmp_path / "config.d", {"c": server.url("c") + "\n"})
+        (state / "144.0.py").write_bytes(NameTable(0xFFF, ["control", "c"]).dumps())
+        (state / "144.1.py").write_bytes(data)
+        table = make_table(tmp_path, interval="60", workers="0")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            await table.sync_state()
+            await table.shutdown()
+    assert (state / "144.1.py.bad").read_bytes() == data  # kept as it was
+    assert NameTable.loads((state / "144.1.py").read_bytes(), 1023).names == ["m_b", "m_c"]
+    bad = [e for e in logs if e["event"] == "openmetrics_state_unreadable"]
+    assert len(bad) == 1 and "moved aside" in bad[0]["error"]
+
+
+def test_move_aside_never_overwrites(tmp_path: Path) -> None:
+    from pmda_py.safefile import move_aside
+
+    f = tmp_path / "x"
+    (tmp_path / "x.bad").write_text("older")
+    f.write_text("newer")
+    assert move_aside(str(f)) == str(tmp_path / "x.bad.1")
+    assert (tmp_path / "x.bad").read_text() == "older" and (tmp_path / "x.bad.1").read_text() == "newer"
+    assert not f.exists()
+
+
+# ------------------------------------------------------------ logs
+
+
+async def test_logs_carry_no_contents(tmp_path: Path) -> None:
+    secret = "SECRETVALUE"
+    shadow = tmp_path / "shadow"
+    shadow.write_text(f"root:{secret}:19000:0:99999:7:::\n{secret}_total 1\n")
+    d = tmp_path / "config.d"
+    d.mkdir()
+    (d / "f.url").write_text(f"file://{shadow}\n")
+    (d / "conf.url").write_text(f"file://{shadow}\n{secret} unknown line\nFILTER: {secret}\n")
+    _script(d / "noisy", f"echo {secret} >&2\nenv >&2\nexit 3\n")
+    env_marker = "ENVMARKER_" + secret
+    os.environ["PMDA_PY_TEST_MARKER"] = env_marker
+    try:
+        table = make_table(tmp_path, interval="60", workers="1")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            status = await _status(table)
+            await table.shutdown()
+    finally:
+        del os.environ["PMDA_PY_TEST_MARKER"]
+    assert "status 3" in status["noisy"] and "bytes on stderr" in status["noisy"]
+    assert any(e["event"] == "openmetrics_parse" and e["source"] == "f" for e in logs)
+    assert any(e["event"] == "openmetrics_config" for e in logs)
+    text = repr(logs) + repr(status)
+    assert secret not in text and "root:" not in text
+
+
+async def test_too_many_sources_logged_once(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    full = ["control", *(f"s{k}" for k in range(1, 0x1000))]
+    (state / "144.0.py").write_bytes(NameTable(0xFFF, full).dumps())
+    d = tmp_path / "config.d"
+    d.mkdir()
+    for k in range(5):
+        (d / f"extra{k}.url").write_text("file:///nonexistent\n")
+    table = make_table(tmp_path, interval="0.05", workers="0")
+    with structlog.testing.capture_logs() as logs:
+        await table.startup(OM_CONTEXT)
+        await trio.sleep(0.6)  # a dozen rescans
+        await table.shutdown()
+    refused = [e for e in logs if e["event"] == "openmetrics_source_refused"]
+    assert len(refused) == 1 and refused[0]["sources"] == 5
+
+
+def test_series_ttl_is_an_option() -> None:
+    t = OpenMetricsTable(dir="/nonexistent", max_series="7", max_label_bytes="9", series_ttl="2.5")
+    assert (t.limits.max_series, t.limits.max_label_bytes, t.limits.series_ttl) == (7, 9, 2.5)
