@@ -318,6 +318,10 @@ async def serve_session(
                     log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
                     reply = ErrorPdu(PmErr.GENERIC)
                 data = session.send(reply)
+                if session.refused_reply is not None:
+                    kind, size = session.refused_reply
+                    session.refused_reply = None
+                    log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
             try:
                 await stream.send_all(data)
                 if session.state is SessionState.NOTREADY:

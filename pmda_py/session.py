@@ -227,6 +227,8 @@ class Session:
     pid: int = 0
     flags: int = 0
     max_length: int = DEFAULT_MAX_LENGTH
+    #: (PDU type, length) of the last reply :meth:`send` refused for its size (the caller logs and clears it)
+    refused_reply: Optional[tuple[int, int]] = attrs.field(default=None, init=False)
     require_creds: bool = False
     state: SessionState = SessionState.START
     peer_creds: CredsPdu | None = None
@@ -275,12 +277,19 @@ class Session:
             raise LocalProtocolError(f"{type(reply).__name__} sent with no request to answer")
         self._pending.pop(0)
         if isinstance(reply, EncodedPdu):  # a fast path's bytes, ``from`` 0 already
-            return reply.data
-        if reply.from_ != 0:
-            reply = attrs.evolve(reply, from_=0)
-        if isinstance(reply, ErrorPdu) and reply.code == PmErr.PMDANOTREADY:
-            self.state = SessionState.NOTREADY
-        return reply.encode()
+            data = reply.data
+        else:
+            if reply.from_ != 0:
+                reply = attrs.evolve(reply, from_=0)
+            if isinstance(reply, ErrorPdu) and reply.code == PmErr.PMDANOTREADY:
+                self.state = SessionState.NOTREADY
+            data = reply.encode()
+        if len(data) > self.max_length:
+            # no PDU over the limit ever goes out (pmcd would refuse it and drop the agent): PM_ERR_TOOBIG
+            # instead, and the caller logs :attr:`refused_reply`
+            self.refused_reply = (int.from_bytes(data[4:8], "big", signed=True), len(data))
+            return ErrorPdu(PmErr.TOOBIG).encode()
+        return data
 
     def send_failed(self) -> None:
         """The transport could not write: the session is dead."""
@@ -358,7 +367,7 @@ class Session:
             key = frame[12:]
             if self.shortcut is not None:
                 data = self.shortcut(pdu_type, key)
-                if data is not None:
+                if data is not None and len(data) <= self.max_length:  # (a too big one is refused by send())
                     return Answered(pdu_type, context, data)
         try:
             if pdu_type == PduType.FETCH:  # a client fetches the same PMIDs again and again

@@ -244,3 +244,25 @@ def test_repeated_fetches_decode_alike_per_context() -> None:
             s.send(ErrorPdu(0))
     assert seen[0] is seen[2]  # the repeat was not decoded again
     assert len(s._fetches) == 32
+
+
+def test_a_reply_over_the_pdu_limit_is_refused_not_sent() -> None:
+    """An INSTANCE reply of 68 MB (over the 64 MiB PDU limit pmcd enforces)
+    becomes PM_ERR_TOOBIG, noted for the daemon to log; a remembered reply
+    that big is never used as a shortcut."""
+    from pmda_py.wire import InstanceEntry, InstancePdu, InstanceReqPdu
+
+    s = started()
+    s.receive_data(InstanceReqPdu(5, from_=3).encode())
+    assert isinstance(s.next_event(), Request)
+    big = InstancePdu(5, tuple(InstanceEntry(i, f"{i:06d}" + "x" * 40_000) for i in range(1700)))
+    out = s.send(big)
+    reply = decode_pdu(out)
+    assert isinstance(reply, ErrorPdu) and reply.code == PmErr.TOOBIG
+    assert s.refused_reply is not None and s.refused_reply[1] > s.max_length == 64 * 1024 * 1024
+    s.refused_reply = None
+    s.shortcut = lambda _type, _key: b"\0" * (s.max_length + 1)
+    s.receive_data(InstanceReqPdu(5, from_=3).encode())
+    assert isinstance(s.next_event(), Request)  # decoded and dispatched, not answered with those bytes
+    out = s.send(ErrorPdu(PmErr.INDOM))
+    assert decode_pdu(out) == ErrorPdu(PmErr.INDOM) and s.refused_reply is None

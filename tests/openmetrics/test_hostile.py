@@ -385,3 +385,22 @@ async def test_too_many_sources_logged_once(tmp_path: Path) -> None:
 def test_series_ttl_is_an_option() -> None:
     t = OpenMetricsTable(dir="/nonexistent", max_series="7", max_label_bytes="9", series_ttl="2.5")
     assert (t.limits.max_series, t.limits.max_label_bytes, t.limits.series_ttl) == (7, 9, 2.5)
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_scripts_process_groups_end_with_the_agent(tmp_path: Path, workers: str) -> None:
+    pids = tmp_path / "pids"
+    d = tmp_path / "config.d"
+    d.mkdir()
+    _script(d / "slow", f"for i in $(seq 5); do sleep 60 & echo $! >> {pids}; done\necho x 1\nsleep 60\n")
+    table = make_table(tmp_path, interval="60", timeout="30", workers=workers)
+    await table.startup(OM_CONTEXT)  # (not ready: the script is still running)
+    with trio.fail_after(10):
+        while not pids.exists() or len(pids.read_text().split()) < 5:  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    children = [int(p) for p in pids.read_text().split()]
+    assert all(_alive(p) for p in children)
+    await table.shutdown()
+    with trio.fail_after(10):
+        while [p for p in children if _alive(p)]:  # noqa: ASYNC110
+            await trio.sleep(0.05)
