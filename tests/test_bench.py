@@ -38,3 +38,10 @@ def test_pdu_latency_runs() -> None:
     out = _run("pdu_latency.py", "--n", "10", "--iterations", "20")
     for name in ("pmda-py run", "pcp.pmda", "pre-built replies", "pmdasample (C)"):
         assert any(line.startswith(name) and "TEXT (help)" in line for line in out.splitlines()), (name, out)
+
+
+def test_openmetrics_hostile_runs() -> None:
+    require(Path("/usr/lib/pcp/bin/pmcd").exists() and Path("/usr/bin/python3").exists(), "PCP (pmcd)")
+    out = _run("openmetrics_hostile.py", "--quick", "--cases", "bomb", "--agents", "pmda_py-w0", "--good", "1")
+    row = next(line for line in out.splitlines() if line.startswith("bomb"))
+    assert "stacked Conte" in row and '"peak_rss_mb"' in row, out
