@@ -953,8 +953,8 @@ class OpenMetricsTable(Table):
             c, item = divmod(ind.serial - MAX_CLUSTER - 1, MAX_METRIC + 1)
             src = self.by_cluster.get(c)
             found_ms = src.model.by_item.get(item) if src is not None else None
-            if found_ms is None or found_ms.table is None or inst >= len(found_ms.table.names):
-                return []
+            if found_ms is None or found_ms.table is None or not found_ms.table.is_live(inst):
+                return []  # (unknown, or reclaimed)
             ms = found_ms
             assert ms.table is not None
             items = label_items(ms.inst_labels.get(inst, {}), _L_INSTANCES, skip="instname")

@@ -256,3 +256,25 @@ def test_loads_real_saved_tables() -> None:
     inst = NameTable.loads((d / "144.5120.pickle").read_bytes(), 0x7FFFFFFF)
     assert inst.prefix_mode and inst.names == ["code:200 method:get", "code:400 method:post"]
     assert inst.dumps() == (d / "144.5120.pickle").read_bytes()
+
+
+def test_new_instances_past_a_bound_are_refused_and_the_rest_kept() -> None:
+    model = SourceModel("src", 3, NameTable(1023), lambda _s, m: NameTable(m), Limits(max_instances=3))
+    doc = "".join(f'm{{k="{n}"}} {n}\n' for n in range(5)) + "after 1\n"
+    res = model.ingest(parse_document(doc).samples)
+    m = model.metrics["m"]
+    assert m.values == {0: 0.0, 1: 1.0, 2: 2.0} and model.metrics["after"].values == {PM_IN_NULL: 1.0}
+    assert list(res.refused.values()) == [2] and "reached 3 instances" in next(iter(res.refused))
+    assert res.errors == [] and model.series == 3
+
+
+def test_reclaimed_numbers_stay_taken_across_a_save() -> None:
+    t = NameTable(100)
+    for n in ("a", "b", "c"):
+        t.lookup(n)
+    assert t.reclaim(1) == 1 and t.reclaim(1) == 0
+    assert t.instances() == {0: "a", 2: "c"} and (t.live, t.nbytes) == (2, 2)
+    back = NameTable.loads(t.dumps(), 100)
+    assert back.instances() == {0: "a", 2: "c"} and back.get("b") is None
+    assert back.lookup("b") == 3  # a new number: 1 is never given again
+    assert not back.is_live(1) and back.is_live(3)
