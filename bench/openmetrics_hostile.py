@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -58,17 +59,21 @@ def churn_doc(new: int, chars: int) -> object:
 
 
 class Sampler:
-    """Peak RSS (kB) of a process and its children, sampled every 0.1 s."""
+    """Peak RSS (kB) of the agent (found by ``marker`` in its command line)
+    and its children, sampled every 0.1 s from its start."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+    def __init__(self, marker: str) -> None:
+        self.marker, self.pid, self.peak, self._stop = marker, 0, 0, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            total = rss_kb(self.pid) + sum(rss_kb(c) for c in children(self.pid))
-            self.peak = max(self.peak, total)
+            if not self.pid:
+                self.pid = agent_pid(self.marker) or 0
+            if self.pid:
+                total = rss_kb(self.pid) + sum(rss_kb(c) for c in children(self.pid))
+                self.peak = max(self.peak, total)
             self._stop.wait(0.1)
 
     def stop(self) -> int:
@@ -77,7 +82,9 @@ class Sampler:
         return self.peak
 
 
-def run(who: str, workers: str, root: Path, urls: dict[str, str], fetches: int) -> dict[str, object]:
+def run(
+    who: str, workers: str, root: Path, urls: dict[str, str], fetches: int, start_timeout: float
+) -> dict[str, object]:
     cfg = root / "pmdas" / "openmetrics" / "config.d"
     cfg.mkdir(parents=True)
     for name, url in urls.items():
@@ -100,10 +107,17 @@ def run(who: str, workers: str, root: Path, urls: dict[str, str], fetches: int) 
         env=env,
         agent_timeout=5,
     )
+    sampler = Sampler(str(cfg))
     try:
-        pmcd.start(wait_for="openmetrics.control.calls", timeout=300)
+        t0 = time.monotonic()
+        try:
+            pmcd.start(wait_for="openmetrics.control.calls", timeout=start_timeout)
+        except Exception as exc:  # (an agent stuck in its first fetch: what it cost meanwhile)
+            return {
+                "peak_rss_mb": round(sampler.stop() / 1024, 1),
+                "not_ready": f"{type(exc).__name__} after {time.monotonic() - t0:.0f} s",
+            }
         pid = agent_pid(str(cfg))
-        sampler = Sampler(pid) if pid else None
         r = subprocess.run(
             ["/usr/bin/python3", "-c", CLIENT, pmcd.host, str(fetches), "10000"],
             capture_output=True,
@@ -111,7 +125,7 @@ def run(who: str, workers: str, root: Path, urls: dict[str, str], fetches: int) 
             timeout=600,
             env=pmcd.env,
         )
-        peak = sampler.stop() if sampler else 0
+        peak = sampler.stop()
         end = rss_kb(pid) if pid else 0
         status = pmcd.tool("pminfo", "-f", "openmetrics.control.status", check=False, timeout=120).stdout
         hostile = next(iter(n for n in urls if n != "good0"))
@@ -142,6 +156,7 @@ def run(who: str, workers: str, root: Path, urls: dict[str, str], fetches: int) 
         out["churn_instances"] = inst.count("inst [")
         return out
     finally:
+        sampler.stop()
         pmcd.stop()
 
 
@@ -154,6 +169,7 @@ def main() -> int:
     ap.add_argument("--good", type=int, default=5)
     ap.add_argument("--fetches", type=int, default=8)
     ap.add_argument("--cases", default="bomb,churn")
+    ap.add_argument("--start-timeout", type=float, default=90, help="seconds an agent has to answer its first fetch")
     ap.add_argument("--agents", default="pmda_py,pmda_py-w0,pmdaopenmetrics")
     args = ap.parse_args()
     if args.quick:
@@ -180,7 +196,7 @@ def main() -> int:
                     continue
                 who, workers = ("pmda_py", "0") if agent == "pmda_py-w0" else (agent, "2")
                 with tempfile.TemporaryDirectory(prefix=f"omhostile-{agent}-") as tmp:
-                    result = run(who, workers, Path(tmp), urls, args.fetches)
+                    result = run(who, workers, Path(tmp), urls, args.fetches, args.start_timeout)
                 print(f"{case:6s} {agent:16s} {json.dumps(result)}", flush=True)
     return 0
 

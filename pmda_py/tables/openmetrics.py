@@ -42,6 +42,7 @@ import trio
 from pmda_py import logconfig
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
+from pmda_py.harvest.openmetrics.decode import printable
 from pmda_py.harvest.openmetrics.digest import Digest, apply_meta
 from pmda_py.harvest.openmetrics.exposition import Limits
 from pmda_py.harvest.openmetrics.model import (
@@ -778,7 +779,7 @@ class OpenMetricsTable(Table):
             if status == "success":
                 log.info("openmetrics_source_ok", source=src.name)
             else:
-                log.warning("openmetrics_source_failed", source=src.name, status=status[:300], code=code)
+                log.warning("openmetrics_source_failed", source=src.name, status=printable(status, 300), code=code)
 
     # ------------------------------------------------------------ publishing
     def _publish(self, src: Source, new_instances: bool) -> None:
