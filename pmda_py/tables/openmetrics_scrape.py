@@ -68,6 +68,8 @@ class HttpStatus(Exception):
         self.code = code
 
 
+_SCHEMES = ("http://", "https://", "file://")
+
 #: the largest name table file read (a larger one is moved aside)
 STATE_READ_CAP = 64 * 1024 * 1024
 
@@ -209,11 +211,16 @@ class Scraper:
             elif src.ctime < st.st_ctime:
                 src.config = parse_url_config(read_regular(path, 1024 * 1024).decode("utf-8", "replace"))
                 src.ctime = st.st_ctime
-                url = src.config.url
                 for p in src.config.problems:
                     logs.append(("openmetrics_config", {"problem": p}))
+                if not src.config.url.startswith(_SCHEMES):  # (never quoted: the file may hold anything)
+                    src.config.url = ""
+                    logs.append(("openmetrics_config", {"problem": "line 1: not an http, https or file URL"}))
+                url = src.config.url
+            if not scripted and not src.config.url:
+                return ("fail", f"{path}: no http, https or file URL on its first line", 0, 0, url, logs, None)
         except OSError as err:
-            return ("fail", f"cannot read {path}: {err}", 0, 0, url, logs, None)
+            return ("fail", f"cannot read {path}: {err.strerror or type(err).__name__}", 0, 0, url, logs, None)
         code = 0
         try:
             with trio.fail_after(self.timeout):

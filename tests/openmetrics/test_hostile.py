@@ -346,6 +346,7 @@ async def test_logs_carry_no_contents(tmp_path: Path) -> None:
     (d / "f.url").write_text(f"file://{shadow}\n")
     (d / "conf.url").write_text(f"file://{shadow}\n{secret} unknown line\nFILTER: {secret}\n")
     _script(d / "noisy", f"echo {secret} >&2\nenv >&2\nexit 3\n")
+    (d / "linked.url").symlink_to(shadow)  # (a .url file that is a link to a secret: its first line is no URL)
     env_marker = "ENVMARKER_" + secret
     os.environ["PMDA_PY_TEST_MARKER"] = env_marker
     try:
@@ -357,11 +358,12 @@ async def test_logs_carry_no_contents(tmp_path: Path) -> None:
             await table.shutdown()
     finally:
         del os.environ["PMDA_PY_TEST_MARKER"]
-    assert "status 3" in status["noisy"] and "bytes on stderr" in status["noisy"]
-    assert any(e["event"] == "openmetrics_parse" and e["source"] == "f" for e in logs)
-    assert any(e["event"] == "openmetrics_config" for e in logs)
     text = repr(logs) + repr(status)
     assert secret not in text and "root:" not in text
+    assert "status 3" in status["noisy"] and "bytes on stderr" in status["noisy"]
+    assert "no http, https or file URL" in status["linked"]
+    assert any(e["event"] == "openmetrics_parse" and e["source"] == "f" for e in logs)
+    assert any(e["event"] == "openmetrics_config" for e in logs)
 
 
 async def test_too_many_sources_logged_once(tmp_path: Path) -> None:
