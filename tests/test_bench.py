@@ -43,5 +43,5 @@ def test_pdu_latency_runs() -> None:
 def test_openmetrics_hostile_runs() -> None:
     require(Path("/usr/lib/pcp/bin/pmcd").exists() and Path("/usr/bin/python3").exists(), "PCP (pmcd)")
     out = _run("openmetrics_hostile.py", "--quick", "--cases", "bomb", "--agents", "pmda_py-w0", "--good", "1")
-    row = next(line for line in out.splitlines() if line.startswith("bomb"))
+    row = next(line for line in out.splitlines() if line.startswith("bomb "))
     assert "stacked Conte" in row and '"peak_rss_mb"' in row, out
