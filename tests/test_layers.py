@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.errors": 0,
     "pmda_py.pcpversion": -1,  # which PCP is installed (pcp.conf): texts and behaviour follow it
     "pmda_py.pmapi": 1,
+    "pmda_py.safefile": 1,  # files that cannot be turned against the agent (stdlib only): for every layer above
     "pmda_py.wire": 2,
     "pmda_py.namespace": 2,
     "pmda_py.helpfile": 2,
