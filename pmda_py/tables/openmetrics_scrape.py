@@ -227,6 +227,8 @@ class Scraper:
                 body, code = await self._get(src, path, scripted)
         except trio.TooSlowError:
             status = f"failed to fetch URL or execute script {path}: timed out after {self.timeout:g} s"
+            if scripted:
+                status += " (its process group killed)"
             return ("fail", status, code, 0, url, logs, None)
         except Exception as err:
             code = err.code if isinstance(err, HttpStatus) else code
