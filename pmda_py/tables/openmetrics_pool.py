@@ -25,6 +25,8 @@ from pmda_py.tables.openmetrics_scrape import Reply, frame, read_frames
 
 __all__ = ["WorkerFailed", "WorkerPool"]
 
+#: seconds a new worker process has to say it is up
+WORKER_START_TIMEOUT = 30.0
 #: the directory holding the pmda_py package (a worker process imports it from there)
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -41,6 +43,7 @@ class _Worker:
     pending: dict[int, list[Any]] = attrs.field(factory=dict)  #: id -> [event, reply]
     gone: str = ""  #: why it is no longer usable ("" while it is)
     uid: int = -1  #: the daemon's effective uid when it was started (it runs as that user)
+    up: trio.Event = attrs.field(factory=trio.Event)  #: it said it is up (its first frame)
 
 
 _GONE = object()
@@ -94,8 +97,11 @@ class WorkerPool:
                     if why is not None:
                         self.log("openmetrics_worker_unkillable", worker=w.index, pid=w.proc.pid, error=why)
 
+    def _running(self) -> trio.Nursery | None:
+        """The readers' nursery while the pool runs (None once it stopped)."""
+        return self._nursery
+
     async def _start(self, k: int) -> _Worker:
-        assert self._nursery is not None
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([_HERE, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
         proc = await trio.lowlevel.open_process(
@@ -104,10 +110,16 @@ class WorkerPool:
             stdout=-1,
             env=env,
         )
+        nursery = self._running()
+        if nursery is None:  # (the pool stopped while it was starting)
+            kill_quietly(proc)
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await proc.wait()
+            raise WorkerFailed("the worker processes are stopping")
         w = _Worker(k, proc, uid=self._uid())
         self.workers[k] = w
         self.started += 1
-        self._nursery.start_soon(self._reader, w)
+        nursery.start_soon(self._reader, w)
         return w
 
     async def _reader(self, w: _Worker) -> None:
@@ -121,7 +133,8 @@ class WorkerPool:
                     break
                 buf += data
                 for rid, reply in read_frames(buf):
-                    if rid == 0:  # news of its own (a name table it could not save)
+                    if rid == 0:  # news of its own (up; a name table it could not save)
+                        w.up.set()
                         for event, fields in reply[5]:
                             self.log(event, **fields)
                         continue
@@ -155,6 +168,7 @@ class WorkerPool:
     def _fail(self, w: _Worker, why: str) -> None:
         if not w.gone:
             w.gone = why
+        w.up.set()  # (nobody waits for it any more)
         if self.workers[w.index] is w:
             self.workers[w.index] = None
         for slot in w.pending.values():
@@ -214,6 +228,16 @@ class WorkerPool:
         self._nursery.start_soon(close)
 
     async def _call(self, w: _Worker, msg: tuple[Any, ...], deadline: float) -> Reply:
+        if not w.up.is_set():  # a deadline counts from a worker that is up (a start may be slow on a busy host)
+            with trio.move_on_after(WORKER_START_TIMEOUT):
+                await w.up.wait()
+            if not w.up.is_set():
+                self.log("openmetrics_worker_hung", worker=w.index, pid=w.proc.pid, seconds=WORKER_START_TIMEOUT)
+                self._fail(w, f"not up in {WORKER_START_TIMEOUT:g} s")
+                with trio.CancelScope(shield=True):
+                    await self._end(w)
+            if w.gone:
+                raise WorkerFailed(f"worker process {w.proc.pid} {w.gone}")
         self._ids += 1
         rid = self._ids
         slot: list[Any] = [trio.Event(), None]

@@ -11,8 +11,9 @@ digest in a worker thread).
 
 The pipe protocol is frames of a 4-byte big-endian length and a
 ``marshal`` image of builtins: ``("scrape", id, name, cluster, path,
-scripted)`` and ``("forget", 0, name)`` in, ``(id, reply)`` out.  A worker
-ends at EOF on its stdin.
+scripted)`` and ``("forget", 0, name)`` in, ``(id, reply)`` out; id 0 out
+is news of the worker's own (its logs), the first one when it is up.  A
+worker ends at EOF on its stdin.
 """
 
 from __future__ import annotations
@@ -407,6 +408,7 @@ async def _serve(options: dict[str, Any]) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(flusher)
+            await send(0, ("ok", 0, 0, 0, None, [], None))  # up: the daemon's deadlines count from here
             buf = bytearray()
             while True:
                 data = await stdin.receive_some(1 << 20)
