@@ -407,3 +407,37 @@ async def test_scripts_process_groups_end_with_the_agent(tmp_path: Path, workers
     with trio.fail_after(10):
         while [p for p in children if _alive(p)]:  # noqa: ASYNC110
             await trio.sleep(0.05)
+
+
+def test_body_decoder_forms() -> None:
+    import gzip
+    import zlib
+
+    from pmda_py.harvest.openmetrics.decode import BodyDecoder, BodyRefused
+
+    doc = GOOD * 50
+
+    def decode(coding: str | None, body: bytes, limit: int = 1 << 20, step: int = 7) -> bytes:
+        d = BodyDecoder(coding, limit)
+        for k in range(0, len(body), step):
+            d.feed(body[k : k + step])
+        return d.finish()
+
+    raw = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    assert decode(None, doc) == decode("identity", doc) == doc
+    assert decode("gzip", gzip.compress(doc)) == decode("X-GZIP", gzip.compress(doc)) == doc
+    assert decode("gzip", gzip.compress(doc[:100]) + gzip.compress(doc[100:])) == doc  # two members
+    assert decode("deflate", zlib.compress(doc)) == doc
+    assert decode("deflate", raw.compress(doc) + raw.flush()) == doc  # raw deflate, as HTTP clients accept
+    assert decode("identity, gzip", gzip.compress(doc)) == doc
+    for coding, body, why in [
+        ("gzip, gzip", gzip.compress(gzip.compress(doc)), "stacked"),
+        ("br", doc, "unknown"),
+        ("gzip", doc, "undecodable"),
+        ("gzip", gzip.compress(doc), "larger than 100 bytes"),
+        (None, doc, "larger than 100 bytes"),
+        ("x" * 500 + "\n\x1b", doc, "unknown"),
+    ]:
+        with pytest.raises(BodyRefused, match=why) as info:
+            decode(coding, body, limit=100 if "larger" in why else 1 << 20)
+        assert len(str(info.value)) < 120 and "\x1b" not in str(info.value)
