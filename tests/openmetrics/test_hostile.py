@@ -441,3 +441,31 @@ def test_body_decoder_forms() -> None:
         with pytest.raises(BodyRefused, match=why) as info:
             decode(coding, body, limit=100 if "larger" in why else 1 << 20)
         assert len(str(info.value)) < 120 and "\x1b" not in str(info.value)
+
+
+async def test_id_file_that_cannot_be_moved_aside_is_never_written_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "144.0.py").write_bytes(NameTable(0xFFF, ["control", "c"]).dumps())
+    (state / "144.1.py").write_bytes(b"corrupt")
+
+    def cannot(path: str, suffix: str = "bad") -> str:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(openmetrics_scrape, "move_aside", cannot)
+    with ControlledServer() as server:
+        server.routes["c"] = Route(b"m_b 1\nm_c 2\n")
+        write_sources(tmp_path / "config.d", {"c": server.url("c") + "\n"})
+        table = make_table(tmp_path, interval="60", workers="0")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            await table.sync_state()
+            values = await fetch(table, "c.m_b", "c.m_c")
+            await table.shutdown()
+    assert values == {"c.m_b": 1.0, "c.m_c": 2.0}  # served all the same
+    assert (state / "144.1.py").read_bytes() == b"corrupt"
+    bad = [e for e in logs if e["event"] == "openmetrics_state_unreadable"]
+    assert len(bad) == 1 and "cannot move it aside" in bad[0]["error"] and "ids not saved" in bad[0]["error"]
