@@ -1,0 +1,137 @@
+"""Tables are loaded after the privilege drop, off the event loop, under deadlines.
+
+``pmda-py run`` opens its channel (and, for ``-U``, drops privileges) before
+anything of a table runs; then :func:`load_mounts` imports and constructs
+each table in a worker thread, so a slow import never stalls the loop (CREDS,
+fetches of the tables already serving, signals), and gives up on a table
+whose import overruns ``load_timeout`` seconds.  :func:`start_mounts` runs
+the tables' ``startup()`` under their deadlines.
+
+What a table does wrong at load is said in one line, on stderr (``say``) and
+in the log, naming the table:
+
+* an import, constructor or other load error -- including ``SystemExit`` and
+  ``KeyboardInterrupt`` raised by the module -- is a configuration error:
+  :class:`TableLoadError`, the agent exits with status 1 (at start) or keeps
+  its running configuration (on SIGHUP);
+* an import that overruns ``load_timeout``: at start the agent serves without
+  that table (its thread is left to finish on its own; a SIGHUP retries), on
+  SIGHUP the reload fails and the running configuration stays;
+* ``startup()`` raising anything or overrunning its deadline: the table
+  serves what it can, as before.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Callable
+
+import structlog
+import trio
+
+from pmda_py.config import Config, TableSpec
+from pmda_py.dispatch import Dispatcher, Mount
+from pmda_py.table import Table
+
+__all__ = ["LoadTimeout", "TableLoadError", "load_mounts", "start_mounts"]
+
+log = structlog.get_logger("pmda_py.daemon")
+
+#: how a line is said to the person who started the agent (or None)
+Say = Callable[[str], None]
+
+
+class TableLoadError(Exception):
+    """A table could not be found or constructed."""
+
+
+class LoadTimeout(TableLoadError):
+    """A table's import and construction overran the load deadline."""
+
+
+async def load_one(
+    spec: TableSpec, config: Config, load: Callable[[TableSpec, Config], Table], timeout: float
+) -> Table:
+    """``load(spec, config)`` in a worker thread, at most ``timeout`` seconds.
+
+    Raises:
+        TableLoadError: what ``load`` raised (anything, SystemExit included).
+        LoadTimeout: it did not finish in time (the thread is abandoned).
+    """
+    outcome: list[Any] = []
+
+    def work() -> None:
+        try:
+            outcome.append(load(spec, config))
+        except TableLoadError as err:
+            outcome.append(err)
+        except BaseException as err:  # SystemExit/KeyboardInterrupt at import must not end the agent
+            outcome.append(TableLoadError(f"table {spec.name} ({spec.table}): {type(err).__name__}: {err}"))
+
+    with trio.move_on_after(timeout):
+        await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+    if not outcome:
+        raise LoadTimeout(f"table {spec.name} ({spec.table}): import did not finish within {timeout:g} s")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    table: Table = outcome[0]
+    return table
+
+
+async def load_mounts(
+    config: Config,
+    load: Callable[[TableSpec, Config], Table],
+    *,
+    timeout: float,
+    skip_slow: bool,
+    say: Say | None = None,
+) -> list[Mount]:
+    """The config's tables, loaded one after the other (see :func:`load_one`).
+
+    ``skip_slow``: a table that overruns ``timeout`` is left out (one line
+    said and logged); otherwise :class:`LoadTimeout` is raised."""
+    mounts: list[Mount] = []
+    for spec in config.tables:
+        try:
+            table = await load_one(spec, config, load, timeout)
+        except LoadTimeout as err:
+            if not skip_slow:
+                raise
+            log.error("table_load_timeout", table=spec.name, error=str(err), action="serving without it")
+            _say(say, f"{err}; serving without it (a SIGHUP tries again)")
+            continue
+        mounts.append(Mount(table, spec.mount, spec.name, dict(spec.options)))
+    return mounts
+
+
+async def start_mounts(dispatcher: Dispatcher, *, say: Say | None = None) -> None:
+    """Run every table's ``startup()`` under its deadline (at least 2 s);
+    whatever it raises (SystemExit too) or an overrun is one line, logged
+    and said, and the table serves what it can."""
+    for m in dispatcher.mounts:
+        t0 = time.monotonic()
+        name = m.name or type(m.table).__name__
+        deadline = max(m.table.deadline, 2.0)
+        with trio.move_on_after(deadline) as scope:
+            try:
+                await m.table.startup(dispatcher.context(m))
+            except trio.Cancelled:
+                raise
+            except BaseException as exc:  # SystemExit in a startup() must not end the agent
+                log.error("table_startup_failed", table=name, error=f"{type(exc).__name__}: {exc}")
+                _say(say, f"table {name}: startup() failed: {type(exc).__name__}: {exc}")
+                continue
+        if scope.cancelled_caught:
+            log.error("table_startup_timeout", table=name, seconds=round(time.monotonic() - t0, 3))
+            _say(say, f"table {name}: startup() overran {deadline:g} s; serving what it can")
+    dispatcher.reindex()
+
+
+def _say(say: Say | None, line: str) -> None:
+    if say is not None:
+        say(f"pmda-py run: {line}")
+
+
+def names(mounts: Sequence[Mount]) -> list[str]:
+    return [f"{m.name}@{m.prefix or '.'}" for m in mounts]
