@@ -41,7 +41,7 @@ from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_a
 from pmda_py.dispatch import ConfigError, Dispatcher, HelpSource, Mount, TableTimeout
 from pmda_py.dispatch.core import check_kind
 from pmda_py.errors import PmErr, WireFormatError, codename
-from pmda_py.loading import Say, TableLoadError, load_mounts, names, start_mounts
+from pmda_py.loading import Say, TableLoadError, describe, load_mounts, names, start_mounts
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
@@ -120,9 +120,7 @@ def load_table(spec: TableSpec, config: Config) -> Table:
     except TableLoadError as err:
         raise TableLoadError(_where(spec, config) + str(err)) from err
     except BaseException as err:  # SystemExit/KeyboardInterrupt at import too: a table that cannot load
-        raise TableLoadError(
-            f"{_where(spec, config)}table {spec.name} ({spec.table}): {type(err).__name__}: {err}"
-        ) from err
+        raise TableLoadError(f"{_where(spec, config)}table {spec.name} ({spec.table}): {describe(err)}") from err
     if not isinstance(table, Table):
         raise TableLoadError(f"{_where(spec, config)}table {spec.name}: {spec.table} is not a pmda_py Table")
     if spec.deadline is not None:

@@ -34,7 +34,7 @@ from pmda_py.config import Config, TableSpec
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.table import Table
 
-__all__ = ["LoadTimeout", "TableLoadError", "load_mounts", "start_mounts"]
+__all__ = ["LoadTimeout", "TableLoadError", "describe", "load_mounts", "start_mounts"]
 
 log = structlog.get_logger("pmda_py.daemon")
 
@@ -67,7 +67,7 @@ async def load_one(
         except TableLoadError as err:
             outcome.append(err)
         except BaseException as err:  # SystemExit/KeyboardInterrupt at import must not end the agent
-            outcome.append(TableLoadError(f"table {spec.name} ({spec.table}): {type(err).__name__}: {err}"))
+            outcome.append(TableLoadError(f"table {spec.name} ({spec.table}): {describe(err)}"))
 
     with trio.move_on_after(timeout):
         await trio.to_thread.run_sync(work, abandon_on_cancel=True)
@@ -119,13 +119,27 @@ async def start_mounts(dispatcher: Dispatcher, *, say: Say | None = None) -> Non
             except trio.Cancelled:
                 raise
             except BaseException as exc:  # SystemExit in a startup() must not end the agent
-                log.error("table_startup_failed", table=name, error=f"{type(exc).__name__}: {exc}")
-                _say(say, f"table {name}: startup() failed: {type(exc).__name__}: {exc}")
+                log.error("table_startup_failed", table=name, error=describe(exc))
+                _say(say, f"table {name}: startup() failed: {describe(exc)}")
                 continue
         if scope.cancelled_caught:
             log.error("table_startup_timeout", table=name, seconds=round(time.monotonic() - t0, 3))
             _say(say, f"table {name}: startup() overran {deadline:g} s; serving what it can")
     dispatcher.reindex()
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` on one line (``Type`` alone without a message),
+    at most :data:`MAX_DESCRIBED` characters: what a table raised, as said
+    and logged."""
+    text = " ".join(str(exc).split())
+    if len(text) > MAX_DESCRIBED:
+        text = text[:MAX_DESCRIBED] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: characters of a table's exception message said or logged at most
+MAX_DESCRIBED = 300
 
 
 def _say(say: Say | None, line: str) -> None:
