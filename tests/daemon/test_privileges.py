@@ -96,6 +96,13 @@ echo "child_pid $!"
 """
 
 
+def _groups(pid: int) -> set[int]:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Groups:"):
+            return {int(x) for x in line.split()[1:]}
+    raise AssertionError("no Groups line")
+
+
 def _python_for(user: str) -> tuple[str, dict[str, str]]:
     """An interpreter ``user`` can run pmda_py with: ours, or (when ours
     lives where ``user`` cannot read, e.g. under /root) the system's with
@@ -125,10 +132,10 @@ def _descendants(pid: int) -> dict[int, tuple[str, str]]:
     out = subprocess.run(
         ["ps", "-ww", "-e", "-o", "pid=,ppid=,user:32=,args="], capture_output=True, text=True, check=True
     )
-    rows = {}
+    rows: dict[int, tuple[int, str, str]] = {}
     for line in out.stdout.splitlines():
-        p, pp, user, *args = line.split(None, 3)
-        rows[int(p)] = (int(pp), user, args[0] if args else "")
+        fields = line.split(None, 3)
+        rows[int(fields[0])] = (int(fields[1]), fields[2], fields[3] if len(fields) > 3 else "")
     found: dict[int, tuple[str, str]] = {}
     frontier = [pid]
     while frontier:
@@ -193,6 +200,7 @@ async def test_nothing_of_a_table_runs_as_root_under_dash_U() -> None:
             with pytest.raises(PmdaReplyError):  # root's 0600 file is not exported
                 await pmda.lookup(["om.secret.secret_value"])
             assert _uids(pmda.pid) == [pcp.pw_uid] * 4
+            assert _groups(pmda.pid) == set(os.getgrouplist("pcp", pcp.pw_gid))  # root's groups are gone
             procs = _descendants(pmda.pid)
             workers = [p for p, (_u, a) in procs.items() if "openmetrics_scrape" in a]
             assert len(workers) == 2, procs
@@ -209,9 +217,9 @@ async def test_nothing_of_a_table_runs_as_root_under_dash_U() -> None:
         assert text.index("privileges_dropped") < text.index("PROBE import")
         created = _created(root, before, log)
         assert any(p.is_file() for p in created), created  # state was written
-        for p in created:
-            st = p.lstat()
-            assert (st.st_uid, st.st_gid) == (pcp.pw_uid, pcp.pw_gid), (p, st.st_uid)
+        for path in created:
+            st = path.lstat()
+            assert (st.st_uid, st.st_gid) == (pcp.pw_uid, pcp.pw_gid), (path, st.st_uid)
         assert log.stat().st_uid == 0
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -193,3 +193,24 @@ def test_creds_before_the_tables_with_notready(tmp_path: Path) -> None:
             assert (await pmda.fetch_values(["lazy.x"]))["lazy.x"] == 5
 
     trio.run(go)
+
+
+def test_a_long_message_is_one_bounded_line(tmp_path: Path) -> None:
+    """What a table raised is said on one line, its message cut at 300
+    characters: a module that puts a whole file in its exception does not
+    copy it into pmcd's log."""
+    _module(tmp_path, "chatty", at_import="raise RuntimeError('secret line\\n' * 1000)")
+    r = subprocess.run(
+        _cmd(tmp_path, "chatty:T=c"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+    )
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "RuntimeError: secret line secret line" in lines[0], r.stderr
+    assert len(lines[0]) < 400 and lines[0].count("secret line") <= 30
+    log = (tmp_path / "pmda.log").read_text()
+    assert log.count("secret line") <= 30, log
