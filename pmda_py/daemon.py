@@ -1,17 +1,20 @@
 """``pmda-py run``: the PMDA daemon, where trio meets the sans-IO core.
 
 Opens the transport as a ``pmdaGetOpt`` daemon does (pipe by default; ``-i``
-inet, ``-6`` ipv6, ``-u`` unix socket), drops privileges (``-U``) after the
-log and sockets are open, speaks first (CREDS), then runs one receive ->
-dispatch -> send loop: one request at a time, one reply each, in order.
-Table calls run under their deadlines so pmcd's 5 s timeout is never
-reached.  Exits cleanly on EOF and SIGTERM/SIGINT.
+inet, ``-6`` ipv6, ``-u`` unix socket) and protects stdout, drops privileges
+(``-U``) after the log and sockets are open, and only then loads the tables
+(:mod:`pmda_py.loading`: imports in a worker thread under the load timeout,
+then their startups), speaking first (CREDS) on time meanwhile; then runs
+one receive -> dispatch -> send loop: one request at a time, one reply each,
+in order.  Table calls run under their deadlines so pmcd's 5 s timeout is
+never reached.  Exits cleanly on EOF and SIGTERM/SIGINT.
 
 Socket modes (:class:`SocketServer`) serve pmcd, not whoever connects first:
 the listener stays open; every connection gets our CREDS and must answer
-with pmcd's CREDS within the creds timeout (unix sockets: from root, the PCP
-user or our own uid, checked with SO_PEERCRED before any PDU), else it is
-dropped with one log line.  One pmcd session at a time: a second pmcd is
+with pmcd's CREDS within the creds timeout (from root, the PCP user or our
+own uid, checked before any PDU: SO_PEERCRED on unix sockets, the owner of
+the connecting socket in /proc/net/tcp{,6} on inet/ipv6), else it is
+dropped, logged once per peer and reason (:mod:`pmda_py.admission`).  One pmcd session at a time: a second pmcd is
 refused (pmcd only reconnects an agent it has lost, so it never needs to
 take over).  When the session ends the daemon exits (pmcd started it, as
 libpcp_pmda's agents do), or with ``--standalone`` goes back to listening
