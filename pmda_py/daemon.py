@@ -1021,7 +1021,8 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
 
 #: pipe mode: seconds CREDS waits for the tables (a table that fails to load
 #: at once ends the agent before it speaks); then CREDS goes out and requests
-#: meet PM_ERR_PMDANOTREADY until the tables are there (pmcd waits 3 s for CREDS)
+#: meet PM_ERR_PMDANOTREADY until the tables are there (pmcd waits 3 s for
+#: CREDS).  With ``--notready`` CREDS goes out first and the tables load after.
 CREDS_GRACE = 1.5
 
 
@@ -1109,19 +1110,25 @@ async def run(
                         reason = signal.Signals(signum).name
                         nursery.cancel_scope.cancel()
 
-                nursery.start_soon(load)
+                async def load_then_ready() -> None:  # pipe + notready: tables after CREDS, as pmcd expects
+                    nursery.start_soon(load)
+                    await active.loaded.wait()
+
                 nursery.start_soon(watch_signals)
                 if server is not None:
+                    nursery.start_soon(load)
                     nursery.start_soon(server.serve)
                     await server.finished.wait()
                     reason = server.reason
                 else:
                     assert stream is not None
-                    with trio.move_on_after(CREDS_GRACE):
-                        await active.loaded.wait()
+                    if not config.notready:
+                        nursery.start_soon(load)
+                        with trio.move_on_after(CREDS_GRACE):
+                            await active.loaded.wait()
                     session = Session(pid=os.getpid(), flags=0)
                     reason = await serve_stream(
-                        stream, session, active, notready=config.notready, on_ready=active.loaded.wait
+                        stream, session, active, notready=config.notready, on_ready=load_then_ready
                     )
                 nursery.cancel_scope.cancel()
     finally:

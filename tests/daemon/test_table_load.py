@@ -214,3 +214,33 @@ def test_a_long_message_is_one_bounded_line(tmp_path: Path) -> None:
     assert len(lines[0]) < 400 and lines[0].count("secret line") <= 30
     log = (tmp_path / "pmda.log").read_text()
     assert log.count("secret line") <= 30, log
+
+
+def test_sigterm_is_heard_while_a_reload_imports(tmp_path: Path) -> None:
+    """A reload stuck in a slow import does not keep SIGTERM waiting, and
+    the abandoned import thread does not keep the process alive."""
+    _module(tmp_path, "slow", at_import="time.sleep(60)")
+    conf = tmp_path / "pmda.conf"
+    base = "[pmda]\nname = t\ndomain = 200\n\n[table simple]\nmount = simple\n"
+    conf.write_text(base)
+    log = tmp_path / "pmda.log"
+    cmd = [*PMDA_PY, "run", "-c", str(conf), "-l", str(log), "-u", str(tmp_path / "s.sock")]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=_env(tmp_path))
+    try:
+        deadline = time.monotonic() + 15
+        while "tables_mounted" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        conf.write_text(base + "\n[table slow]\ntable = slow:T\nmount = slow\n")
+        proc.send_signal(signal.SIGHUP)
+        while "sighup" not in log.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)  # inside the import now
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "reason=SIGTERM" in log.read_text()
