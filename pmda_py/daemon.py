@@ -319,7 +319,7 @@ async def serve_session(
                     reply: Pdu = (
                         await active.dispatcher.handle(event)
                         if active.loaded.is_set() or not isinstance(event, Request)
-                        else ErrorPdu(PmErr.PMDANOTREADY)  # READY follows once they are loaded
+                        else _loading_reply(event)
                     )
                 except Exception as exc:  # a bug: still answer, pmcd must not wait
                     log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
@@ -345,6 +345,24 @@ async def serve_session(
                 log.debug("notice", type=_type_name(pdu.pdu_type), context=event.context)
         elif isinstance(event, Ignored):
             log.warning("ignored_pdu", type=_type_name(event.pdu_type), context=event.context, reason=event.reason)
+
+
+#: requests after whose PM_ERR_PMDANOTREADY reply pmcd waits for PMDAREADY
+#: (they go through its CheckError); the PMNS requests do not in PCP 6.0 --
+#: there a later PMDAREADY would be read as the next reply, a protocol
+#: failure that ends the agent -- so they are answered PM_ERR_AGAIN
+_NOTREADY_TYPES = frozenset(
+    {PduType.FETCH, PduType.DESC_REQ, PduType.INSTANCE_REQ, PduType.TEXT_REQ, PduType.LABEL_REQ, PduType.RESULT}
+)
+
+
+def _loading_reply(event: Request) -> ErrorPdu:
+    """The answer to a request that came before the tables were loaded:
+    PM_ERR_PMDANOTREADY (PMDAREADY follows) where pmcd expects it, else
+    PM_ERR_AGAIN."""
+    if event.pdu.pdu_type in _NOTREADY_TYPES:
+        return ErrorPdu(PmErr.PMDANOTREADY)
+    return ErrorPdu(PmErr.AGAIN)
 
 
 def _type_name(t: int) -> str:

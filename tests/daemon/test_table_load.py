@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from pmda_py.errors import PmErr
+from pmda_py.pmapi import pmid
 from pmda_py.testing.client import PmdaReplyError, open_pipe_pmda
 from pmda_py.wire import CredsPdu, ErrorPdu
 
@@ -128,20 +129,24 @@ def test_raise_in_startup_is_one_line_and_the_agent_serves_on(tmp_path: Path, ra
 
 def test_slow_import_delays_neither_creds_nor_the_other_tables(tmp_path: Path) -> None:
     """A module that takes 60 s to import: CREDS goes out at once (1.5 s
-    at most), a request waits 2 s then meets PM_ERR_PMDANOTREADY, and at the
-    load timeout PMDAREADY comes and the agent serves the other tables
-    without it."""
+    at most); a request waits 2 s, then a PMNS request meets PM_ERR_AGAIN
+    and a FETCH PM_ERR_PMDANOTREADY (pmcd 6.0 expects PMDAREADY only after
+    the latter); at the load timeout PMDAREADY comes and the agent serves
+    the other tables without the slow one."""
     _module(tmp_path, "slow", at_import="time.sleep(60)")
     stderr = tmp_path / "stderr"
 
     async def go() -> None:
-        cmd = _cmd(tmp_path, "simple=simple", "slow:T=slow", extra=("--load-timeout", "5"))
+        cmd = _cmd(tmp_path, "simple=simple", "slow:T=slow", extra=("--load-timeout", "8"))
         with stderr.open("w") as err:
             t0 = time.monotonic()
             async with open_pipe_pmda(cmd, env=_env(tmp_path), stderr=err) as pmda:
                 assert time.monotonic() - t0 < 3.0  # pmcd's CREDS timeout: 3 s
                 with pytest.raises(PmdaReplyError) as raised:
-                    await pmda.fetch_values(["simple.numfetch"])
+                    await pmda.lookup(["simple.numfetch"])
+                assert raised.value.code == PmErr.AGAIN
+                with pytest.raises(PmdaReplyError) as raised:
+                    await pmda.fetch([pmid(200, 0, 0)])
                 assert raised.value.code == PmErr.PMDANOTREADY
                 ready = await pmda.receive(timeout=10)
                 assert isinstance(ready, ErrorPdu) and ready.code == PmErr.PMDAREADY
@@ -151,7 +156,7 @@ def test_slow_import_delays_neither_creds_nor_the_other_tables(tmp_path: Path) -
 
     trio.run(go)
     lines = stderr.read_text().splitlines()
-    said = "pmda-py run: table slow:T (slow:T): import did not finish within 5 s; serving without it"
+    said = "pmda-py run: table slow:T (slow:T): import did not finish within 8 s; serving without it"
     assert lines == [f"{said} (a SIGHUP tries again)"]
     assert "table_load_timeout" in (tmp_path / "pmda.log").read_text()
 
