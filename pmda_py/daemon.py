@@ -44,7 +44,7 @@ from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_a
 from pmda_py.dispatch import ConfigError, Dispatcher, HelpSource, Mount, TableTimeout
 from pmda_py.dispatch.core import check_kind
 from pmda_py.errors import PmErr, WireFormatError, codename
-from pmda_py.loading import Say, TableLoadError, describe, load_mounts, names, start_mounts
+from pmda_py.loading import Say, TableLoadError, describe, load_all, start_all
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
@@ -971,15 +971,23 @@ async def load_dispatcher(
 ) -> Dispatcher:
     """:func:`build_dispatcher` with each table loaded in a worker thread
     under ``config.load_timeout`` (see :mod:`pmda_py.loading`)."""
-    mounts = await load_mounts(config, load_table, timeout=config.load_timeout, skip_slow=skip_slow, say=say)
+    loaded = await load_all(config, load_table, timeout=config.load_timeout, skip_slow=skip_slow, say=say)
+    mounts = [Mount(table, spec.mount, spec.name, dict(spec.options)) for spec, table in loaded]
     return make_dispatcher(config, mounts, stats)
 
 
 async def start_tables(dispatcher: Dispatcher, domain: int, *, say: Say | None = None) -> None:
     """Run every table's startup under its deadline; failures are logged
     (and said) and the table serves what it can."""
-    await start_mounts(dispatcher, say=say)
-    log.info("tables_mounted", tables=names(dispatcher.mounts), metrics=len(dispatcher.all_names), domain=domain)
+    started = [(m.name or type(m.table).__name__, m.table, dispatcher.context(m)) for m in dispatcher.mounts]
+    await start_all(started, say=say)
+    dispatcher.reindex()
+    log.info(
+        "tables_mounted",
+        tables=[f"{m.name}@{m.prefix or '.'}" for m in dispatcher.mounts],
+        metrics=len(dispatcher.all_names),
+        domain=domain,
+    )
 
 
 async def shutdown_tables(dispatcher: Dispatcher) -> None:

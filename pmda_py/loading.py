@@ -4,8 +4,8 @@
 anything of a table runs; then :func:`load_mounts` imports and constructs
 each table in a worker thread, so a slow import never stalls the loop (CREDS,
 fetches of the tables already serving, signals), and gives up on a table
-whose import overruns ``load_timeout`` seconds.  :func:`start_mounts` runs
-the tables' ``startup()`` under their deadlines.
+whose import overruns ``load_timeout`` seconds.  :func:`start_all` runs
+the tables' ``startup()`` under their deadlines (:func:`start_all`).
 
 What a table does wrong at load is said in one line, on stderr (``say``) and
 in the log, naming the table:
@@ -31,10 +31,9 @@ import structlog
 import trio
 
 from pmda_py.config import Config, TableSpec
-from pmda_py.dispatch import Dispatcher, Mount
-from pmda_py.table import Table
+from pmda_py.table import Table, TableContext
 
-__all__ = ["LoadTimeout", "TableLoadError", "describe", "load_mounts", "start_mounts"]
+__all__ = ["LoadTimeout", "TableLoadError", "describe", "load_all", "load_one", "start_all"]
 
 log = structlog.get_logger("pmda_py.daemon")
 
@@ -79,19 +78,19 @@ async def load_one(
     return table
 
 
-async def load_mounts(
+async def load_all(
     config: Config,
     load: Callable[[TableSpec, Config], Table],
     *,
     timeout: float,
     skip_slow: bool,
     say: Say | None = None,
-) -> list[Mount]:
+) -> list[tuple[TableSpec, Table]]:
     """The config's tables, loaded one after the other (see :func:`load_one`).
 
     ``skip_slow``: a table that overruns ``timeout`` is left out (one line
     said and logged); otherwise :class:`LoadTimeout` is raised."""
-    mounts: list[Mount] = []
+    loaded: list[tuple[TableSpec, Table]] = []
     for spec in config.tables:
         try:
             table = await load_one(spec, config, load, timeout)
@@ -101,21 +100,21 @@ async def load_mounts(
             log.error("table_load_timeout", table=spec.name, error=str(err), action="serving without it")
             _say(say, f"{err}; serving without it (a SIGHUP tries again)")
             continue
-        mounts.append(Mount(table, spec.mount, spec.name, dict(spec.options)))
-    return mounts
+        loaded.append((spec, table))
+    return loaded
 
 
-async def start_mounts(dispatcher: Dispatcher, *, say: Say | None = None) -> None:
-    """Run every table's ``startup()`` under its deadline (at least 2 s);
-    whatever it raises (SystemExit too) or an overrun is one line, logged
-    and said, and the table serves what it can."""
-    for m in dispatcher.mounts:
+async def start_all(tables: Sequence[tuple[str, Table, TableContext]], *, say: Say | None = None) -> None:
+    """Run each ``(name, table, context)``'s ``startup(context)`` under the
+    table's deadline (at least 2 s); whatever it raises (SystemExit too) or
+    an overrun is one line, logged and said, and the table serves what it
+    can."""
+    for name, table, context in tables:
         t0 = time.monotonic()
-        name = m.name or type(m.table).__name__
-        deadline = max(m.table.deadline, 2.0)
+        deadline = max(table.deadline, 2.0)
         with trio.move_on_after(deadline) as scope:
             try:
-                await m.table.startup(dispatcher.context(m))
+                await table.startup(context)
             except trio.Cancelled:
                 raise
             except BaseException as exc:  # SystemExit in a startup() must not end the agent
@@ -125,7 +124,6 @@ async def start_mounts(dispatcher: Dispatcher, *, say: Say | None = None) -> Non
         if scope.cancelled_caught:
             log.error("table_startup_timeout", table=name, seconds=round(time.monotonic() - t0, 3))
             _say(say, f"table {name}: startup() overran {deadline:g} s; serving what it can")
-    dispatcher.reindex()
 
 
 def describe(exc: BaseException) -> str:
@@ -145,7 +143,3 @@ MAX_DESCRIBED = 300
 def _say(say: Say | None, line: str) -> None:
     if say is not None:
         say(f"pmda-py run: {line}")
-
-
-def names(mounts: Sequence[Mount]) -> list[str]:
-    return [f"{m.name}@{m.prefix or '.'}" for m in mounts]

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.errors": 0,
     "pmda_py.pcpversion": -1,  # which PCP is installed (pcp.conf): texts and behaviour follow it
     "pmda_py.pmapi": 1,
+    "pmda_py.safefile": 1,  # stdlib only: every layer that touches files uses it
     "pmda_py.wire": 2,
     "pmda_py.namespace": 2,
     "pmda_py.helpfile": 2,
@@ -40,6 +41,8 @@ LAYERS: dict[str, int] = {
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
     "pmda_py.tables": 4,
+    "pmda_py.loading": 4,  # the daemon's table loading (threads, deadlines)
+    "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
     "pmda_py.daemon": 5,
     "pmda_py.installer": 6,
     "pmda_py.demo": 7,  # drives the daemon through the testing client
