@@ -14,11 +14,12 @@ the listener stays open; every connection gets our CREDS and must answer
 with pmcd's CREDS within the creds timeout (from root, the PCP user or our
 own uid, checked before any PDU: SO_PEERCRED on unix sockets, the owner of
 the connecting socket in /proc/net/tcp{,6} on inet/ipv6), else it is
-dropped, logged once per peer and reason (:mod:`pmda_py.admission`).  One pmcd session at a time: a second pmcd is
-refused (pmcd only reconnects an agent it has lost, so it never needs to
-take over).  When the session ends the daemon exits (pmcd started it, as
-libpcp_pmda's agents do), or with ``--standalone`` goes back to listening
-with its tables intact, re-creating its unix socket when pmcd removes it.
+dropped, logged once per peer and reason (:mod:`pmda_py.admission`).  One
+pmcd session at a time: a second pmcd is refused (pmcd only reconnects an
+agent it has lost, so it never needs to take over).  When the session ends
+the daemon exits (pmcd started it, as libpcp_pmda's agents do), or with
+``--standalone`` goes back to listening with its tables intact, re-creating
+its unix socket when pmcd removes it.
 """
 
 from __future__ import annotations
@@ -926,7 +927,8 @@ class Active:
     At start it holds an empty dispatcher until the tables are loaded
     (``loaded`` is set then): a request that arrives before waits up to
     :attr:`request_grace` seconds, then is answered PM_ERR_PMDANOTREADY
-    and PMDAREADY follows when the tables are there."""
+    (PMDAREADY follows when the tables are there), or PM_ERR_AGAIN for the
+    PMNS requests (see :data:`_NOTREADY_TYPES`)."""
 
     #: seconds a request waits for the tables still loading (pmcd waits 5 s for a reply)
     request_grace = 2.0
@@ -1027,19 +1029,11 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
         dispatcher.names_changed = True
     active.dispatcher = dispatcher
     log.info("reloaded", config=new.config_path, tables=[m.name for m in dispatcher.mounts])
-    kept = [
-        k
-        for k in ("creds_timeout", "standalone", "bind_address", "load_timeout")
-        if getattr(new, k) != getattr(config, k)
-    ]
+    kept = [k for k in ("creds_timeout", "standalone", "bind_address") if getattr(new, k) != getattr(config, k)]
     if kept:
         log.warning("reload_partial", not_applied=kept, detail="the listener's settings change on restart only")
         new = attrs.evolve(
-            new,
-            creds_timeout=config.creds_timeout,
-            standalone=config.standalone,
-            bind_address=config.bind_address,
-            load_timeout=config.load_timeout,
+            new, creds_timeout=config.creds_timeout, standalone=config.standalone, bind_address=config.bind_address
         )
     await shutdown_tables(old)
     return new
@@ -1047,8 +1041,8 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
 
 #: pipe mode: seconds CREDS waits for the tables (a table that fails to load
 #: at once ends the agent before it speaks); then CREDS goes out and requests
-#: meet PM_ERR_PMDANOTREADY until the tables are there (pmcd waits 3 s for
-#: CREDS).  With ``--notready`` CREDS goes out first and the tables load after.
+#: meet PM_ERR_PMDANOTREADY (or PM_ERR_AGAIN) until the tables are there
+#: (pmcd waits 3 s for CREDS).  With ``--notready`` CREDS goes out first and the tables load after.
 CREDS_GRACE = 1.5
 
 
