@@ -249,3 +249,24 @@ def test_sigterm_is_heard_while_a_reload_imports(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert "reason=SIGTERM" in log.read_text()
+
+
+def test_sigterm_is_heard_while_the_tables_load(tmp_path: Path) -> None:
+    _module(tmp_path, "slow", at_import="time.sleep(60)")
+    log = tmp_path / "pmda.log"
+    cmd = _cmd(tmp_path, "simple=simple", "slow:T=slow", extra=("-u", str(tmp_path / "s.sock")))
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=_env(tmp_path))
+    try:
+        deadline = time.monotonic() + 15
+        while "listening" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        time.sleep(0.3)  # inside the import now
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "reason=SIGTERM" in text and "tables_mounted" not in text
