@@ -519,3 +519,28 @@ def test_refusals_are_logged_once_then_counted() -> None:
             rl.refused("peer_refused", f"host{k}", "no local socket owns the connection")
         assert len(logs) <= 5 + RefusalLog.max_keys + 1
         assert len(rl._entries) <= RefusalLog.max_keys + 1
+
+
+async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection /proc/net/tcp does not show from this host's side (a
+    remote peer, with --bind on another address) is refused before any PDU;
+    a local one of an allowed uid is not."""
+    from pmda_py import daemon
+    from pmda_py.config import Config
+    from pmda_py.dispatch import Dispatcher
+
+    server = daemon.SocketServer(
+        Config(transport="inet", address="0"), daemon.Active(Dispatcher(253, [], daemon.TrioRunner()))
+    )
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    client = trio.socket.socket()
+    await client.connect(listener.getsockname())
+    conn, addr = await listener.accept()
+    with listener, client, conn:
+        peer, who, refusal = await server._peer(conn, addr)
+        assert refusal is None and who == f"uid={os.geteuid()}" and peer.endswith(f",uid={os.geteuid()}")
+        monkeypatch.setattr(daemon, "tcp_peer_uid", lambda *_args: None)
+        peer, who, refusal = await server._peer(conn, addr)
+        assert refusal is not None and "not pmcd on this host" in refusal and who == "127.0.0.1"
