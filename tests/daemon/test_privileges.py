@@ -41,8 +41,9 @@ async def test_drop_to_pcp_after_binding(tmp_path: Path) -> None:
     sock = tmp_path / "pmda.sock"
     log = tmp_path / "pmda.log"
     pcp = pwd.getpwnam("pcp")
+    python, extra = _python_for("pcp")  # the tables are imported after the drop: pcp must read the code
     cmd = [
-        sys.executable,
+        python,
         "-m",
         "pmda_py",
         "run",
@@ -57,7 +58,7 @@ async def test_drop_to_pcp_after_binding(tmp_path: Path) -> None:
         "--table",
         "control=ctl",
     ]
-    async with open_socket_pmda(unix=str(sock), command=cmd) as pmda:
+    async with open_socket_pmda(unix=str(sock), command=cmd, env=extra) as pmda:
         v = await pmda.fetch_values(["ctl.pid"])
         pid = v["ctl.pid"]
         assert _uids(pid) == [pcp.pw_uid] * 4  # real, effective, saved, fs
