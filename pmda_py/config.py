@@ -8,6 +8,7 @@ domain labels) and one ``[table NAME]`` section per mounted table::
     domain = 310
     pythonpath = .              ; dirs (relative to this file) for module:Class tables
     creds_timeout = 3           ; socket modes: seconds a peer has to send pmcd's CREDS
+    load_timeout = 30           ; seconds a table's import may take (then: left out)
     standalone = no             ; socket modes: outlive pmcd sessions (systemd unit)
     bind = 127.0.0.1            ; -i/-6: listen address (default: loopback only)
 
@@ -35,6 +36,7 @@ import attrs
 
 __all__ = [
     "DEFAULT_CREDS_TIMEOUT",
+    "DEFAULT_LOAD_TIMEOUT",
     "DEFAULT_DOMAIN",
     "DEFAULT_NAME",
     "Config",
@@ -48,6 +50,8 @@ DEFAULT_NAME = "pypmda"
 DEFAULT_DOMAIN = 310
 #: Seconds a socket peer has to send pmcd's CREDS (pmcd's own default).
 DEFAULT_CREDS_TIMEOUT = 3.0
+#: Seconds a table's import and construction may take before the agent goes on without it.
+DEFAULT_LOAD_TIMEOUT = 30.0
 
 
 class ConfigFileError(Exception):
@@ -70,6 +74,8 @@ class TableSpec:
     mount: str  #: full name prefix
     deadline: float | None = None
     options: dict[str, str] = attrs.field(factory=dict)
+    #: ``file:line: [table NAME] table: `` where the config file names it ("" if not from a file)
+    source: str = attrs.field(default="", eq=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +89,7 @@ class Config:
     address: str = ""  #: unix path or port
     bind_address: str = ""  #: inet/ipv6 listen address; "" is loopback (127.0.0.1 / ::1)
     creds_timeout: float = DEFAULT_CREDS_TIMEOUT  #: socket modes: seconds for a peer's CREDS
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT  #: seconds a table's import may take (see pmda_py.loading)
     standalone: bool = False  #: socket modes: back to listening when a pmcd session ends
     logfile: str | None = None
     log_format: str = "console"
@@ -155,6 +162,7 @@ _PMDA_KEYS = {
     "user",
     "pythonpath",
     "creds_timeout",
+    "load_timeout",
     "standalone",
     "bind",
 }
@@ -240,6 +248,11 @@ def load_file(path: str) -> dict[str, Any]:
                         out["creds_timeout"] = creds_timeout_value(value)
                     except ValueError as err:
                         raise fail(section, key, str(err)) from None
+                elif key == "load_timeout":
+                    try:
+                        out["load_timeout"] = creds_timeout_value(value)
+                    except ValueError as err:
+                        raise fail(section, key, str(err)) from None
                 elif key == "standalone":
                     if value.lower() not in _BOOLEANS:
                         raise fail(section, key, f"not a boolean: {value!r} (yes/no, true/false, on/off, 1/0)")
@@ -276,7 +289,9 @@ def load_file(path: str) -> dict[str, Any]:
                 raise fail(section, "deadline", "not a number") from None
             if not 0 < deadline < 5:
                 raise fail(section, "deadline", "must be between 0 and 5 seconds (pmcd's timeout)")
-        tables.append(TableSpec(tname, kind, mount, deadline, opts))
+        line = _line_of(path, text, section, "table") or _line_of(path, text, section, None)
+        source = f"{path}:{line}: [{section}] table: " if line else ""
+        tables.append(TableSpec(tname, kind, mount, deadline, opts, source=source))
     out["tables"] = tuple(tables)
     return out
 
@@ -326,6 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_seconds_arg,
         metavar="SECONDS",
         help="socket modes: a peer that has not sent pmcd's CREDS after this long is dropped (default 3)",
+    )
+    p.add_argument(
+        "--load-timeout",
+        type=_seconds_arg,
+        metavar="SECONDS",
+        help="a table whose import takes longer is left out (at start) or the reload fails (SIGHUP); default 30",
     )
     p.add_argument("-l", "--log", metavar="FILE", help="log file (default $PCP_LOG_DIR/pmcd/NAME.log)")
     p.add_argument("-U", "--username", help="user to run as after opening the log and sockets")
@@ -417,6 +438,8 @@ def parse_args(argv: Sequence[str]) -> Config:
         kw["standalone"] = True
     if ns.creds_timeout is not None:
         kw["creds_timeout"] = ns.creds_timeout
+    if ns.load_timeout is not None:
+        kw["load_timeout"] = ns.load_timeout
     name = kw.get("name", DEFAULT_NAME)
     kw["logfile"] = ns.log or os.path.join(conf["PCP_LOG_DIR"], "pmcd", f"{name}.log")
     if ns.log_format:

@@ -1,21 +1,25 @@
 """``pmda-py run``: the PMDA daemon, where trio meets the sans-IO core.
 
 Opens the transport as a ``pmdaGetOpt`` daemon does (pipe by default; ``-i``
-inet, ``-6`` ipv6, ``-u`` unix socket), drops privileges (``-U``) after the
-log and sockets are open, speaks first (CREDS), then runs one receive ->
-dispatch -> send loop: one request at a time, one reply each, in order.
-Table calls run under their deadlines so pmcd's 5 s timeout is never
-reached.  Exits cleanly on EOF and SIGTERM/SIGINT.
+inet, ``-6`` ipv6, ``-u`` unix socket) and protects stdout, drops privileges
+(``-U``) after the log and sockets are open, and only then loads the tables
+(:mod:`pmda_py.loading`: imports in a worker thread under the load timeout,
+then their startups), speaking first (CREDS) on time meanwhile; then runs
+one receive -> dispatch -> send loop: one request at a time, one reply each,
+in order.  Table calls run under their deadlines so pmcd's 5 s timeout is
+never reached.  Exits cleanly on EOF and SIGTERM/SIGINT.
 
 Socket modes (:class:`SocketServer`) serve pmcd, not whoever connects first:
 the listener stays open; every connection gets our CREDS and must answer
-with pmcd's CREDS within the creds timeout (unix sockets: from root, the PCP
-user or our own uid, checked with SO_PEERCRED before any PDU), else it is
-dropped with one log line.  One pmcd session at a time: a second pmcd is
-refused (pmcd only reconnects an agent it has lost, so it never needs to
-take over).  When the session ends the daemon exits (pmcd started it, as
-libpcp_pmda's agents do), or with ``--standalone`` goes back to listening
-with its tables intact, re-creating its unix socket when pmcd removes it.
+with pmcd's CREDS within the creds timeout (from root, the PCP user or our
+own uid, checked before any PDU: SO_PEERCRED on unix sockets, the owner of
+the connecting socket in /proc/net/tcp{,6} on inet/ipv6), else it is
+dropped, logged once per peer and reason (:mod:`pmda_py.admission`).  One
+pmcd session at a time: a second pmcd is refused (pmcd only reconnects an
+agent it has lost, so it never needs to take over).  When the session ends
+the daemon exits (pmcd started it, as libpcp_pmda's agents do), or with
+``--standalone`` goes back to listening with its tables intact, re-creating
+its unix socket when pmcd removes it.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ import structlog
 import trio
 
 from pmda_py import logconfig
+from pmda_py.admission import RefusalLog, tcp_peer_uid
 from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, HelpSource, Mount, TableTimeout
 from pmda_py.dispatch.core import check_kind
 from pmda_py.errors import PmErr, WireFormatError, codename
+from pmda_py.loading import Say, TableLoadError, describe, load_all, start_all
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
@@ -81,10 +87,6 @@ BUILTIN_TABLES: dict[str, str] = {
 }
 
 
-class TableLoadError(Exception):
-    """A table could not be found or constructed."""
-
-
 def _entry_point(name: str) -> Any | None:
     try:
         from importlib.metadata import entry_points
@@ -121,10 +123,8 @@ def load_table(spec: TableSpec, config: Config) -> Table:
         table = factory(**spec.options) if _accepts_options(factory) else factory()
     except TableLoadError as err:
         raise TableLoadError(_where(spec, config) + str(err)) from err
-    except Exception as err:
-        raise TableLoadError(
-            f"{_where(spec, config)}table {spec.name} ({spec.table}): {type(err).__name__}: {err}"
-        ) from err
+    except BaseException as err:  # SystemExit/KeyboardInterrupt at import too: a table that cannot load
+        raise TableLoadError(f"{_where(spec, config)}table {spec.name} ({spec.table}): {describe(err)}") from err
     if not isinstance(table, Table):
         raise TableLoadError(f"{_where(spec, config)}table {spec.name}: {spec.table} is not a pmda_py Table")
     if spec.deadline is not None:
@@ -133,9 +133,10 @@ def load_table(spec: TableSpec, config: Config) -> Table:
 
 
 def _where(spec: TableSpec, config: Config) -> str:
-    """``file:line: [table NAME] table: `` for a table from the config file."""
-    if not config.config_path:
-        return ""
+    """``file:line: [table NAME] table: `` for a table from the config file
+    (found when the file was read: after the privilege drop it may be unreadable)."""
+    if spec.source or not config.config_path:
+        return spec.source
     try:
         with open(config.config_path, encoding="utf-8") as f:
             text = f.read()
@@ -312,8 +313,15 @@ async def serve_session(
                         code=codename(event.code),
                         error=event.reason,
                     )
+                if not active.loaded.is_set() and isinstance(event, Request):
+                    with trio.move_on_after(active.request_grace):  # tables still loading
+                        await active.loaded.wait()
                 try:
-                    reply: Pdu = await active.dispatcher.handle(event)
+                    reply: Pdu = (
+                        await active.dispatcher.handle(event)
+                        if active.loaded.is_set() or not isinstance(event, Request)
+                        else _loading_reply(event)
+                    )
                 except Exception as exc:  # a bug: still answer, pmcd must not wait
                     log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
                     reply = ErrorPdu(PmErr.GENERIC)
@@ -326,7 +334,7 @@ async def serve_session(
                 await stream.send_all(data)
                 if session.state is SessionState.NOTREADY:
                     log.info("notready", detail="waiting for the tables before sending PMDAREADY")
-                    await active.dispatcher.wait_ready()
+                    await active.wait_ready()
                     await stream.send_all(session.ready())
                     log.info("ready")
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
@@ -342,6 +350,24 @@ async def serve_session(
                 log.debug("notice", type=_type_name(pdu.pdu_type), context=event.context)
         elif isinstance(event, Ignored):
             log.warning("ignored_pdu", type=_type_name(event.pdu_type), context=event.context, reason=event.reason)
+
+
+#: requests after whose PM_ERR_PMDANOTREADY reply pmcd waits for PMDAREADY
+#: (they go through its CheckError); the PMNS requests do not in PCP 6.0 --
+#: there a later PMDAREADY would be read as the next reply, a protocol
+#: failure that ends the agent -- so they are answered PM_ERR_AGAIN
+_NOTREADY_TYPES = frozenset(
+    {PduType.FETCH, PduType.DESC_REQ, PduType.INSTANCE_REQ, PduType.TEXT_REQ, PduType.LABEL_REQ, PduType.RESULT}
+)
+
+
+def _loading_reply(event: Request) -> ErrorPdu:
+    """The answer to a request that came before the tables were loaded:
+    PM_ERR_PMDANOTREADY (PMDAREADY follows) where pmcd expects it, else
+    PM_ERR_AGAIN."""
+    if event.pdu.pdu_type in _NOTREADY_TYPES:
+        return ErrorPdu(PmErr.PMDANOTREADY)
+    return ErrorPdu(PmErr.AGAIN)
 
 
 def _type_name(t: int) -> str:
@@ -593,6 +619,8 @@ class SocketServer:
     max_pending = 8
     takeover_grace = 1.0
     socket_check_interval = 1.0
+    #: seconds between two lines about the same kind of refusal of the same peer
+    refusal_log_interval = 10.0
 
     def __init__(
         self,
@@ -612,6 +640,10 @@ class SocketServer:
         self._ident: tuple[int, int] | None = None
         self._pending: list[_Handshake] = []
         self._live: _Live | None = None
+        #: refused connections, logged once per (event, peer, reason) then counted
+        self.refusals = RefusalLog(self.refusal_log_interval)
+        #: one /proc/net/tcp lookup at a time (a flood of connections costs one thread)
+        self._lookups = trio.CapacityLimiter(1)
 
     async def open(self) -> None:
         """Bind and listen (before privileges are dropped)."""
@@ -634,6 +666,7 @@ class SocketServer:
         async with trio.open_nursery() as nursery:
             if self.standalone and self.config.transport == "unix":
                 nursery.start_soon(self._keep_socket_file)
+            nursery.start_soon(self._flush_refusals)
             while True:
                 sock = self._sock
                 assert sock is not None
@@ -650,33 +683,52 @@ class SocketServer:
                     continue
                 nursery.start_soon(self._admit, conn, addr)
 
+    async def _flush_refusals(self) -> None:
+        while True:
+            await trio.sleep(self.refusals.interval)
+            self.refusals.flush()
+
     # ------------------------------------------------------------ admission
 
-    def _peer(self, conn: trio.socket.SocketType, addr: Any) -> tuple[str, str | None]:
-        """A name for the peer, and why it is refused before any PDU (or None)."""
+    async def _peer(self, conn: trio.socket.SocketType, addr: Any) -> tuple[str, str, str | None]:
+        """A name for the peer, who it is (``uid=N``, or its host where the
+        uid is unknown: what refusals are counted by), and why it is refused
+        before any PDU (or None).  Unix sockets: SO_PEERCRED; inet/ipv6: the
+        owner of the connecting socket in /proc/net/tcp{,6}."""
         if self.config.transport != "unix":
             if isinstance(addr, tuple) and len(addr) >= 2:
                 host = f"[{addr[0]}]" if ":" in str(addr[0]) else str(addr[0])
-                return f"{host}:{addr[1]}", None
-            return str(addr), None
-        creds = peer_credentials(conn)
-        if creds is None:
-            return "unix:?", "peer credentials (SO_PEERCRED) unavailable"
-        pid, uid, _gid = creds
-        peer = f"unix:pid={pid},uid={uid}"
+                peer = f"{host}:{addr[1]}"
+            else:
+                host = peer = str(addr)
+            try:
+                local = conn.getsockname()
+            except OSError:
+                return peer, host, "its connection is gone"
+            uid = await trio.to_thread.run_sync(tcp_peer_uid, conn.family, addr, local, limiter=self._lookups)
+            if uid is None:
+                return peer, host, "no local socket owns the connection (/proc/net/tcp): not pmcd on this host"
+            peer = f"{peer},uid={uid}"
+        else:
+            creds = peer_credentials(conn)
+            if creds is None:
+                return "unix:?", "?", "peer credentials (SO_PEERCRED) unavailable"
+            pid, uid, _gid = creds
+            peer = f"unix:pid={pid},uid={uid}"
         allowed = allowed_uids()
         if uid not in allowed:
             names = ", ".join(sorted(set(allowed.values())))
-            return peer, f"uid {uid} ({_user_name(uid)}) is not one of {names}"
-        return peer, None
+            return peer, f"uid={uid}", f"uid {uid} ({_user_name(uid)}) is not one of {names}"
+        return peer, f"uid={uid}", None
 
     async def _admit(self, conn: trio.socket.SocketType, addr: Any) -> None:
         stream = trio.SocketStream(conn)
         transport = self.config.transport
+        refusals = self.refusals
         try:
-            peer, refusal = self._peer(conn, addr)
+            peer, who, refusal = await self._peer(conn, addr)
             if refusal is not None:
-                log.warning("peer_refused", transport=transport, peer=peer, reason=refusal)
+                refusals.refused("peer_refused", who, refusal, transport=transport, peer=peer)
                 return
             session = Session(pid=os.getpid(), flags=0, require_creds=True)
             entry = _Handshake()
@@ -695,7 +747,7 @@ class SocketServer:
             if entry.evicted:
                 why = f"evicted: more than {self.max_pending} connections waiting for CREDS"
             if why is not None:
-                log.warning("peer_dropped", transport=transport, peer=peer, reason=why)
+                refusals.refused("peer_dropped", who, why, transport=transport, peer=peer)
                 return
             assert session.peer_creds is not None
             pmcd_pid = session.peer_creds.from_
@@ -704,16 +756,17 @@ class SocketServer:
                     await self._live.done.wait()
             if self._live is not None or self.finished.is_set():
                 live = self._live
-                log.warning(
+                refusals.refused(
                     "pmcd_refused",
-                    transport=transport,
-                    peer=peer,
-                    pmcd_pid=pmcd_pid,
-                    reason=(
+                    who,
+                    (
                         f"a pmcd session is live (pmcd pid {live.pmcd_pid}, {live.peer})"
                         if live is not None
                         else "the daemon is exiting"
                     ),
+                    transport=transport,
+                    peer=peer,
+                    pmcd_pid=pmcd_pid,
                 )
                 return
             await self._serve(stream, session, peer, pmcd_pid)
@@ -873,20 +926,41 @@ def _helpfile(config: Config) -> HelpSource | None:
 
 
 class Active:
-    """The dispatcher in service; swapped whole on a successful reload."""
+    """The dispatcher in service; swapped whole on a successful reload.
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    At start it holds an empty dispatcher until the tables are loaded
+    (``loaded`` is set then): a request that arrives before waits up to
+    :attr:`request_grace` seconds, then is answered PM_ERR_PMDANOTREADY
+    (PMDAREADY follows when the tables are there), or PM_ERR_AGAIN for the
+    PMNS requests (see :data:`_NOTREADY_TYPES`)."""
+
+    #: seconds a request waits for the tables still loading (pmcd waits 5 s for a reply)
+    request_grace = 2.0
+
+    def __init__(self, dispatcher: Dispatcher, *, loaded: bool = True) -> None:
         self.dispatcher = dispatcher
+        self.loaded = trio.Event()
+        if loaded:
+            self.loaded.set()
+
+    async def wait_ready(self) -> None:
+        """Until the tables are loaded and every not-ready one is ready."""
+        await self.loaded.wait()
+        await self.dispatcher.wait_ready()
 
 
 def build_dispatcher(config: Config, stats: PmdaStats | None = None) -> Dispatcher:
-    """Load the config's tables and mount them (no table code runs yet but
-    constructors).  Raises ConfigError / TableLoadError."""
-    mounts: list[Mount] = []
-    for spec in config.tables:
-        table = load_table(spec, config)
-        mounts.append(Mount(table, spec.mount, spec.name, dict(spec.options)))
-    dispatcher = Dispatcher(
+    """Load the config's tables here and now (no thread, no deadline: tools
+    and tests; the daemon uses :func:`load_dispatcher`) and mount them (no
+    table code runs yet but imports and constructors).  Raises ConfigError /
+    TableLoadError."""
+    mounts = [Mount(load_table(spec, config), spec.mount, spec.name, dict(spec.options)) for spec in config.tables]
+    return make_dispatcher(config, mounts, stats)
+
+
+def make_dispatcher(config: Config, mounts: Sequence[Mount], stats: PmdaStats | None = None) -> Dispatcher:
+    """The dispatcher of ``mounts`` under ``config``'s domain, name and labels."""
+    return Dispatcher(
         config.domain,
         mounts,
         TrioRunner(),
@@ -896,13 +970,24 @@ def build_dispatcher(config: Config, stats: PmdaStats | None = None) -> Dispatch
         state_dir=config.state_dir or None,
         stats=stats,
     )
-    return dispatcher
 
 
-async def start_tables(dispatcher: Dispatcher, domain: int) -> None:
-    """Run every table's startup under its deadline; failures are logged and
-    the table serves what it can."""
-    await dispatcher.start_tables(trio.move_on_after)
+async def load_dispatcher(
+    config: Config, *, stats: PmdaStats | None = None, skip_slow: bool = False, say: Say | None = None
+) -> Dispatcher:
+    """:func:`build_dispatcher` with each table loaded in a worker thread
+    under ``config.load_timeout`` (see :mod:`pmda_py.loading`)."""
+    loaded = await load_all(config, load_table, timeout=config.load_timeout, skip_slow=skip_slow, say=say)
+    mounts = [Mount(table, spec.mount, spec.name, dict(spec.options)) for spec, table in loaded]
+    return make_dispatcher(config, mounts, stats)
+
+
+async def start_tables(dispatcher: Dispatcher, domain: int, *, say: Say | None = None) -> None:
+    """Run every table's startup under its deadline; failures are logged
+    (and said) and the table serves what it can."""
+    started = [(m.name or type(m.table).__name__, m.table, dispatcher.context(m)) for m in dispatcher.mounts]
+    await start_all(started, say=say)
+    dispatcher.reindex()
     log.info(
         "tables_mounted",
         tables=[f"{m.name}@{m.prefix or '.'}" for m in dispatcher.mounts],
@@ -922,7 +1007,12 @@ async def shutdown_tables(dispatcher: Dispatcher) -> None:
 
 async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
     """SIGHUP: re-read the command line's config and swap in new tables
-    atomically.  A bad new config keeps the old one running."""
+    atomically.  A bad new config keeps the old one running; the new tables
+    are imported in a worker thread (fetches go on meanwhile), and one that
+    overruns the load timeout fails the reload."""
+    if not active.loaded.is_set():
+        log.info("reload_deferred", detail="the tables of the start are still loading")
+        await active.loaded.wait()
     try:
         new = parse_args(argv)
         if (new.domain, new.name, new.transport, new.address) != (
@@ -933,7 +1023,7 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
         ):
             raise ConfigError("domain, name and transport cannot change on reload; restart the agent instead")
         # the counters carry over: the control table of the new tables reads them
-        dispatcher = build_dispatcher(new, stats=active.dispatcher.stats)
+        dispatcher = await load_dispatcher(new, stats=active.dispatcher.stats)
     except (ConfigFileError, ConfigError, TableLoadError, SystemExit) as err:
         log.error("reload_failed", error=str(err), action="keeping the running configuration")
         return config
@@ -953,30 +1043,38 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
     return new
 
 
-async def run(config: Config, *, stream: trio.abc.Stream | None = None, argv: Sequence[str] = ()) -> int:
-    """Start the tables and serve pmcd; returns the exit status."""
-    active = Active(build_dispatcher(config))
-    started = False
+#: pipe mode: seconds CREDS waits for the tables (a table that fails to load
+#: at once ends the agent before it speaks); then CREDS goes out and requests
+#: meet PM_ERR_PMDANOTREADY (or PM_ERR_AGAIN) until the tables are there
+#: (pmcd waits 3 s for CREDS).  With ``--notready`` CREDS goes out first and the tables load after.
+CREDS_GRACE = 1.5
 
-    async def on_ready() -> None:
-        nonlocal started
-        if not started:
-            started = True
-            await start_tables(active.dispatcher, config.domain)
 
-    if not config.notready:
-        await on_ready()
+async def run(
+    config: Config, *, stream: trio.abc.Stream | None = None, argv: Sequence[str] = (), say: Say | None = None
+) -> int:
+    """Serve pmcd; returns the exit status.
 
+    The order is the guarantee: the PDU channel is opened and stdout
+    protected, sockets bound and ``-U`` privileges dropped first; only then
+    are the tables imported (in a worker thread, under ``load_timeout``) and
+    started (under their deadlines), while CREDS goes out on time and
+    requests meet PM_ERR_PMDANOTREADY until the tables are there.  ``say``
+    tells the person who started the agent (one line) what failed."""
+    active = Active(
+        Dispatcher(config.domain, [], TrioRunner(), name=config.name, domain_labels=config.domain_labels),
+        loaded=False,
+    )
     server: SocketServer | None = None
     if stream is None:
         if config.transport == "pipe":
             if config.standalone:
                 log.warning("standalone_ignored", reason="a pipe agent lives and dies with pmcd")
-            rfd, wfd = _protect_stdio()
+            rfd, wfd = _protect_stdio()  # before any table: a print() must not reach pmcd
             # pmcd's pipes: we write fd wfd (stdout) and read fd rfd (stdin)
             stream = PipeStream(rfd, wfd)
         else:
-            server = SocketServer(config, active, on_ready=on_ready)
+            server = SocketServer(config, active, on_ready=active.loaded.wait)
             await server.open()
             where = {"bind": _listen_address(config)[0]} if config.transport != "unix" else {}
             log.info(
@@ -987,45 +1085,82 @@ async def run(config: Config, *, stream: trio.abc.Stream | None = None, argv: Se
                 standalone=config.standalone,
                 creds_timeout=config.creds_timeout,
             )
+    status = 0
     try:
         if config.username:
             try:
                 _drop_privileges(config.username)
             except (KeyError, OSError) as err:
                 log.error("privilege_drop_failed", user=config.username, error=str(err))
+                if say is not None:
+                    say(f"pmda-py run: cannot run as {config.username}: {err}")
                 return 1
         reason = "eof"
         current = config
+        reloading = trio.Lock()
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async with trio.open_nursery() as nursery:
 
+                async def load() -> None:
+                    nonlocal status, reason
+                    try:
+                        dispatcher = await load_dispatcher(
+                            config, stats=active.dispatcher.stats, skip_slow=True, say=say
+                        )
+                    except (ConfigError, TableLoadError) as err:
+                        log.error("config_error", error=str(err), action="exiting")
+                        if say is not None:
+                            say(f"pmda-py run: {err}")
+                        status, reason = 1, "config error"
+                        nursery.cancel_scope.cancel()
+                        return
+                    await start_tables(dispatcher, config.domain, say=say)
+                    active.dispatcher = dispatcher
+                    active.loaded.set()
+
+                async def do_reload() -> None:
+                    nonlocal current
+                    async with reloading:  # one at a time, in the order asked
+                        current = await reload(active, current, argv)
+
                 async def watch_signals() -> None:
-                    nonlocal reason, current
+                    nonlocal reason
                     async for signum in signals:
                         if signum == signal.SIGHUP:
                             log.info("sighup", action="reloading configuration")
-                            current = await reload(active, current, argv)
+                            nursery.start_soon(do_reload)  # signals are still heard while it loads
                             continue
                         log.info("signal", signal=signal.Signals(signum).name, action="exiting")
                         reason = signal.Signals(signum).name
                         nursery.cancel_scope.cancel()
 
+                async def load_then_ready() -> None:  # pipe + notready: tables after CREDS, as pmcd expects
+                    nursery.start_soon(load)
+                    await active.loaded.wait()
+
                 nursery.start_soon(watch_signals)
                 if server is not None:
+                    nursery.start_soon(load)
                     nursery.start_soon(server.serve)
                     await server.finished.wait()
                     reason = server.reason
                 else:
                     assert stream is not None
+                    if not config.notready:
+                        nursery.start_soon(load)
+                        with trio.move_on_after(CREDS_GRACE):
+                            await active.loaded.wait()
                     session = Session(pid=os.getpid(), flags=0)
-                    reason = await serve_stream(stream, session, active, notready=config.notready, on_ready=on_ready)
+                    reason = await serve_stream(
+                        stream, session, active, notready=config.notready, on_ready=load_then_ready
+                    )
                 nursery.cancel_scope.cancel()
     finally:
         if server is not None:
             server.close()
     await shutdown_tables(active.dispatcher)
     log.info("exit", reason=reason)
-    return 0
+    return status
 
 
 #: glibc mallopt() parameters (malloc.h)
@@ -1085,7 +1220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         malloc_tuned=tune_malloc(),
     )
     try:
-        return trio.run(partial(run, config, argv=list(sys.argv[1:] if argv is None else argv)))
+        args = list(sys.argv[1:] if argv is None else argv)
+        return trio.run(partial(run, config, argv=args, say=partial(_say, given_stderr)))
     except (ConfigError, TableLoadError) as err:
         # the log may be a file nobody is looking at: the person (or pmcd's
         # log, where an agent's stderr goes) gets the reason too

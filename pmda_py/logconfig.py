@@ -3,7 +3,9 @@
 Logs go where pmcd expects a PMDA's log: the ``-l`` file (default
 ``$PCP_LOG_DIR/pmcd/NAME.log``); stderr is pointed at the same file so
 tracebacks land there too.  Never stdout: in pipe mode stdout is the PDU
-channel.  If the log file cannot be opened, logging falls back to stderr.
+channel.  If the log file cannot be opened, logging falls back to stderr;
+a symlink, FIFO or hard link at the log's name is refused (it is opened as
+root, in a directory the PCP user may own).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from typing import IO, Any
 
 import structlog
+
+from pmda_py.safefile import open_append
 
 __all__ = ["configure", "set_level", "current_level"]
 
@@ -65,9 +69,13 @@ def configure(logfile: str | None, fmt: str = "console", level: str = "info", *,
     if logfile and logfile != "-":
         try:
             os.makedirs(os.path.dirname(os.path.abspath(logfile)), exist_ok=True)
-            f = open(logfile, "a", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
+            # the log's directory may belong to the PCP user while we are root: a
+            # symlink, FIFO or hard link planted at the name is refused, not followed
+            fd = open_append(logfile)
+            f = open(fd, "a", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
         except OSError as err:
-            print(f"pmda_py: cannot open log {logfile}: {err.strerror}; logging to stderr", file=sys.stderr)
+            why = err.strerror or str(err)
+            print(f"pmda_py: cannot open log {logfile}: {why}; logging to stderr", file=sys.stderr)
         else:
             target = f
             where = logfile

@@ -21,7 +21,7 @@ import os
 import secrets
 import stat
 
-__all__ = ["FileRefused", "atomic_write", "move_aside", "open_regular", "read_regular"]
+__all__ = ["FileRefused", "atomic_write", "move_aside", "open_append", "open_regular", "read_regular"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -138,3 +138,23 @@ def move_aside(path: str, suffix: str = "bad") -> str:
         os.unlink(path)
         return aside
     raise OSError(errno.EEXIST, f"no free name to move {path} aside")
+
+
+def open_append(path: str, *, mode: int = 0o644) -> int:
+    """A write-only ``O_APPEND`` descriptor on ``path`` (created with
+    ``mode`` if missing) for a log: a symlink at ``path`` is refused
+    (``O_NOFOLLOW``), the open cannot block on a FIFO, and the descriptor is
+    checked to be a regular file with no other name (a hard link planted
+    to another file is refused).  The caller closes the descriptor."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC, mode)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(errno.EINVAL, f"{path} is not a regular file")
+        if st.st_nlink != 1:
+            raise FileRefused(errno.EMLINK, f"{path} has {st.st_nlink} names (a hard link)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -41,6 +41,8 @@ LAYERS: dict[str, int] = {
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
     "pmda_py.tables": 4,
+    "pmda_py.loading": 4,  # the daemon's table loading (threads, deadlines)
+    "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
     "pmda_py.daemon": 5,
     "pmda_py.installer": 6,
     "pmda_py.demo": 7,  # drives the daemon through the testing client

@@ -1,0 +1,149 @@
+"""Who may be pmcd on a socket, and how refusals are logged.
+
+On a unix socket the peer's uid comes from SO_PEERCRED.  On ``-i``/``-6``
+the kernel says who owns the connecting socket too: the connection's other
+end is a line of ``/proc/net/tcp`` (``tcp6``) whose local address is the
+peer's (address, port) and whose remote address is ours, with the uid of the
+process that created it (:func:`tcp_peer_uid`).  A peer not found there (on
+another host, or gone) is refused.
+
+Refusals are logged through :class:`RefusalLog`: one line per (event, peer
+uid or host, kind of reason), then at most one counted summary every
+``interval`` seconds, so a flood of connections costs a few lines, not one
+each.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import time
+from typing import Any, Callable
+
+import attrs
+import structlog
+
+__all__ = ["RefusalLog", "reason_kind", "tcp_peer_uid"]
+
+log = structlog.get_logger("pmda_py.daemon")
+
+#: /proc/net/tcp's TIME_WAIT and LISTEN states: never the live other end
+_TIME_WAIT, _LISTEN = b"06", b"0A"
+#: lines read from /proc/net/tcp at most (a bound on one lookup's cost)
+MAX_PROC_LINES = 1 << 20
+
+
+def _proc_address(family: int, host: str, port: int) -> bytes:
+    """An address as /proc/net/tcp{,6} prints it: the address's 32-bit
+    words in host byte order, %08X each, then ``:PORT`` in %04X."""
+    packed = socket.inet_pton(family, host.split("%", 1)[0])
+    words = struct.unpack(f"={len(packed) // 4}I", packed)
+    return ("".join(f"{w:08X}" for w in words) + f":{port:04X}").encode()
+
+
+def tcp_peer_uid(family: int, peer: Any, local: Any, *, proc: str = "/proc/net") -> int | None:
+    """The uid owning the socket at the other end of the TCP connection
+    from ``peer`` to ``local`` (both as accept()/getsockname() give them),
+    or None when it is not on this host (or not found)."""
+    try:
+        want_local = _proc_address(family, str(peer[0]), int(peer[1]))
+        want_remote = _proc_address(family, str(local[0]), int(local[1]))
+    except (OSError, ValueError, TypeError, IndexError):
+        return None
+    path = os.path.join(proc, "tcp6" if family == socket.AF_INET6 else "tcp")
+    try:
+        with open(path, "rb") as f:
+            f.readline()  # the header
+            for n, line in enumerate(f):
+                if n >= MAX_PROC_LINES:
+                    break
+                fields = line.split()
+                if len(fields) < 8 or fields[1] != want_local or fields[2] != want_remote:
+                    continue
+                if fields[3] in (_TIME_WAIT, _LISTEN):
+                    continue
+                return int(fields[7])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def reason_kind(reason: str) -> str:
+    """A refusal's reason without its particulars (byte counts, PDU
+    heads...): what a repeated refusal is counted under."""
+    kind = re.split(r":| \(", reason, maxsplit=1)[0]
+    return re.sub(r"\d+(\.\d+)?", "N", kind).strip()
+
+
+@attrs.define
+class _Entry:
+    last: float  #: when its last line was written
+    count: int = 0  #: refusals since that line, not written
+    fields: dict[str, Any] = attrs.field(factory=dict)
+
+
+class RefusalLog:
+    """Bounded logging of refused connections (see the module docstring)."""
+
+    #: distinct (event, who, kind) remembered at most; past it one shared entry
+    max_keys = 256
+
+    def __init__(self, interval: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._entries: dict[tuple[str, str, str], _Entry] = {}
+        #: lines written, refusals counted (for tests and the control table)
+        self.lines = 0
+        self.refusals = 0
+
+    def refused(self, event: str, who: str, reason: str, **fields: Any) -> bool:
+        """Log ``event`` for a refusal of ``who`` (uid or host) because of
+        ``reason``, unless the same was logged less than ``interval``
+        seconds ago (then it is counted).  True if a line was written."""
+        self.refusals += 1
+        now = self.clock()
+        key = (event, who, reason_kind(reason))
+        entry = self._entries.get(key)
+        if entry is None and len(self._entries) >= self.max_keys:
+            self._prune(now)
+            if len(self._entries) >= self.max_keys:
+                key = (event, "*", "*")  # too many kinds of refusal at once: one shared count
+                entry = self._entries.get(key)
+        if entry is not None and now - entry.last < self.interval:
+            entry.count += 1
+            entry.fields = {"reason": reason, **fields}
+            return False
+        repeated = entry.count if entry is not None else 0
+        self._entries[key] = _Entry(now)
+        extra = {"repeated": repeated, "over_seconds": round(now - entry.last, 1)} if entry and repeated else {}
+        log.warning(event, reason=reason, **fields, **extra)
+        self.lines += 1
+        return True
+
+    def flush(self) -> int:
+        """Write the counted summaries due (one per key whose count is not
+        zero and whose last line is ``interval`` seconds old); returns how
+        many lines were written."""
+        now = self.clock()
+        written = 0
+        for (event, _who, _kind), entry in self._entries.items():
+            if entry.count and now - entry.last >= self.interval:
+                log.warning(
+                    event,
+                    **entry.fields,
+                    repeated=entry.count,
+                    over_seconds=round(now - entry.last, 1),
+                    detail="refusals like this one since the last line",
+                )
+                entry.count, entry.last = 0, now
+                written += 1
+        self.lines += written
+        self._prune(now)
+        return written
+
+    def _prune(self, now: float) -> None:
+        stale = [k for k, e in self._entries.items() if not e.count and now - e.last >= self.interval]
+        for k in stale:
+            del self._entries[k]

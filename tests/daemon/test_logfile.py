@@ -1,0 +1,54 @@
+"""The log is opened as root, in a directory the PCP user may own
+(``/var/log/pcp/pmcd`` is pcp's): a symlink, FIFO or hard link planted at
+its name is refused, never followed, and the agent logs to stderr instead
+(issue 19: nothing of the agent can be redirected)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmda_py.safefile import FileRefused, open_append
+
+PMDA_PY = [sys.executable, "-m", "pmda_py"]
+
+
+def _run(log: Path) -> subprocess.CompletedProcess[bytes]:
+    """The agent on a pipe whose pmcd goes away at once (EOF)."""
+    cmd = [*PMDA_PY, "run", "-d", "253", "-l", str(log), "--table", "simple=simple"]
+    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "hardlink"])
+def test_a_planted_log_name_is_not_followed(tmp_path: Path, planted: str) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("root's file\n")
+    log = tmp_path / "pmda.log"
+    if planted == "symlink":
+        log.symlink_to(victim)
+    elif planted == "fifo":
+        os.mkfifo(log)
+    else:
+        os.link(victim, log)
+    r = _run(log)
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "root's file\n"  # not a byte added
+    err = r.stderr.decode()
+    assert "cannot open log" in err and "logging to stderr" in err, err
+    assert " exit " in err  # the agent ran and logged to stderr
+
+
+def test_a_log_is_created_and_appended(tmp_path: Path) -> None:
+    log = tmp_path / "pmda.log"
+    assert _run(log).returncode == 0
+    assert _run(log).returncode == 0
+    assert log.read_text().count(" exit ") == 2
+    fd = open_append(str(log))
+    os.close(fd)
+    os.link(log, tmp_path / "other")
+    with pytest.raises(FileRefused):
+        open_append(str(log))
