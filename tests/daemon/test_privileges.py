@@ -117,15 +117,53 @@ def _python_for(user: str) -> tuple[str, dict[str, str]]:
         ("/usr/bin/python3", {"PYTHONPATH": f"{repo}{os.pathsep}{sysconfig.get_paths()['purelib']}"}),
     ]
     for exe, extra in candidates:
-        env = {**os.environ, **extra}
-        try:
-            r = subprocess.run([exe, "-c", probe], user=user, env=env, cwd="/", capture_output=True, timeout=60)
-        except OSError:
-            continue
-        if r.returncode == 0:
+        if _runs_as(user, exe, extra, probe):
             return exe, extra
+    # a checkout where ``user`` cannot read (a clone under /root): a copy of
+    # the package and the venv's site-packages in a world-readable temporary
+    copy = _readable_copy(repo, sysconfig.get_paths()["purelib"])
+    extra = {"PYTHONPATH": f"{copy}/src{os.pathsep}{copy}/site"}
+    if _runs_as(user, "/usr/bin/python3", extra, probe):
+        return "/usr/bin/python3", extra
     require(False, f"no python that user {user} can run pmda_py with")
     raise AssertionError("unreachable")
+
+
+def _runs_as(user: str, exe: str, extra: dict[str, str], probe: str) -> bool:
+    env = {**os.environ, **extra}
+    try:
+        r = subprocess.run([exe, "-c", probe], user=user, env=env, cwd="/", capture_output=True, timeout=60)
+    except OSError:
+        return False
+    return r.returncode == 0
+
+
+_COPIES: list[str] = []
+
+
+def _readable_copy(repo: str, site: str) -> str:
+    """pmda_py and the venv's site-packages copied where any user can read
+    them (removed when the tests end)."""
+    if _COPIES:
+        return _COPIES[0]
+    import atexit
+    import shutil
+
+    top = tempfile.mkdtemp(prefix="pmda_py-readable-")
+    atexit.register(shutil.rmtree, top, True)
+    os.chmod(top, 0o755)
+    skip = shutil.ignore_patterns("__pycache__", "mypy*", "hypothesis*", "pip*", "setuptools*", "_pytest", "ruff*")
+    shutil.copytree(os.path.join(repo, "pmda_py"), os.path.join(top, "src", "pmda_py"), ignore=skip)
+    shutil.copytree(site, os.path.join(top, "site"), ignore=skip, symlinks=True)
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o644)
+    _COPIES.append(top)
+    return top
 
 
 def _descendants(pid: int) -> dict[int, tuple[str, str]]:
