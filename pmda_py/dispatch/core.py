@@ -30,13 +30,13 @@ from pmda_py.pmapi import (
     pmid_cluster,
     pmid_domain,
 )
+from pmda_py.pmdacache import PmdaCache
 from pmda_py.session import MEMO_TYPES, BadRequest, Request
 from pmda_py.stats import PmdaStats
 from pmda_py.table import (
     PACKED_TYPECODES,
     FetchRequest,
     InDom,
-    InstanceCache,
     LabelText,
     Metric,
     PackedColumns,
@@ -310,14 +310,15 @@ class Dispatcher:
         self.reindex()
 
     def _attach_cache(self, ind: InDom) -> None:
-        """A persistent indom's ids live in ``STATE_DIR/DOMAIN.SERIAL``
-        (loaded once, before the table's startup names its instances)."""
+        """A persistent indom's ids live in ``STATE_DIR/DOMAIN.SERIAL`` in
+        pmdaCache's format (loaded once, before the table's startup names
+        its instances)."""
         if not ind.persistent or ind.cache.path or not self.state_dir:
             return
-        cache = InstanceCache(os.path.join(self.state_dir, f"{self.domain}.{ind.serial}"))
+        cache = PmdaCache(os.path.join(self.state_dir, f"{self.domain}.{ind.serial}"))
         problem = cache.load()
         if problem:
-            log.warning("instance_cache_rebuilt", indom=f"{self.domain}.{ind.serial}", problem=problem)
+            log.warning("instance_cache_problem", indom=f"{self.domain}.{ind.serial}", problem=problem)
         ind.cache = cache
         if ind.instances:  # named before it was mounted: the saved ids win
             ind.set_names(list(ind.instances.values()))
