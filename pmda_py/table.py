@@ -523,7 +523,9 @@ class Table:
 
     Class attributes a subclass sets (or sets on the instance in ``__init__``):
         name: the default mount point (``--table NAME`` mounts it there).
-        domain_labels: labels merged into the domain level.
+        domain_labels: labels of the table as a whole: given at its clusters'
+            level (the domain level is the agent's, ``{"agent": NAME}``), or
+            at the domain level when it is the only table mounted.
         cluster_labels: ``{cluster: labels}``.
         deadline: seconds a fetch/store/instances call may take before its
             metrics are answered PM_ERR_AGAIN (pmcd kills agents at 5 s).
