@@ -20,6 +20,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "pmns": ("pmda_py.installer", "write the PMNS fragment for the configured tables"),
     "help": ("pmda_py.installer", "write the help text source for the configured tables"),
     "demo": ("pmda_py.demo", "start the daemon with the built-in tables and drive it"),
+    "pmlogconf": ("pmda_py.installer", "write the agent's pmlogconf group (used by Install)"),
     "pmcdconf": ("pmda_py.installer", "show or set an agent's pmcd.conf line (used by Install)"),
     "install": ("pmda_py.pmdainstall", "install an agent into pmcd, table packages in its virtualenv"),
     "remove": ("pmda_py.pmdainstall", "remove an agent from pmcd"),
@@ -29,7 +30,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 
 def _usage() -> str:
     lines = ["usage: pmda-py COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<8} {text}" for name, (_, text) in _COMMANDS.items()]
+    lines += [f"  {name:<10} {text}" for name, (_, text) in _COMMANDS.items()]
     return "\n".join(lines)
 
 

@@ -140,3 +140,4 @@ def test_pmda_py_install_puts_a_new_project_into_pmcd(venv: Path, tmp_path: Path
     assert PMCD_CONF.read_text().count(f"\n{NAME}\t") == 0 and not (PMNS_DIR / NAME).exists()
     assert sorted(before.split("\n")) == sorted(PMCD_CONF.read_text().split("\n")) or NAME not in PMCD_CONF.read_text()
     assert wait(lambda: not our_pids(str(PMDAS / NAME / "venv")))
+    assert not Path(f"/var/lib/pcp/config/pmlogconf/{NAME}").exists()  # its pmlogconf group went with it
