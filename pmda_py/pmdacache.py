@@ -28,8 +28,9 @@ A file is read as libpcp reads it: a line libpcp rejects makes the whole file
 and nothing is saved until the file is fixed or removed).  An entry libpcp
 ignores on load (an id or a name seen twice) is ignored the same way and
 reported.  An empty file is an empty cache (PCP's Install scripts create
-them).  Names that libpcp could not read back (a newline or NUL in them, or
-a line over 1023 bytes) get ids but are not written.
+them); pmda_py's own files of earlier versions are converted, ids kept.
+Names that libpcp could not read back (a newline or NUL in them, or a line
+over 1023 bytes) get ids but are not written.
 
 Sans-IO: :func:`parse` and :func:`format_cache`.  The small I/O class,
 :class:`PmdaCache`::
@@ -88,6 +89,8 @@ LINE_MAX = 1023
 FILE_LIMIT = 64 << 20
 
 _log = structlog.get_logger("pmda_py.pmdacache")
+#: the first line of pmda_py's own files before this module (converted on load)
+_OLD_HEADER = b"# pmda_py instance cache: id name\n"
 
 
 class State(enum.IntEnum):
@@ -461,6 +464,8 @@ class PmdaCache:
         except OSError as err:
             self.writable = False
             return f"cannot read {self.path}: {err}; left in place, ids kept in memory only"
+        if data.startswith(_OLD_HEADER):
+            return self._load_old(data)
         parsed = parse(data, self.strings)
         if parsed.entries or parsed.problem is None:
             self.mode, self.maxinst = parsed.mode, parsed.maxinst
@@ -477,6 +482,25 @@ class PmdaCache:
         if problems:  # dropped from the file at the next save that has something to write (as libpcp)
             return f"{self.path}: " + "; ".join(problems)
         return None
+
+    def _load_old(self, data: bytes) -> str | None:
+        """pmda_py's own format before it spoke pmdaCache's (a header, then
+        ``ID NAME`` lines): its ids are kept and the file is rewritten in
+        pmdaCache's format at the next save."""
+        entries: list[Entry] = []
+        for n, line in enumerate(data.split(b"\n")[1:], 2):
+            num, _, name = line.partition(b" ")
+            if not line:
+                continue
+            if not num.isdigit() or int(num) > MAXINST or not name:
+                self.writable = False
+                return f"{self.path}: line {n} of an old pmda_py cache is bad; left in place and never overwritten"
+            entries.append(Entry(int(num), name.decode("utf-8", "surrogateescape")))
+        for e in entries:
+            if e.inst not in self._by_inst and self.inst_of(e.name) is None:
+                self._insert(e)
+        self._dirty_inst = True
+        return f"{self.path}: converted from pmda_py's old format ({len(entries)} ids kept) to pmdaCache's"
 
     def save(self) -> bool:
         """PMDA_CACHE_SAVE: write the file if entries were added or culled

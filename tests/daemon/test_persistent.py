@@ -50,7 +50,7 @@ async def test_without_a_state_dir_ids_follow_the_order(tmp_path: Path) -> None:
 async def test_unreadable_cache_is_logged_and_left_in_place(tmp_path: Path) -> None:
     """Files libpcp would not load either (and the old pmda_py format): the
     ids are served, the file stays byte for byte, nothing is moved aside."""
-    old_format = "# pmda_py instance cache: id name\n0 a\n"
+    old_format = "# pmda_py instance cache: id name\n0 a\nx b\n"
     for bad in ("\x00\xff garbage\n", "3 1 x\n", "2 0 2147483647\n\n", "2 0 2147483647\n0 5 [61\n", old_format):
         cache = tmp_path / f"{DOMAIN}.7"
         cache.write_text(bad, errors="surrogateescape")
@@ -61,6 +61,15 @@ async def test_unreadable_cache_is_logged_and_left_in_place(tmp_path: Path) -> N
         assert cache.read_text(errors="surrogateescape") == bad
         assert _listing(tmp_path) == [f"{DOMAIN}.7"]
         cache.unlink()
+
+
+async def test_old_pmda_py_files_are_converted_with_their_ids(tmp_path: Path) -> None:
+    cache = tmp_path / f"{DOMAIN}.7"
+    cache.write_text("# pmda_py instance cache: id name\n0 red\n3 blue sky\n")
+    assert await _ids("blue sky,green", tmp_path) == {"blue sky": 3, "green": 4}
+    parsed = parse(cache.read_bytes())
+    assert parsed.problem is None
+    assert [(e.inst, e.name) for e in parsed.entries] == [(0, "red"), (3, "blue sky"), (4, "green")]
 
 
 async def test_a_libpcp_file_keeps_its_ids_and_inactive_entries(tmp_path: Path) -> None:
