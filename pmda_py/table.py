@@ -287,9 +287,11 @@ class InDom:
         persistent: keep name -> id assignments across restarts (dynamic
             indoms updated with :meth:`set_names`): the daemon keeps them in
             its state directory (``--state-dir``, default
-            ``$PCP_VAR_DIR/config/pmda``) as ``DOMAIN.SERIAL``, like
-            libpcp_pmda's pmdaCache; ids of names that went away are never
-            given to another name.
+            ``$PCP_VAR_DIR/config/pmda``) as ``DOMAIN.SERIAL`` in
+            libpcp_pmda's pmdaCache format (:mod:`pmda_py.pmdacache`), so a
+            libpcp agent of the same domain and pmda_py keep each other's
+            ids; ids of names that went away are not given to another name
+            until the maximum id is reached.
     """
 
     serial: int
