@@ -138,9 +138,7 @@ def pmlogconf_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     agent: all of its subtree, enabled when pmlogconf finds the agent's
     metrics (probe on one of its static metrics, the control table's pid
     when mounted).  Empty when the agent has no static metric to probe."""
-    leaves = sorted(
-        m.full(metric) for m in mounts if not _dynamic(m) for metric in m.table.metrics() if m.full(metric)
-    )
+    leaves = sorted(m.full(metric) for m in mounts if not _dynamic(m) for metric in m.table.metrics() if m.full(metric))
     if not leaves:
         return ""
     probe = next((n for n in leaves if n == f"{config.name}.control.pid"), leaves[0])

@@ -54,13 +54,24 @@ json.dump(out, sys.stdout)
 """
 
 
+def _loads(lib: str | None) -> bool:
+    if lib is None:
+        return False
+    try:
+        ctypes.CDLL(lib)
+    except OSError:  # the loader's cache may name a library that is gone
+        return False
+    return True
+
+
 def _libpcp_pmda() -> str:
     lib = ctypes.util.find_library("pcp_pmda")
-    if lib is None:
+    if lib is None or not _loads(lib):
         msg = "REAL PCP NOT AVAILABLE (libpcp_pmda): run scripts/install-pcp"
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true: {msg}")
         pytest.skip(msg)
+    assert lib is not None
     return lib
 
 
