@@ -1,4 +1,5 @@
-"""The ``pmda-py`` command: ``run`` is the daemon; ``dbpmda``, ``pmns``,
+"""The ``pmda-py`` command: ``run`` is the daemon; ``install``, ``remove``
+and ``new`` put agents into pmcd and start projects; ``dbpmda``, ``pmns``,
 ``help`` and ``demo`` are tools.
 
 Each subcommand lives in its own module and exposes ``main(argv) -> int``;
@@ -19,13 +20,17 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "pmns": ("pmda_py.installer", "write the PMNS fragment for the configured tables"),
     "help": ("pmda_py.installer", "write the help text source for the configured tables"),
     "demo": ("pmda_py.demo", "start the daemon with the built-in tables and drive it"),
+    "pmlogconf": ("pmda_py.installer", "write the agent's pmlogconf group (used by Install)"),
     "pmcdconf": ("pmda_py.installer", "show or set an agent's pmcd.conf line (used by Install)"),
+    "install": ("pmda_py.pmdainstall", "install an agent into pmcd, table packages in its virtualenv"),
+    "remove": ("pmda_py.pmdainstall", "remove an agent from pmcd"),
+    "new": ("pmda_py.newproject", "write a ready project for a third-party agent"),
 }
 
 
 def _usage() -> str:
     lines = ["usage: pmda-py COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<8} {text}" for name, (_, text) in _COMMANDS.items()]
+    lines += [f"  {name:<10} {text}" for name, (_, text) in _COMMANDS.items()]
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ and ``SYMDOM:*:*`` for dynamic tables (those whose metrics change, e.g. MMV).
 ``newhelp``: ``@ name oneline`` then the long text, indoms as ``@ SYMDOM.serial``.
 pmdaproc.sh replaces ``SYMDOM`` with the domain number.
 
+``pmda-py pmlogconf [-c CONFIG]`` writes the agent's pmlogconf group file.
 ``pmda-py pmcdconf CONF NAME DOMAIN [LINE]`` shows or replaces an agent's
 pmcd.conf line (the MMV drop-in), and ``python -m pmda_py.installer configure
 SRC DEST NAME DOMAIN`` installs a config file with the agent's name and
@@ -36,6 +37,8 @@ __all__ = [
     "help_text",
     "main",
     "pmcdconf_main",
+    "pmlogconf_main",
+    "pmlogconf_text",
     "pmns_main",
     "pmns_text",
 ]
@@ -130,9 +133,28 @@ def help_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     return "".join(out)
 
 
+def pmlogconf_text(config: Config, mounts: list[Mount], symdom: str) -> str:
+    """A pmlogconf group (``man pmlogconf``, "SETUP GROUP FILES") for the
+    agent: all of its subtree, enabled when pmlogconf finds the agent's
+    metrics (probe on one of its static metrics, the control table's pid
+    when mounted).  Empty when the agent has no static metric to probe."""
+    leaves = sorted(m.full(metric) for m in mounts if not _dynamic(m) for metric in m.table.metrics() if m.full(metric))
+    if not leaves:
+        return ""
+    probe = next((n for n in leaves if n == f"{config.name}.control.pid"), leaves[0])
+    return (
+        "#pmlogconf-setup 2.0\n"
+        f"# the {config.name} agent (pmda_py): written by its Install, removed by its Remove\n"
+        f"ident\t{config.name} agent (pmda_py): all of its metrics\n"
+        f"probe\t{probe} exists ? include : exclude\n"
+        f"\t{config.name}\n"
+    )
+
+
 _WHAT = {
     "pmda-py pmns": "Write the PMNS fragment (names and PMIDs) of the configured tables, as Install needs it.",
     "pmda-py help": "Write the help text source (newhelp's input) of the configured tables, as Install needs it.",
+    "pmda-py pmlogconf": "Write the agent's pmlogconf group (pmlogger records it by default), as Install needs it.",
 }
 _TABLE_OPTIONS = """\
 the tables are chosen as for `pmda-py run`:
@@ -186,6 +208,11 @@ def pmns_main(argv: Sequence[str]) -> int:
 def help_main(argv: Sequence[str]) -> int:
     """``pmda-py help [-c CONFIG] [--table ...] [--symdom S] [-o FILE]``."""
     return _generate("pmda-py help", argv, help_text)
+
+
+def pmlogconf_main(argv: Sequence[str]) -> int:
+    """``pmda-py pmlogconf [-c CONFIG] [--table ...] [-o FILE]``."""
+    return _generate("pmda-py pmlogconf", argv, pmlogconf_text)
 
 
 def pmcdconf_main(argv: Sequence[str]) -> int:
@@ -317,6 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands: dict[str, Callable[[Sequence[str]], int]] = {
         "pmns": pmns_main,
         "help": help_main,
+        "pmlogconf": pmlogconf_main,
         "pmcdconf": pmcdconf_main,
         "configure": configure_main,
     }

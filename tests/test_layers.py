@@ -37,6 +37,8 @@ LAYERS: dict[str, int] = {
     "pmda_py.logconfig": 2,
     "pmda_py.harvest": 2,
     "pmda_py.stats": 2,
+    "pmda_py.safefile": 1,  # the one way to write state files and read others' files (stdlib only)
+    "pmda_py.pmdacache": 2,  # libpcp_pmda's instance-cache files (the table API's persistent indoms)
     "pmda_py.session": 3,
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
@@ -45,6 +47,8 @@ LAYERS: dict[str, int] = {
     "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
     "pmda_py.daemon": 5,
     "pmda_py.installer": 6,
+    "pmda_py.pmdainstall": 6,  # pmda-py install/remove: runs the shipped Install/Remove
+    "pmda_py.newproject": 6,  # pmda-py new
     "pmda_py.demo": 7,  # drives the daemon through the testing client
     "pmda_py.cli": 6,
     "pmda_py.__main__": 7,

@@ -44,6 +44,8 @@ CLAIMS: dict[str, str] = {
     "pmda-py run --openmetrics-compat --notready": "test_openmetrics_compat_command",
     "sudo ./Install </dev/null": "tests/install/test_install.py::test_install_fetch_store_remove_twice",
     "pypmda\t310\tpipe\tbinary": "tests/install/test_install.py::test_install_fetch_store_remove_twice",
+    "pmda-py new demo": "tests/install/test_new_project.py::test_new_project_passes_its_tests",
+    "sudo pmda-py install .": "tests/install/test_new_project.py::test_pmda_py_install_puts_a_new_project_into_pmcd",
 }
 
 
@@ -76,7 +78,7 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
     and leave nothing in the system's /var/log/pcp or /var/lib/pcp."""
     for d in ("log/pmcd", "var/config/pmda", "tmp/mmv"):
         (tmp / d).mkdir(parents=True, exist_ok=True)
-    if not (tmp / "var" / "pmns").exists():  # PMNS files #include <stdpmid> from here
+    if not os.path.lexists(tmp / "var" / "pmns"):  # PMNS files #include <stdpmid> from here (dangling without PCP)
         (tmp / "var" / "pmns").symlink_to("/var/lib/pcp/pmns")
     env = {"PCP_LOG_DIR": str(tmp / "log"), "PCP_VAR_DIR": str(tmp / "var"), "PCP_TMP_DIR": str(tmp / "tmp")}
     return {**env, **extra}

@@ -112,6 +112,10 @@ def system_pmcd() -> Iterator[dict[str, int]]:
     for d in (PMDAS / "pypmda", PMDAS / TEST_NAME):
         (d / ".NeedInstall").unlink(missing_ok=True)
     shutil.rmtree(PMDAS / TEST_NAME, ignore_errors=True)
+    for name in ("pypmda", TEST_NAME):  # pmlogconf groups a failed Remove left
+        group = PMLOGCONF_GROUP.parent.parent / name
+        if "pmda_py" in (group / "summary").read_text() if (group / "summary").exists() else False:
+            shutil.rmtree(group)
     for name in ("pypmda", TEST_NAME):
         shutil.rmtree(SYSCONF / name, ignore_errors=True)
         if (saved / name).exists():
@@ -460,4 +464,58 @@ def test_systemd_unit_command_line_with_pmcd_socket_line(system_pmcd: dict[str, 
     assert outlived_pmcd and status == 0
     assert r.returncode == 0 and "Check pypmda metrics have gone away ... OK" in r.stdout, r.stdout + r.stderr
     assert _agents(PMCD_CONF.read_text()) == _agents(before)
+    _assert_healthy(system_pmcd)
+
+
+PMLOGCONF_GROUP = Path("/var/lib/pcp/config/pmlogconf/pypmda/summary")
+
+
+def test_pmlogger_records_the_agent_with_the_stock_configuration(system_pmcd: dict[str, int], tmp_path: Path) -> None:
+    """After ./Install, pmlogconf (as pmlogger's default config.default is
+    made) has the agent's group, enabled by its probe, and a stock pmlogger
+    with that configuration records the agent's metrics; ./Remove takes the
+    group away again."""
+    assert not PMLOGCONF_GROUP.exists()
+    try:
+        r = _install()
+        assert f"Installed the pmlogconf group {PMLOGCONF_GROUP}" in r.stdout, r.stdout
+        assert PMLOGCONF_GROUP.read_text().startswith("#pmlogconf-setup 2.0\n")
+        config = tmp_path / "config.default"
+        r = subprocess.run(["pmlogconf", "-c", "-q", str(config)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        text = config.read_text()
+        assert re.search(r"^#\+ pypmda/summary:y:", text, re.M), text  # the group, enabled
+        assert re.search(r"^log advisory on default \{\n\tpypmda\n\}", text, re.M), text
+        archive = tmp_path / "archive"
+        r = subprocess.run(
+            [
+                "pmlogger",
+                "-c",
+                str(config),
+                "-s",
+                "3",
+                "-t",
+                "1sec",
+                "-l",
+                str(tmp_path / "pmlogger.log"),
+                str(archive),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr + (tmp_path / "pmlogger.log").read_text()
+        dump = subprocess.run(
+            ["pmdumplog", str(archive), "pypmda.simple.numfetch", "pypmda.loadavg.load"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        # records of the agent's metrics, values included (pmdumplog's format)
+        assert re.search(r"\(pypmda\.simple\.numfetch\): value \d+", dump.stdout), dump.stdout + dump.stderr
+        assert re.search(r'\(pypmda\.loadavg\.load\):\n\s+inst \[1 or "1 minute"\] value', dump.stdout), dump.stdout
+    finally:
+        r = run([REMOVE])
+    assert r.returncode == 0 and "Removed the pmlogconf group" in r.stdout, r.stdout + r.stderr
+    assert not PMLOGCONF_GROUP.exists() and not PMLOGCONF_GROUP.parent.exists()
     _assert_healthy(system_pmcd)
