@@ -37,7 +37,6 @@ LAYERS: dict[str, int] = {
     "pmda_py.logconfig": 2,
     "pmda_py.harvest": 2,
     "pmda_py.stats": 2,
-    "pmda_py.safefile": 1,  # the one way to write state files and read others' files (stdlib only)
     "pmda_py.pmdacache": 2,  # libpcp_pmda's instance-cache files (the table API's persistent indoms)
     "pmda_py.session": 3,
     "pmda_py.table": 3,
