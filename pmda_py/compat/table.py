@@ -1,0 +1,339 @@
+"""A compat script's metrics as one pmda_py :class:`~pmda_py.table.Table`.
+
+The script's tables (``add_metric``, ``add_indom``, ``replace_indom``) are
+read into :class:`Metric` and :class:`InDom` objects whenever they change;
+requests run the script's callbacks in the binding's order:
+
+* FETCH: ``fetch()`` (prefetch), then ``refresh_all(clusters)`` and
+  ``refresh(cluster)`` once per distinct cluster of the requested metrics,
+  then ``fetch_callback(cluster, item, inst)`` for each metric and each
+  instance of its indom the client's profile takes, read as
+  :mod:`pmda_py.compat.callbacks` says;
+* INSTANCE and instance labels: ``instance(serial)`` first;
+* STORE: ``store_callback(cluster, item, inst, value)`` value by value, the
+  first refusal answering the store;
+* every request: ``refresh_metrics()`` first (in :meth:`check`), when set;
+* LABEL: ``label(ident, type)``/``notes`` and ``label_callback(indom,
+  inst)``/``notes_callback`` JSON text, laid out by pmda_py's transcription
+  of libpcp's label parser.
+
+Callback batches run in a worker thread under the table's deadline, one
+batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
+on in its thread; requests meanwhile answer from the tables as they are,
+FETCH with PM_ERR_AGAIN), so pmcd is never kept waiting.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from pmda_py.compat.agent import AGENT
+from pmda_py.compat.callbacks import convert, int32
+from pmda_py.errors import PmdaError, PmErr
+from pmda_py.harvest.pcplabels import instance_labels, level_labels
+from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, pmid_cluster, pmid_item
+from pmda_py.table import FetchRequest, FetchResult, InDom, LabelText, Metric, StoreRequest, Table
+
+__all__ = ["CompatTable", "CheckedCompatTable"]
+
+log = structlog.get_logger("pmda_py.compat")
+
+EAGAIN = -errno.EAGAIN
+PM_LABEL_OPTIONAL = 0x80
+
+
+def _empty_labelset(s: str) -> bool:
+    return len(s) < 2 or s.startswith("{}")
+
+
+class CompatTable(Table):
+    """The metrics of the script's PMDA object (mounted at the root)."""
+
+    name = ""
+    deadline = 4.0  # under pmcd's 5 s agent timeout
+
+    def __init__(self, pmda: Any, *, help_file: bool = False) -> None:
+        self.pmda = pmda
+        self.help_file = help_file  # texts come from the help file, not add_metric's
+        self.dispatcher: Any = None  # set by the runtime: for the names-changed flag
+        self._built = -1
+        self._metrics: list[Metric] = []
+        self._info: dict[Metric, tuple[int, int, int, int | None]] = {}
+        self._indoms: dict[int, InDom] = {}
+        self._orphans: dict[int, InDom] = {}  # indoms metrics name but the script never added
+        self.rebuild()
+
+    # ----------------------------------------------------------- the tables
+
+    def rebuild(self) -> bool:
+        """Read the script's tables again if they changed; True if so."""
+        if AGENT.version == self._built:
+            return False
+        self._built = AGENT.version
+        pmda = self.pmda
+        indoms: dict[int, InDom] = {}
+        for it, pi in list(pmda._indoms.items()):
+            ind = self._indoms.get(it) or InDom(it & 0x3FFFFF)
+            if not self.help_file:
+                ind.oneline = pmda._indom_oneline.get(it)
+                ind.help = pmda._indom_helptext.get(it)
+            ind.set(dict(pi.listing()))
+            indoms[it] = ind
+        self._indoms = indoms
+        metrics: list[Metric] = []
+        info: dict[Metric, tuple[int, int, int, int | None]] = {}
+        writable = AGENT.callbacks["store_callback"] is not None
+        for pmid, pm in list(pmda._metrics.items()):
+            d = pm.m_desc
+            it = d.indom & 0xFFFFFFFF
+            mind: InDom | None = None
+            if it != PM_INDOM_NULL:
+                mind = indoms.get(it) or self._orphans.setdefault(it, InDom(it & 0x3FFFFF))
+            try:
+                m = Metric(
+                    pmda._metric_names[pmid],
+                    cluster=pmid_cluster(pmid),
+                    item=pmid_item(pmid),
+                    type=d.type,
+                    sem=d.sem,
+                    units=d.units.to_units(),
+                    indom=mind,
+                    oneline=None if self.help_file else pmda._metric_oneline.get(pmid),
+                    help=None if self.help_file else pmda._metric_helptext.get(pmid),
+                    writable=writable,
+                    keep_sem=True,
+                )
+            except ValueError as err:
+                log.error("metric_refused", pmid=pmid, error=str(err))
+                continue
+            metrics.append(m)
+            info[m] = (pmid_cluster(pmid), pmid_item(pmid), d.type, None if mind is None else it)
+        self._metrics, self._info = metrics, info
+        self.generation += 1
+        return True
+
+    def sync_instances(self) -> None:
+        """The indoms' instances as the script's tables hold them now."""
+        if self.rebuild():
+            return
+        for it, ind in self._indoms.items():
+            pi = self.pmda._indoms.get(it)
+            if pi is not None:
+                listing = dict(pi.listing())
+                if listing != ind.instances:
+                    ind.set(listing)
+
+    def metrics(self) -> Sequence[Metric]:
+        return self._metrics
+
+    def indoms(self) -> Sequence[InDom]:
+        return [*self._indoms.values(), *self._orphans.values()]
+
+    @property
+    def domain_labels(self) -> Mapping[str, Any]:
+        """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent`` label)."""
+        text = self._label_text(AGENT.domain, LabelType.DOMAIN, "label")
+        if not text:
+            return {}
+        try:
+            labels = json.loads(text)
+        except ValueError:
+            return {}
+        return labels if isinstance(labels, dict) else {}
+
+    @domain_labels.setter
+    def domain_labels(self, value: Mapping[str, Any]) -> None:
+        pass
+
+    # ------------------------------------------------------------ callbacks
+
+    def _locked(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        finally:
+            AGENT.lock.release()
+
+    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn`` in a worker thread holding the callback lock; a batch
+        still running answers PM_ERR_AGAIN at once."""
+        if not AGENT.lock.acquire(blocking=False):
+            raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
+        return await trio.to_thread.run_sync(self._locked, fn, *args, abandon_on_cancel=True)
+
+    def _call(self, what: str, *args: Any) -> bool:
+        """Call a hook; False (logged) if it raised."""
+        fn = AGENT.callbacks[what]
+        if fn is None:
+            return True
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("callback_failed", callback=what)
+            return False
+        return True
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        AGENT.context = request.context
+        out = await self._in_thread(self._fetch, request)
+        self.sync_instances()
+        if AGENT.notify_change and self.dispatcher is not None:
+            self.dispatcher.names_changed = True
+            AGENT.notify_change = False
+        return out  # type: ignore[no-any-return]
+
+    def _fetch(self, request: FetchRequest) -> dict[Metric, Any]:
+        cb = AGENT.callbacks
+        ok = self._call("fetch")
+        if ok and (cb["refresh_all"] is not None or cb["refresh"] is not None):
+            clusters = list(dict.fromkeys(self._info[m][0] for m in request.metrics if m in self._info))
+            ok = self._call("refresh_all", clusters) if cb["refresh_all"] is not None else True
+            if cb["refresh"] is not None:
+                for c in clusters:
+                    ok = self._call("refresh", c) and ok
+        if not ok:
+            failed = PmdaError(code=EAGAIN)
+            return dict.fromkeys(request.metrics, failed)
+        fcb = cb["fetch_callback"]
+        indoms = self.pmda._indoms
+        profile = request.profile
+        out: dict[Metric, Any] = {}
+        for m in request.metrics:
+            found = self._info.get(m)
+            if found is None:
+                continue
+            cluster, item, mtype, it = found
+            if it is None:
+                insts: list[int] = [PM_IN_NULL]
+            else:
+                pi = indoms.get(it)
+                insts = [i for i, _ in pi.listing() if profile.includes(it, i)] if pi is not None else []
+                if not insts:
+                    continue
+            values: dict[int, Any] = {}
+            sts = 0
+            for inst in insts:
+                if fcb is None:
+                    sts = PmErr.VALUE
+                    continue
+                try:
+                    result = fcb(cluster, item, inst)
+                except Exception:
+                    log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+                    sts = EAGAIN
+                    continue
+                sts, value = convert(result, mtype)
+                if sts > 0:
+                    values[inst] = value
+                elif sts < 0 and sts not in _QUIET:
+                    log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
+            if values:
+                out[m] = values if it is not None else values[PM_IN_NULL]
+            elif sts < 0:
+                out[m] = PmdaError(code=sts)
+        return out
+
+    async def refresh_instances(self, indom: InDom) -> None:
+        if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
+            await trio.to_thread.run_sync(self._locked, self._call, "instance", indom.serial, abandon_on_cancel=True)
+        self.sync_instances()
+
+    async def store(self, request: StoreRequest) -> None:
+        AGENT.context = request.context
+        found = self._info[request.metric]
+        await self._in_thread(self._store, found[0], found[1], request.values)
+        self.sync_instances()
+
+    def _store(self, cluster: int, item: int, values: Mapping[int, Any]) -> None:
+        scb = AGENT.callbacks["store_callback"]
+        if scb is None:
+            raise PmdaError(code=PmErr.PERMISSION)
+        for inst, value in values.items():
+            try:
+                result = scb(cluster, item, inst, value)
+            except Exception:
+                log.exception("callback_failed", callback="store_callback", cluster=cluster, item=item, inst=inst)
+                raise PmdaError(code=EAGAIN) from None
+            try:
+                code = int32(result)
+            except Exception:
+                log.error("store_callback_bad_status", result=repr(result)[:80])
+                code = -errno.EINVAL
+            if code < 0:
+                raise PmdaError(code=code)
+
+    def end_context(self, context: int) -> None:
+        self._call("endcontext_callback", context)
+
+    # --------------------------------------------------------------- labels
+
+    def _label_text(self, ident: int, type_: int, which: str) -> str | None:
+        fn = AGENT.callbacks[which]
+        if fn is None:
+            return None
+        try:
+            text = fn(ident, type_)
+        except Exception:
+            log.exception("callback_failed", callback=which)
+            return None
+        if not isinstance(text, str):
+            log.error("bad_labels_result", callback=which, expected="str", got=type(text).__name__)
+            return None
+        return None if _empty_labelset(text) else text
+
+    def _payloads(self, ident: int, type_: int, label: str, notes: str) -> list[tuple[bytes, int]]:
+        out = []
+        text = self._label_text(ident, type_, label)
+        if text is not None:
+            out.append((text.encode("utf-8", "surrogateescape"), 0))
+        text = self._label_text(ident, type_, notes)
+        if text is not None:
+            out.append((text.encode("utf-8", "surrogateescape"), PM_LABEL_OPTIONAL))
+        return out
+
+    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | LabelText | None:
+        cb = AGENT.callbacks
+        if level == LabelType.INSTANCES:
+            ind, inst = subject
+            if cb["label_callback"] is None and cb["notes_callback"] is None:
+                return LabelText(b"")
+            payloads = self._payloads(ind.id, inst, "label_callback", "notes_callback")
+            pls = instance_labels(payloads)
+            return LabelText(pls.json, pls.labels)
+        if cb["label"] is None and cb["notes"] is None:
+            return None
+        if level == LabelType.INDOM:
+            ident = subject.id
+        elif level == LabelType.CLUSTER:
+            ident = int(subject)
+        elif level == LabelType.ITEM:
+            ident = subject.pmid(AGENT.domain)
+        else:
+            return None
+        found = level_labels(self._payloads(ident, level, "label", "notes"), level)
+        return [] if found is None else LabelText(found.json, found.labels)
+
+
+#: fetch callback codes libpcp_pmda does not log either
+_QUIET = frozenset({0, PmErr.VALUE, PmErr.APPVERSION, PmErr.PERMISSION, PmErr.AGAIN, PmErr.NYI})
+
+
+class CheckedCompatTable(CompatTable):
+    """A CompatTable whose script set ``refresh_metrics``: called before
+    every request, in a worker thread under :attr:`check_deadline`."""
+
+    check_deadline = 2.0
+
+    def check(self) -> None:
+        if not AGENT.lock.acquire(blocking=False):
+            return
+        try:
+            self._call("refresh_metrics")
+        finally:
+            AGENT.lock.release()
+        self.rebuild()
