@@ -45,6 +45,8 @@ __all__ = ["CompatTable", "CheckedCompatTable"]
 log = structlog.get_logger("pmda_py.compat")
 
 EAGAIN = -errno.EAGAIN
+#: PM_IN_NULL as the binding passes it to callbacks (an unsigned int)
+_IN_NULL = PM_IN_NULL & 0xFFFFFFFF
 PM_LABEL_OPTIONAL = 0x80
 
 
@@ -209,7 +211,7 @@ class CompatTable(Table):
                 continue
             cluster, item, mtype, it = found
             if it is None:
-                insts: list[int] = [PM_IN_NULL]
+                insts: list[int] = [_IN_NULL]
             else:
                 pi = indoms.get(it)
                 insts = [i for i, _ in pi.listing() if profile.includes(it, i)] if pi is not None else []
@@ -233,7 +235,7 @@ class CompatTable(Table):
                 elif sts < 0 and sts not in _QUIET:
                     log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
             if values:
-                out[m] = values if it is not None else values[PM_IN_NULL]
+                out[m] = values if it is not None else values[_IN_NULL]
             elif sts < 0:
                 out[m] = PmdaError(code=sts)
         return out
@@ -255,7 +257,7 @@ class CompatTable(Table):
             raise PmdaError(code=PmErr.PERMISSION)
         for inst, value in values.items():
             try:
-                result = scb(cluster, item, inst, value)
+                result = scb(cluster, item, inst & 0xFFFFFFFF, value)
             except Exception:
                 log.exception("callback_failed", callback="store_callback", cluster=cluster, item=item, inst=inst)
                 raise PmdaError(code=EAGAIN) from None
