@@ -72,6 +72,8 @@ def mask(text: str) -> str:
     text = re.sub(r"dump from 0x[0-9a-f]+", "dump from ADDR", text)
     text = re.sub(r"(?m)^(Connection: +daemon \(pid: )\d+\)$", r"\1PID)", text)
     text = re.sub(r"(?m)^Timer: \d+\.\d+ seconds$", "Timer: T seconds", text)
+    # the old value in a store dialogue of simple's clock-driven metrics
+    text = re.sub(r"(?m)^(253\.(?:1\.[23]|2\.4)(?: \[\d+\])?: )\S+ ->", r"\1OLD ->", text)
     return mask_simple_times(text)
 
 
