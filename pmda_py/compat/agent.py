@@ -85,16 +85,25 @@ class Agent:
 
     # ------------------------------------------------------------ channel
 
-    def connect(self) -> None:
-        """pmdaConnect: take the pipe (fds 0/1), send our CREDS."""
-        if self.session is not None or generating():
+    def take_channel(self) -> None:
+        """Keep pmcd's pipe (fds 0/1) for the PDUs, on private descriptors,
+        and point fd 1 at stderr (the log, once it is open): a ``print()``
+        anywhere in the script, even before the PMDA exists, never reaches
+        the PDU stream."""
+        if self.rfd >= 0 or generating():
             return
         self.rfd = os.dup(0)
         self.wfd = os.dup(1)
-        os.dup2(2, 1)  # a print() goes to the log, never into the PDU stream
+        os.dup2(2, 1)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
+
+    def connect(self) -> None:
+        """pmdaConnect: send our CREDS on pmcd's pipe."""
+        if self.session is not None or generating():
+            return
+        self.take_channel()
         self.session = Session(pid=os.getpid(), flags=self.comm_flags)
         self._write(self.session.start())
         log.info("connected", pmda=self.pmdaname, domain=self.domain, pid=os.getpid())

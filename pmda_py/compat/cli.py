@@ -27,8 +27,10 @@ def main(argv: Sequence[str]) -> int:
     if not os.path.isfile(script):
         print(f"pmda-py compat: {script}: no such file", file=sys.stderr)
         return 2
+    from pmda_py.compat.agent import AGENT
     from pmda_py.compat.finder import install
 
+    AGENT.take_channel()
     install()
     sys.argv = [script, *args[1:]]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))

@@ -36,6 +36,8 @@ def open_log(logfile: str) -> None:
     _opened["log"] = True
     level = os.environ.get("PYPMDA_COMPAT_LOG_LEVEL", "info")
     where = logconfig.configure(logfile, "console", level)
+    if AGENT.rfd >= 0:
+        os.dup2(2, 1)  # the script's print()s follow stderr into the log
     log.info("start", pmda=AGENT.pmdaname, domain=AGENT.domain, log=where, pid=os.getpid(), engine="pmda_py compat")
 
 
@@ -70,10 +72,14 @@ def _help_source(path: str) -> tuple[bool, HelpSource | None]:
 
 
 def build(pmda: Any) -> tuple[CompatTable, Dispatcher]:
-    """The script's table mounted in a dispatcher of its domain."""
+    """The script's table mounted in a dispatcher of its domain.
+    ``PYPMDA_COMPAT_DEADLINE`` (seconds) overrides the callbacks' deadline."""
     help_file, help_source = _help_source(AGENT.helpfile)
     kind = CheckedCompatTable if AGENT.callbacks["refresh_metrics"] is not None else CompatTable
     table = kind(pmda, help_file=help_file)
+    deadline = os.environ.get("PYPMDA_COMPAT_DEADLINE")
+    if deadline:
+        table.deadline = float(deadline)
     dispatcher = Dispatcher(
         AGENT.domain,
         [Mount(table, "", AGENT.name)],
