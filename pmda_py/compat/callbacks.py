@@ -112,9 +112,10 @@ _CONVERT: dict[int, Callable[[Any], Any]] = {
 
 
 def _pair(result: Any) -> tuple[Any, Any] | None:
-    """The two items of a sequence of length 2 (what ``"(xy)"`` parses)."""
+    """The two items of a sequence of length 2 (what ``"(xy)"`` parses:
+    not a mapping, not ``bytes``)."""
     kind = type(result)
-    if isinstance(result, Mapping) or not hasattr(kind, "__getitem__") or not hasattr(kind, "__len__"):
+    if isinstance(result, (Mapping, bytes)) or not hasattr(kind, "__getitem__") or not hasattr(kind, "__len__"):
         return None
     try:
         if len(result) != 2:
