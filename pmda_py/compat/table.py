@@ -36,7 +36,7 @@ import trio
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.callbacks import convert, int32
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.harvest.pcplabels import instance_labels, level_labels
+from pmda_py.harvest.pcplabels import level_labels
 from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, pmid_cluster, pmid_item
 from pmda_py.table import FetchRequest, FetchResult, InDom, LabelText, Metric, StoreRequest, Table
 
@@ -305,8 +305,8 @@ class CompatTable(Table):
             if cb["label_callback"] is None and cb["notes_callback"] is None:
                 return LabelText(b"")
             payloads = self._payloads(ind.id, inst, "label_callback", "notes_callback")
-            pls = instance_labels(payloads)
-            return LabelText(pls.json, pls.labels)
+            pls = level_labels(payloads, LabelType.INSTANCES)  # every label of both texts, merged
+            return LabelText(b"") if pls is None else LabelText(pls.json, pls.labels)
         if cb["label"] is None and cb["notes"] is None:
             return None
         if level == LabelType.INDOM:
