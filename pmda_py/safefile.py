@@ -34,8 +34,12 @@ class FileRefused(OSError):
     file, too large, or the wrong owner)."""
 
 
-def atomic_write(path: str, data: bytes, *, mode: int = 0o644, makedirs: bool = False) -> None:
+def atomic_write(
+    path: str, data: bytes, *, mode: int = 0o644, makedirs: bool = False, owner: tuple[int, int] | None = None
+) -> None:
     """Replace ``path`` with ``data`` atomically and without following links.
+    ``owner`` (uid, gid): the file is given to them (on the descriptor,
+    before the rename; needs the privilege to do so).
 
     Raises :class:`OSError` on failure; the target is then unchanged and no
     temporary is left behind.
@@ -60,6 +64,8 @@ def atomic_write(path: str, data: bytes, *, mode: int = 0o644, makedirs: bool = 
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
+            if owner is not None:
+                os.fchown(fd, *owner)
             os.fchmod(fd, mode)
             os.fsync(fd)
         finally:

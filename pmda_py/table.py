@@ -45,7 +45,6 @@ may use trio freely).
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
@@ -66,6 +65,7 @@ from pmda_py.pmapi import (
     indom,
     pmid,
 )
+from pmda_py.pmdacache import PmdaCache
 from pmda_py.stats import PmdaStats
 
 __all__ = [
@@ -270,90 +270,8 @@ def _check_labels(owner: str, labels: Mapping[str, Any]) -> None:
             raise ValueError(f"{owner}: label {k!r} is not JSON-serialisable: {err}") from err
 
 
-@attrs.define(eq=False)
-class InstanceCache:
-    """Stable instance ids for names, persisted like libpcp_pmda's pmdaCache.
-
-    Ids are assigned in order of first sight and never reused for another
-    name; the map is saved to ``path`` (one ``id name`` line each) so it
-    survives restarts.  Saving is atomic (write + rename).
-    """
-
-    path: str | None = None
-    ids: dict[str, int] = attrs.field(factory=dict)
-    next_id: int = 0
-    dirty: bool = False
-
-    HEADER: ClassVar[str] = "# pmda_py instance cache: id name"
-
-    def load(self) -> str | None:
-        """Read the saved map.  A missing file is an empty map.  A file that
-        is not ours, or is corrupt (no header, a bad line, an id or a name
-        twice), is moved aside to ``PATH.bad`` and the map starts empty (it
-        is rewritten at the next save); the problem is returned for the
-        caller to log.  Never raises for the file's content."""
-        if not self.path:
-            return None
-        try:
-            with open(self.path, encoding="utf-8", errors="surrogateescape") as f:
-                lines = f.read().splitlines()
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeError) as err:
-            return f"cannot read {self.path}: {err}"
-        ids: dict[str, int] = {}
-        problem = None if lines[:1] == [self.HEADER] else "not a pmda_py instance cache (no header line)"
-        for n, line in enumerate(lines[1:], 2):
-            if problem:
-                break
-            num, _, name = line.partition(" ")
-            if not num.isdigit() or not name:
-                problem = f"line {n}: expected 'ID NAME'"
-            elif name in ids or int(num) in ids.values():
-                problem = f"line {n}: {'name' if name in ids else 'id'} given twice"
-            else:
-                ids[name] = int(num)
-        if problem:
-            try:
-                os.replace(self.path, self.path + ".bad")
-            except OSError:
-                pass
-            self.dirty = True
-            return f"{self.path}: {problem}; moved aside to {self.path}.bad, ids start afresh"
-        for name, inst in ids.items():
-            if name not in self.ids and inst not in self.ids.values():
-                self.ids[name] = inst
-                self.next_id = max(self.next_id, inst + 1)
-        return None
-
-    def lookup(self, name: str) -> int:
-        """The id of ``name``, assigning a new one if it was never seen."""
-        inst = self.ids.get(name)
-        if inst is None:
-            inst = self.next_id
-            self.ids[name] = inst
-            self.next_id += 1
-            self.dirty = True
-        return inst
-
-    def save(self) -> None:
-        """Write the map if it changed (atomically: a temporary file renamed
-        over the old one).  A write that fails is logged and tried again at
-        the next save; the ids in memory stay as they are."""
-        if not self.path or not self.dirty:
-            return
-        tmp = f"{self.path}.tmp{os.getpid()}"
-        try:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(self.HEADER + "\n")
-                for name, inst in sorted(self.ids.items(), key=lambda kv: kv[1]):
-                    f.write(f"{inst} {name}\n")
-            os.replace(tmp, self.path)
-        except OSError as err:
-            structlog.get_logger("pmda_py.table").warning("instance_cache_unsaved", path=self.path, error=str(err))
-            return
-        self.dirty = False
+#: the persistent cache of an indom: libpcp_pmda's pmdaCache format (see pmda_py.pmdacache)
+InstanceCache = PmdaCache
 
 
 @attrs.define(eq=False)
@@ -383,13 +301,14 @@ class InDom:
         factory=dict
     )
     persistent: bool = False
-    cache: InstanceCache = attrs.field(factory=InstanceCache)
+    cache: PmdaCache = attrs.field(factory=PmdaCache)
     #: every entry in listing order, a repeated id too (pmdammv lists an MMV
     #: indom so); None: the ``instances`` map is the listing
     listing: tuple[tuple[int, str], ...] | None = None
     #: set by the daemon when mounted
     domain: int = -1
     _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+    _refused: set[str] = attrs.field(factory=set, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.serial <= 0x3FFFFF:
@@ -414,9 +333,22 @@ class InDom:
         self._by_name = {v: k for k, v in self.instances.items()}
 
     def set_names(self, names: Iterable[str]) -> dict[int, str]:
-        """Replace the instances by names; ids stay stable (pmdaCache-like)
-        and are persisted when the indom is ``persistent``."""
-        new = {self.cache.lookup(n): n for n in names}
+        """Replace the instances by names; ids stay stable (pmdaCache: the
+        names given are active, the others inactive and their ids kept) and
+        are persisted when the indom is ``persistent``.  A name the cache
+        refuses (empty, or the same as another up to the first space but
+        not after it) is left out and logged once."""
+        self.cache.inactivate_all()
+        new: dict[int, str] = {}
+        for n in names:
+            try:
+                new[self.cache.lookup(n)] = n
+            except ValueError as err:  # NameClash, CacheFull, an empty name
+                if n not in self._refused:
+                    self._refused.add(n)
+                    structlog.get_logger("pmda_py.table").warning(
+                        "instance_refused", indom=self.serial, name=n[:80], reason=str(err)
+                    )
         self.set(new)
         self.cache.save()
         return new
@@ -591,7 +523,9 @@ class Table:
 
     Class attributes a subclass sets (or sets on the instance in ``__init__``):
         name: the default mount point (``--table NAME`` mounts it there).
-        domain_labels: labels merged into the domain level.
+        domain_labels: labels of the table as a whole: given at its clusters'
+            level (the domain level is the agent's, ``{"agent": NAME}``), or
+            at the domain level when it is the only table mounted.
         cluster_labels: ``{cluster: labels}``.
         deadline: seconds a fetch/store/instances call may take before its
             metrics are answered PM_ERR_AGAIN (pmcd kills agents at 5 s).

@@ -30,13 +30,13 @@ from pmda_py.pmapi import (
     pmid_cluster,
     pmid_domain,
 )
+from pmda_py.pmdacache import PmdaCache
 from pmda_py.session import MEMO_TYPES, BadRequest, Request
 from pmda_py.stats import PmdaStats
 from pmda_py.table import (
     PACKED_TYPECODES,
     FetchRequest,
     InDom,
-    InstanceCache,
     LabelText,
     Metric,
     PackedColumns,
@@ -310,14 +310,15 @@ class Dispatcher:
         self.reindex()
 
     def _attach_cache(self, ind: InDom) -> None:
-        """A persistent indom's ids live in ``STATE_DIR/DOMAIN.SERIAL``
-        (loaded once, before the table's startup names its instances)."""
+        """A persistent indom's ids live in ``STATE_DIR/DOMAIN.SERIAL`` in
+        pmdaCache's format (loaded once, before the table's startup names
+        its instances)."""
         if not ind.persistent or ind.cache.path or not self.state_dir:
             return
-        cache = InstanceCache(os.path.join(self.state_dir, f"{self.domain}.{ind.serial}"))
+        cache = PmdaCache(os.path.join(self.state_dir, f"{self.domain}.{ind.serial}"))
         problem = cache.load()
         if problem:
-            log.warning("instance_cache_rebuilt", indom=f"{self.domain}.{ind.serial}", problem=problem)
+            log.warning("instance_cache_problem", indom=f"{self.domain}.{ind.serial}", problem=problem)
         ind.cache = cache
         if ind.instances:  # named before it was mounted: the saved ids win
             ind.set_names(list(ind.instances.values()))
@@ -795,12 +796,24 @@ class Dispatcher:
     # -------------------------------------------------------------- LABELS
 
     def domain_labels(self) -> dict[str, Any]:
-        if self._domain_labels_override is not None:
-            return dict(self._domain_labels_override)
-        merged: dict[str, Any] = {}
-        for m in self.mounts:
-            merged.update(m.table.domain_labels)
-        return merged or {"agent": self.name}
+        """The domain level: ``{"agent": name}`` (what libpcp gives an agent
+        that sets no domain labels) plus the configured ones (``[pmda]
+        labels``; the compat modes' agent names).  Tables' own domain labels
+        go to their clusters (:meth:`cluster_labels`), unless one table is
+        all the agent has: then it stands for a libpcp agent that sets its
+        domain labels (pmdasimple's ``role``), and gets no ``agent`` label."""
+        extra = self._domain_labels_override or {}
+        if len(self.mounts) == 1 and self.mounts[0].table.domain_labels:
+            return {**self.mounts[0].table.domain_labels, **extra}
+        return {"agent": self.name, **extra}
+
+    def cluster_labels(self, table: Table, cluster: int) -> Mapping[str, Any]:
+        """A cluster's labels: its table's domain labels (several tables
+        share the domain) and then the cluster's own."""
+        own = table.cluster_labels.get(cluster, {})
+        if len(self.mounts) == 1 or not table.domain_labels:
+            return own
+        return {**table.domain_labels, **own}
 
     async def _label_reply(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         t = pdu.type & 0x3F
@@ -839,10 +852,10 @@ class Dispatcher:
                 for m in self.mounts:
                     if c in m.table.clusters():
                         items = m.table.label_items(LabelType.CLUSTER, c)
+                        labels = self.cluster_labels(m.table, c)
+                        break
                     if c in m.table.cluster_labels:
                         labels = m.table.cluster_labels[c]
-                        break
-                    if items is not None:
                         break
         elif t == LabelType.ITEM:
             found_m = self._by_pmid.get(pdu.ident)

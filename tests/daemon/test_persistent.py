@@ -1,6 +1,7 @@
 """``InDom(persistent=True)``: instance ids survive restarts, reordering and
-removal of names (kept in the state directory as ``DOMAIN.SERIAL``, like
-pmdaCache); a corrupt or foreign cache file is logged and rebuilt."""
+removal of names (kept in the state directory as ``DOMAIN.SERIAL`` in
+pmdaCache's own format); a file libpcp would not load is logged and left as
+it is, never moved or overwritten."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from pmda_py.pmapi import indom
-from pmda_py.table import InstanceCache
+from pmda_py.pmdacache import parse
 from pmda_py.testing.client import open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
 from tests.conftest import REPO
@@ -31,7 +32,9 @@ async def test_ids_survive_restart_reorder_and_removal(tmp_path: Path) -> None:
     assert await _ids("c,x,a", tmp_path) == {"c": 2, "x": 3, "a": 0}
     assert await _ids("b", tmp_path) == {"b": 1}  # a, c, x gone for now
     assert await _ids("y,x,c", tmp_path) == {"y": 4, "x": 3, "c": 2}  # never an old id for a new name
-    assert (tmp_path / f"{DOMAIN}.7").read_text().splitlines()[0] == InstanceCache.HEADER
+    saved = (tmp_path / f"{DOMAIN}.7").read_bytes()
+    assert saved.splitlines()[0] == b"2 0 2147483647"
+    assert [(e.inst, e.name) for e in parse(saved).entries] == [(0, "a"), (1, "b"), (2, "c"), (3, "x"), (4, "y")]
 
 
 def _listing(d: Path) -> list[str]:
@@ -44,18 +47,29 @@ async def test_without_a_state_dir_ids_follow_the_order(tmp_path: Path) -> None:
     assert _listing(tmp_path) == []
 
 
-async def test_corrupt_or_foreign_cache_is_logged_and_rebuilt(tmp_path: Path) -> None:
-    head = InstanceCache.HEADER
-    for bad in ("\x00\xff garbage\n", "3 1 x\n", f"{head}\n0 a\n0 b\n", f"{head}\nzz\n", f"{head}\n1 a\n2 a\n"):
+async def test_unreadable_cache_is_logged_and_left_in_place(tmp_path: Path) -> None:
+    """Files libpcp would not load either (and the old pmda_py format): the
+    ids are served, the file stays byte for byte, nothing is moved aside."""
+    old_format = "# pmda_py instance cache: id name\n0 a\n"
+    for bad in ("\x00\xff garbage\n", "3 1 x\n", "2 0 2147483647\n\n", "2 0 2147483647\n0 5 [61\n", old_format):
         cache = tmp_path / f"{DOMAIN}.7"
         cache.write_text(bad, errors="surrogateescape")
         with capture_logs() as logs:
             assert await _ids("p,q", tmp_path) == {"p": 0, "q": 1}
-        problem = next(e for e in logs if e["event"] == "instance_cache_rebuilt")
-        assert problem["indom"] == f"{DOMAIN}.7" and "moved aside" in problem["problem"]
-        assert (tmp_path / f"{DOMAIN}.7.bad").read_text(errors="surrogateescape") == bad
-        assert cache.read_text() == f"{InstanceCache.HEADER}\n0 p\n1 q\n"
+        problem = next(e for e in logs if e["event"] == "instance_cache_problem")
+        assert problem["indom"] == f"{DOMAIN}.7" and "left in place" in problem["problem"]
+        assert cache.read_text(errors="surrogateescape") == bad
+        assert _listing(tmp_path) == [f"{DOMAIN}.7"]
         cache.unlink()
+
+
+async def test_a_libpcp_file_keeps_its_ids_and_inactive_entries(tmp_path: Path) -> None:
+    cache = tmp_path / f"{DOMAIN}.7"
+    cache.write_text("2 0 2147483647\n0 1795502587 sec\n4 1795502588 min\n")
+    assert await _ids("min,hour", tmp_path) == {"min": 4, "hour": 5}
+    lines = cache.read_text().splitlines()
+    assert lines[:2] == ["2 0 2147483647", "0 1795502587 sec"]  # inactive: kept with its stamp
+    assert [line.split(" ", 2)[::2] for line in lines[2:]] == [["4", "min"], ["5", "hour"]]
 
 
 async def test_unwritable_state_dir_is_logged_not_fatal(tmp_path: Path) -> None:
