@@ -77,7 +77,9 @@ class Agent:
     def cache(self, indom: int) -> IndomCache:
         c = self.caches.get(indom)
         if c is None:
-            c = self.caches[indom] = IndomCache(indom)
+            from pmda_py.compat.cache import cache_path
+
+            c = self.caches[indom] = IndomCache(indom, cache_path(indom))
         return c
 
     def need_refresh(self) -> None:

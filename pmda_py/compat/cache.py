@@ -1,68 +1,106 @@
-"""Dict ("cache") instance domains of compat scripts: pmdaCache's semantics.
+"""Dict ("cache") instance domains of compat scripts: libpcp_pmda's pmdaCache,
+in its own files.
 
 A pcp.pmda script that gives ``pmdaIndom``/``replace_indom`` a dict gets
-libpcp_pmda's instance cache: every name keeps its id for the PMDA's life
-(and across restarts once saved), a name seen again gets its old id back,
-new names get the next id after the highest ever given (ids are not reused),
-and a replace marks every entry inactive before the dict's keys are made
-active again.  Each entry keeps the dict's value (a ctypes object), so
-``inst_lookup`` can hand it back.
+libpcp_pmda's instance cache: the indom's file
+``$PCP_VAR_DIR/config/pmda/DOMAIN.SERIAL`` is loaded once (its entries
+inactive), a replace marks every entry inactive and adds the dict's keys
+(a name seen before gets its old id back, a new one the next id; ids are not
+reused), then saves the file when ids were added -- so a PMDA switched
+between the binding and ``pmda-py compat``, either way, keeps its instance
+ids.  The format and its rules are :mod:`pmda_py.pmdacache`'s (the one
+implementation); this module adds what the binding keeps beside each entry:
+the dict's value (a ctypes object ``inst_lookup`` hands back).
 
-One :class:`IndomCache` per pmInDom, shared by every ``pmdaIndom`` object of
-that indom (the binding's cache is global to the process too).  Lookups by
-id and by name are dictionary lookups (constant time).
+One :class:`IndomCache` per pmInDom, shared by every ``pmdaIndom`` of that
+indom (the binding's caches are process-wide too).  Lookups by id and by
+name are dictionary lookups (constant time).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-import attrs
+import structlog
 
-__all__ = ["IndomCache"]
+from pmda_py.pmapi import indom_domain, indom_serial
+from pmda_py.pmdacache import CacheFull, NameClash, PmdaCache
+
+__all__ = ["IndomCache", "cache_path"]
+
+log = structlog.get_logger("pmda_py.compat")
 
 
-@attrs.define(eq=False)
+def cache_path(indom: int) -> str | None:
+    """Where libpcp_pmda keeps ``indom``'s cache (None without PCP_VAR_DIR)."""
+    from pmda_py.compat.pmapi import pmContext
+
+    var = pmContext.pmGetConfig("PCP_VAR_DIR")
+    if not var:
+        return None
+    return os.path.join(var, "config", "pmda", f"{indom_domain(indom)}.{indom_serial(indom)}")
+
+
 class IndomCache:
-    indom: int
-    #: id -> name, every entry ever seen (active or not)
-    names: dict[int, str] = attrs.field(factory=dict)
-    #: name -> id
-    ids: dict[str, int] = attrs.field(factory=dict)
-    #: the active entries' ids -> the values given with them
-    active: dict[int, Any] = attrs.field(factory=dict)
-    next_id: int = 0
-    #: bumped whenever the active set changes
-    version: int = 0
+    """One dict indom: the pmdaCache entries and the values given with the
+    active ones."""
+
+    def __init__(self, indom: int, path: str | None = None) -> None:
+        self.indom = indom
+        self.cache = PmdaCache(path)
+        self.values: dict[int, Any] = {}
+        self.loaded = False
+        #: the active entries, ``{inst: name}`` in id order (rebuilt on change)
+        self.active: dict[int, str] = {}
+
+    def load(self) -> None:
+        """PMDA_CACHE_LOAD, once."""
+        if self.loaded:
+            return
+        self.loaded = True
+        problem = self.cache.load()
+        if problem:
+            log.warning(
+                "instance_cache_problem",
+                indom=f"{indom_domain(self.indom)}.{indom_serial(self.indom)}",
+                problem=problem,
+            )
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.active = dict(sorted(self.cache.active().items()))
 
     def mark_inactive(self) -> None:
-        if self.active:
-            self.active = {}
-            self.version += 1
+        self.cache.inactivate_all()
+        self.values.clear()
+        self._refresh()
 
     def mark_active(self) -> None:
-        self.active = dict.fromkeys(self.names, None) | self.active
-        self.version += 1
-
-    def add(self, name: str, value: Any) -> int:
-        """Make ``name`` active with ``value``; returns its id."""
-        inst = self.ids.get(name)
-        if inst is None:
-            inst = self.next_id
-            self.next_id += 1
-            self.names[inst] = name
-            self.ids[name] = inst
-        self.active[inst] = value
-        self.version += 1
-        return inst
+        self.cache.activate_all()
+        self._refresh()
 
     def replace(self, insts: dict[str, Any]) -> None:
-        """The binding's ``set_dict_instances``: all inactive, then each key added."""
-        self.active = {}
+        """The binding's ``set_dict_instances``: every entry inactive, each
+        key added (active) with its value, then the file saved if ids were
+        added."""
+        self.load()
+        self.cache.inactivate_all()
+        self.values = {}
         for name, value in insts.items():
-            self.add(name, value)
-        self.version += 1
+            try:
+                inst = self.cache.lookup(str(name))
+            except (NameClash, CacheFull, ValueError) as err:
+                log.warning("instance_refused", name=str(name), error=str(err))
+                continue
+            self.values[inst] = value
+        self.cache.save()
+        self._refresh()
+
+    def name_of(self, inst: int) -> str | None:
+        """The name of an active instance."""
+        return self.active.get(inst)
 
     def listing(self) -> list[tuple[int, str]]:
         """Active ``(id, name)`` in id order (libpcp_pmda walks its cache so)."""
-        return [(i, self.names[i]) for i in sorted(self.active)]
+        return list(self.active.items())

@@ -112,6 +112,7 @@ class pmdaIndom(Structure):
         self._names: dict[int, str] = {}
         self._order: list[tuple[int, str]] = []
         self._array: Any = None
+        self.load_indom(indom, insts)
         self.set_instances(indom, insts)
 
     def __iter__(self) -> Any:
@@ -125,15 +126,16 @@ class pmdaIndom(Structure):
 
     def inst_name_lookup(self, instance: int) -> str | None:
         if self.it_numinst < 0:
-            c = AGENT.cache(self.it_indom)
-            return c.names.get(instance) if instance in c.active else None
+            return AGENT.cache(self.it_indom).name_of(instance)
         return self._names.get(instance)
 
     def load_indom(self, indom: int, insts: Any) -> None:
-        AGENT.cache(indom)
+        if isinstance(insts, dict):
+            AGENT.cache(indom).load()
 
     def load(self) -> None:
-        AGENT.cache(self.it_indom)
+        if self.it_numinst == -1:
+            AGENT.cache(self.it_indom).load()
 
     def set_list_instances(self, insts: list[pmdaInstid]) -> None:
         array = (pmdaInstid * len(insts))()
@@ -171,7 +173,7 @@ class pmdaIndom(Structure):
         return AGENT.cache(self.it_indom)
 
     def cache_load(self) -> None:
-        self._cache_only()
+        self._cache_only().load()
 
     def cache_mark_active(self) -> None:
         self._cache_only().mark_active()
@@ -287,7 +289,7 @@ class MetricDispatch:
         if entry.it_numinst < 0:
             c = AGENT.cache(indom)
             if instance in c.active:
-                value = c.active[instance]
+                value = c.values.get(instance)
                 if isinstance(value, (ctypes._SimpleCData, Structure, ctypes.Array)):
                     return c_void_p(addressof(value))
                 return value
