@@ -331,13 +331,16 @@ class PMDA(MetricDispatch):
             helpfile = f"{pmContext.pmGetConfig('PCP_PMDAS_DIR')}/{name}/help"
         super().__init__(domain, "pmda" + name, logfile, helpfile)
 
-    @property
-    def name(self) -> str:
+    def read_name(self) -> str:
+        """The PMDA's name (what the ``name`` property reads)."""
         return self._name
 
-    @property
-    def domain(self) -> int:
+    def read_domain(self) -> int:
+        """The PMDA's domain (what the ``domain`` property reads)."""
         return self._domain
+
+    name = property(read_name)
+    domain = property(read_domain)
 
     def domain_write(self) -> None:
         print(f"#define {self._name.upper()} {self._domain}")
