@@ -3,13 +3,14 @@ compat script sees them (``import cpmapi as c_api``; ``from cpmda import
 PMDA_FETCH_NOVALUES``).
 
 Values are those of PCP's public headers (``<pcp/pmapi.h>``,
-``<pcp/pmda.h>``, PCP 6.0.3 on a 64-bit little-endian Linux host);
+``<pcp/pmda.h>``, PCP 6.0.3 on a 64-bit little-endian Linux host, plus
+what PCP 7.x added; :func:`cpmapi_for` the installed version's);
 tests/compat/test_constants.py compares every one with the real modules.
 """
 
 from __future__ import annotations
 
-__all__ = ["CPMAPI", "CPMDA"]
+__all__ = ["CPMAPI", "CPMDA", "PCP7_CPMAPI", "cpmapi_for"]
 
 CPMAPI: dict[str, int] = {
     # HAVE_BITFIELDS
@@ -275,3 +276,42 @@ CPMDA: dict[str, int] = {
     "PMDA_FLAG_AUTHORIZE": 4,
     "PMDA_FLAG_CONTAINER": 64,
 }
+
+#: added by PCP 7.x (``<pcp/pmapi.h>``, ``pmapi.c``); offered to every script
+PCP7_CPMAPI: dict[str, int] = {
+    "PMAPI_VERSION_4": 4,
+    "PMCD_HOSTNAME_CHANGE": 1 << 5,
+    "PM_CTXFLAG_SHALLOW": 1 << 8,
+    "PM_CTXFLAG_AUTH": 1 << 13,
+    "PM_CTXFLAG_CONTAINER": 1 << 14,
+    "PM_CTXFLAG_NO_FEATURE_CHECK": 1 << 15,
+    "PM_CTXFLAG_METADATA_ONLY": 1 << 16,
+    "PM_ERR_ARG": -12345 - 70,
+    "PM_PAD_TIMESPEC": 0,
+    "PM_UNIT_TEMPERATURE": 1,
+    "PM_UNIT_VOLTAGE": 2,
+    "PM_UNIT_CURRENT": 3,
+    "PM_UNIT_POWER": 4,
+    "PM_TEMPERATURE_C": 1,
+    "PM_TEMPERATURE_F": 2,
+    "PM_TEMPERATURE_K": 3,
+    "PM_VOLTAGE_V": 1,
+    "PM_VOLTAGE_mV": 2,
+    "PM_VOLTAGE_uV": 3,
+    "PM_CURRENT_A": 1,
+    "PM_CURRENT_mA": 2,
+    "PM_CURRENT_uA": 3,
+    "PM_POWER_kW": 1,
+    "PM_POWER_W": 2,
+    "PM_POWER_mW": 3,
+    "PM_POWER_uW": 4,
+}
+CPMAPI.update(PCP7_CPMAPI)
+
+
+def cpmapi_for(version: tuple[int, int, int]) -> dict[str, int]:
+    """The constants as the binding of PCP ``version`` has them: PCP 7
+    made PMAPI_VERSION 4 (timespec interfaces)."""
+    out = dict(CPMAPI)
+    out["PMAPI_VERSION"] = 4 if version >= (7, 0, 0) else 3
+    return out
