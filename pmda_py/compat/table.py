@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import errno
 import json
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,10 +37,22 @@ import trio
 
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.callbacks import convert, int32
+from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.pcplabels import level_labels
-from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, pmid_cluster, pmid_item
-from pmda_py.table import FetchRequest, FetchResult, InDom, LabelText, Metric, StoreRequest, Table
+from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, PmType, pmid_cluster, pmid_item
+from pmda_py.table import (
+    Columns,
+    FetchRequest,
+    FetchResult,
+    InDom,
+    LabelText,
+    Metric,
+    PackedColumns,
+    StoreRequest,
+    Table,
+)
+from pmda_py.wire import ProfilePdu
 
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
@@ -205,39 +219,45 @@ class CompatTable(Table):
         indoms = self.pmda._indoms
         profile = request.profile
         out: dict[Metric, Any] = {}
+        inst_lists: dict[int, list[int]] = {}  # per indom, once per fetch
         for m in request.metrics:
             found = self._info.get(m)
             if found is None:
                 continue
             cluster, item, mtype, it = found
             if it is None:
-                insts: list[int] = [_IN_NULL]
+                insts = _SINGLE
             else:
-                pi = indoms.get(it)
-                insts = [i for i, _ in pi.listing() if profile.includes(it, i)] if pi is not None else []
+                insts_of = inst_lists.get(it)
+                if insts_of is None:
+                    pi = indoms.get(it)
+                    listing = pi.listing() if pi is not None else []
+                    if isinstance(profile, ProfilePdu) and includes_all(profile, it):
+                        insts_of = [i for i, _ in listing]
+                    else:
+                        insts_of = [i for i, _ in listing if profile.includes(it, i)]
+                    inst_lists[it] = insts_of
+                insts = insts_of
                 if not insts:
                     continue
-            values: dict[int, Any] = {}
-            sts = 0
-            for inst in insts:
-                if fcb is None:
-                    sts = PmErr.VALUE
-                    continue
-                try:
-                    result = fcb(cluster, item, inst)
-                except Exception:
-                    log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
-                    sts = EAGAIN
-                    continue
-                sts, value = convert(result, mtype)
-                if sts > 0:
-                    values[inst] = value
-                elif sts < 0 and sts not in _QUIET:
-                    log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
-            if values:
-                out[m] = values if it is not None else values[_IN_NULL]
-            elif sts < 0:
-                out[m] = PmdaError(code=sts)
+            if fcb is None:
+                out[m] = PmdaError(code=PmErr.VALUE)
+                continue
+            got, values, sts = _values(fcb, cluster, item, mtype, insts)
+            if not values:
+                if sts < 0:
+                    out[m] = PmdaError(code=sts)
+            elif it is None:
+                out[m] = values[0]
+            else:
+                code = _PACKED.get(mtype)
+                if code is None:
+                    out[m] = Columns(got, values)
+                else:
+                    packed = values if type(values) is array else array(code, values)
+                    if _LITTLE:
+                        packed.byteswap()
+                    out[m] = PackedColumns(got, packed.tobytes(), code)
         return out
 
     async def refresh_instances(self, indom: InDom) -> None:
@@ -319,6 +339,66 @@ class CompatTable(Table):
             return None
         found = level_labels(self._payloads(ident, level, "label", "notes"), level)
         return [] if found is None else LabelText(found.json, found.labels)
+
+
+_SINGLE = [_IN_NULL]
+_LITTLE = sys.byteorder == "little"
+#: types whose values go out packed (big-endian array type codes)
+_PACKED: dict[int, str] = {PmType.U64: "Q", PmType.I64: "q", PmType.DOUBLE: "d"}
+#: the array type code that checks and holds a type's values as the binding reads them
+_TYPECODES: dict[int, str] = {PmType.I32: "i", PmType.U32: "I", PmType.I64: "q", PmType.U64: "Q", PmType.DOUBLE: "d"}
+
+
+def _call_all(fcb: Any, cluster: int, item: int, insts: list[int]) -> list[Any]:
+    """The callback's results for each instance; ``_RAISED`` where it raised
+    (logged).  The loop is as short as it can be: this is the hot path."""
+    results: list[Any] = []
+    append = results.append
+    n = len(insts)
+    while len(results) < n:
+        try:
+            for inst in insts[len(results) :] if results else insts:
+                append(fcb(cluster, item, inst))
+        except Exception:
+            inst = insts[len(results)]
+            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+            append(_RAISED)
+    return results
+
+
+_RAISED = object()
+
+
+def _values(fcb: Any, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], Any, int]:
+    """One metric's callbacks: the instances that gave a value, the values,
+    and the last status (what answers the metric when none did)."""
+    results = _call_all(fcb, cluster, item, insts)
+    code = _TYPECODES.get(mtype)
+    # the common case checked in bulk, in C: every result a list
+    # ``[value, status]``, every status the int 1, every value one the
+    # array type takes as PyArg_Parse takes it for the metric's type (ints
+    # in range for integer types, ints or floats for DOUBLE)
+    if code is not None and set(map(type, results)) == {list} and set(map(len, results)) == {2}:
+        values, status = zip(*results)
+        try:
+            if array("i", status).count(1) == len(status):
+                return insts, array(code, values), 1
+        except (TypeError, OverflowError):
+            pass
+    got: list[int] = []
+    out: list[Any] = []
+    sts = 0
+    for inst, result in zip(insts, results):
+        if result is _RAISED:
+            sts = EAGAIN
+            continue
+        sts, value = convert(result, mtype)
+        if sts > 0:
+            got.append(inst)
+            out.append(value)
+        elif sts < 0 and sts not in _QUIET:
+            log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
+    return got, out, sts
 
 
 #: fetch callback codes libpcp_pmda does not log either
