@@ -4,13 +4,13 @@ PMDA_FETCH_NOVALUES``).
 
 Values are those of PCP's public headers (``<pcp/pmapi.h>``,
 ``<pcp/pmda.h>``, PCP 6.0.3 on a 64-bit little-endian Linux host, plus
-what PCP 7.x added; :func:`cpmapi_for` the installed version's);
+what PCP 7.x added; PMAPI_VERSION stays 3: PCP 7.2's binding has it so);
 tests/compat/test_constants.py compares every one with the real modules.
 """
 
 from __future__ import annotations
 
-__all__ = ["CPMAPI", "CPMDA", "PCP7_CPMAPI", "cpmapi_for"]
+__all__ = ["CPMAPI", "CPMDA", "PCP7_CPMAPI"]
 
 CPMAPI: dict[str, int] = {
     # HAVE_BITFIELDS
@@ -307,11 +307,3 @@ PCP7_CPMAPI: dict[str, int] = {
     "PM_POWER_uW": 4,
 }
 CPMAPI.update(PCP7_CPMAPI)
-
-
-def cpmapi_for(version: tuple[int, int, int]) -> dict[str, int]:
-    """The constants as the binding of PCP ``version`` has them: PCP 7
-    made PMAPI_VERSION 4 (timespec interfaces)."""
-    out = dict(CPMAPI)
-    out["PMAPI_VERSION"] = 4 if version >= (7, 0, 0) else 3
-    return out

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pmda_py import pmapi as _p
-from pmda_py.compat.constants import CPMAPI, CPMDA, cpmapi_for
+from pmda_py.compat.constants import CPMAPI, CPMDA
 
 __all__ = ["MODULES", "CompatFinder", "install"]
 
@@ -29,10 +29,9 @@ MODULES = ("pcp", "pcp.pmapi", "pcp.pmda", "cpmapi", "cpmda")
 def _cpmapi(mod: types.ModuleType) -> None:
     from pmda_py.compat.pmapi import ERR_SYMBOLS
     from pmda_py.compat.runtime import set_user
-    from pmda_py.pcpversion import pcp_version
 
     names = vars(mod)
-    names.update(cpmapi_for(pcp_version()))
+    names.update(CPMAPI)
     names["pmErrSymDict"] = dict(ERR_SYMBOLS)
     names["pmSetProcessIdentity"] = set_user
     names["pmUnits_int"] = lambda ds, dt, dc, ss, st, sc: _p.PmUnits(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from typing import Any
 
 import structlog
@@ -35,6 +36,8 @@ def open_log(logfile: str) -> None:
         return
     _opened["log"] = True
     level = os.environ.get("PYPMDA_COMPAT_LOG_LEVEL", "info")
+    if AGENT.rfd >= 0:
+        sys.stdout.flush()  # what was printed before the log opened goes where stderr went
     where = logconfig.configure(logfile, "console", level)
     if AGENT.rfd >= 0:
         os.dup2(2, 1)  # the script's print()s follow stderr into the log
