@@ -165,3 +165,50 @@ def test_zswap_without_stats(root: Path) -> None:
     real, ours = both(script, "fetch zswap.pool_pages zswap.stored_pages\n", pmns, env, root)
     assert "No values returned!" in real
     assert ours == real
+
+
+def _script_names(script: Path, prefix: str) -> dict[str, tuple[int, int]]:
+    """``{name: (cluster, item)}`` of the metrics a Debian script adds
+    (read from the installed script at run time)."""
+    import re
+
+    text = script.read_text()
+    found = re.findall(r"add_metric\(\s*name \+ '\.([\w.]+)',\s*pmdaMetric\(\s*self\.pmid\((\d+),\s*(\d+)\)", text)
+    return {f"{prefix}.{n}": (int(c), int(i)) for n, c, i in found}
+
+
+def test_unbound(root: Path) -> None:
+    """unbound-control's output canned (UNBOUND_STATS runs cat on it)."""
+    script = require_script("unbound")
+    env = bed(root)
+    names = _script_names(script, "unbound")
+    assert len(names) > 100, names
+    stats = root / "unbound.stats"
+    lines = []
+    for k, name in enumerate(sorted(names)):
+        key = name[len("unbound.") :]
+        if key.startswith("histogram."):
+            key = (
+                "histogram."
+                + ".".join(key.split(".", 1)[1].split("_", 2)[:2])
+                + ".to."
+                + key.split("_to_")[1].replace("_", ".")
+            )
+        value = (
+            f"{k}.{k:06d}" if key.startswith(("time.", "total.requestlist.avg", "total.recursion")) else str(k * 7919)
+        )
+        lines.append(f"{key}={value}")
+    lines.append("not.a.metric=3")
+    stats.write_text("\n".join(lines) + "\n")
+    env["UNBOUND_STATS"] = f"cat {stats}"
+    # names below a dynamic subtree, as Install writes it: dbpmda asks the agent
+    # (some of unbound's names start with a digit, which a PMNS file cannot hold)
+    pmns = root / "unbound.pmns"
+    pmns.write_text("root {\n\tunbound\t132:*:*\n}\n")
+    all_names = sorted(names)
+    commands = "".join(f"fetch {' '.join(all_names[i : i + 20])}\n" for i in range(0, len(all_names), 20))
+    commands += "".join(f"desc {n}\ntext {n}\n" for n in all_names[::9])
+    commands += "label domain\nfetch 132.0.9999\nchildren unbound\n"
+    real, ours = both(script, commands, pmns, env, root)
+    assert "value 7919" in real  # the binding read the canned stats
+    assert ours == real
