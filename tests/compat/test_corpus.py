@@ -7,7 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.compat.harness import PMDAS, bed, both, compiled_help, require_script, write_pmns
+from tests.compat.harness import (
+    COMPAT,
+    PMDAS,
+    SYSTEM_PYTHON,
+    bed,
+    both,
+    compiled_help,
+    dbpmda,
+    mask,
+    require_script,
+    write_pmns,
+)
 
 SIMPLE = """desc simple.numfetch
 desc simple.color
@@ -212,3 +223,88 @@ def test_unbound(root: Path) -> None:
     real, ours = both(script, commands, pmns, env, root)
     assert "value 7919" in real  # the binding read the canned stats
     assert ours == real
+
+
+_VOLUMES = {"vol1": (2, 1, 3, True), "vol two": (1, 0, 1, False)}
+_BRICKS = {"vol1": ["host1:/bricks/a", "host2:/bricks/b"], "vol two": ["host3:/bricks/c"]}
+
+
+def _gluster_inputs(root: Path) -> dict[str, str]:
+    """``gluster --xml`` outputs canned, and the start/stop commands logged."""
+    vols = []
+    for name, (dist, stripe, replica, diag) in _VOLUMES.items():
+        opts = ""
+        if diag:
+            opts = (
+                "<option><name>diagnostics.count-fop-hits</name><value>on</value></option>"
+                "<option><name>diagnostics.latency-measurement</name><value>on</value></option>"
+            )
+        vols.append(
+            f"<volume><name>{name}</name><distCount>{dist}</distCount><stripeCount>{stripe}</stripeCount>"
+            f"<replicaCount>{replica}</replicaCount><options>{opts}</options></volume>"
+        )
+    (root / "info.xml").write_text(f"<cliOutput><volInfo><volumes>{''.join(vols)}</volumes></volInfo></cliOutput>")
+    for k, (vol, bricks) in enumerate(_BRICKS.items()):
+        out = []
+        for j, brick in enumerate(bricks):
+            fops = "".join(
+                f"<fop><name>{op}</name><hits>{(k + 1) * 100 + j * 10 + n}</hits><avgLatency>{n + 0.5}</avgLatency>"
+                f"<minLatency>{n}.0</minLatency><maxLatency>{n * 3}.75</maxLatency></fop>"
+                for n, op in enumerate(["LOOKUP", "READ", "WRITE", "NOSUCHOP"])
+            )
+            out.append(
+                f"<brick><brickName>{brick}</brickName><cumulativeStats><fopStats>{fops}</fopStats>"
+                f"<totalRead>{2**40 + j}</totalRead><totalWrite>{k * 1000 + j}</totalWrite></cumulativeStats></brick>"
+            )
+        (root / f"profile-{vol}.xml").write_text(f"<cliOutput><volProfile>{''.join(out)}</volProfile></cliOutput>")
+    log = root / "commands.log"
+    return {
+        "GLUSTER_VOL_INFO": f"cat {root}/info.xml",
+        "GLUSTER_VOL_STATS": f"cat '{root}/profile-%s.xml'",
+        "GLUSTER_VOL_START": f"echo 'start %s' >>{log}",
+        "GLUSTER_VOL_STOP": f"echo 'stop %s' >>{log}",
+    }
+
+
+GLUSTER = """fetch gluster.volume.profile gluster.volume.dist.count gluster.volume.stripe.count
+fetch gluster.volume.replica.count
+fetch gluster.brick.read_bytes gluster.brick.write_bytes
+fetch gluster.brick.latency.lookup.min gluster.brick.latency.lookup.max gluster.brick.latency.lookup.avg
+fetch gluster.brick.latency.read.count gluster.brick.latency.write.avg gluster.brick.latency.open.count
+instance 118.0
+instance 118.1
+instance 118.0 "vol two"
+desc gluster.brick.latency.read.avg
+desc gluster.volume.profile
+text gluster.volume.profile
+label indom 118.1
+store gluster.volume.profile "1"
+store gluster.volume.profile "0"
+store gluster.volume.profile "-1"
+store gluster.brick.read_bytes "1"
+children gluster.brick.latency.read
+"""
+
+
+def test_gluster(root: Path) -> None:
+    """Volumes and bricks from canned ``gluster --xml`` outputs (dict
+    indoms of ctypes structures read back with inst_lookup and cast), and
+    stores that run the profile start/stop commands."""
+    script = require_script("gluster")
+    outs = []
+    for who in ("real", "ours"):
+        d = root / who
+        d.mkdir()
+        d.chmod(0o777)
+        env = bed(d)
+        env.update(_gluster_inputs(d))
+        pmns = d / "gluster.pmns"
+        pmns.write_text("root {\n\tgluster\t118:*:*\n}\n")
+        cmd = [SYSTEM_PYTHON] if who == "real" else COMPAT
+        out = mask(dbpmda(cmd, script, GLUSTER, pmns, env, d / "run"))
+        outs.append((out, (d / "commands.log").read_text()))
+    (real, real_log), (ours, our_log) = outs
+    assert "value 1099511627776" in real and 'name: "host3:/bricks/c"' in real  # the binding read the XML
+    assert real_log == "start vol1\nstart vol two\nstop vol1\nstop vol two\n"
+    assert ours == real
+    assert our_log == real_log
