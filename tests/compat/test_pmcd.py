@@ -1,0 +1,89 @@
+"""The corpus under a private pmcd: each PMDA started by pmcd from a
+pmcd.conf line (``python3 SCRIPT``, then ``pmda-py compat SCRIPT``), its
+whole subtree read with ``pminfo -fdtTl``; the outputs must be identical
+but for the values that follow the clock."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.compat import test_corpus as corpus
+from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, compiled_help, require_script
+from tests.conftest import require
+from tests.integration.pcpbed import PMCD, PrivatePmcd
+
+DOMAINS = {"simple": 253, "trivial": 250, "zswap": 125, "unbound": 132, "gluster": 118}
+#: a metric with a value, awaited before pminfo runs
+READY = {
+    "simple": "simple.numfetch",
+    "trivial": "trivial.time",
+    "zswap": "zswap.pool_pages",
+    "unbound": "unbound.total.num.queries",
+    "gluster": "gluster.volume.dist.count",
+}
+#: metrics whose values follow the clock or the agent's CPU time
+VOLATILE = re.compile(r"^(simple\.now|simple\.time\.\w+|trivial\.time)$")
+
+
+def _inputs(name: str, root: Path, env: dict[str, str]) -> None:
+    if name == "simple":
+        compiled_help(env, "simple", 253)
+        (Path(env["PCP_PMDAS_DIR"]) / "simple" / "simple.conf").write_text("sec,min,hour\n")
+    elif name == "trivial":
+        compiled_help(env, "trivial", 250)
+    elif name == "zswap":
+        stats = root / "zswap"
+        stats.mkdir()
+        for k, n in enumerate(corpus.ZSWAP_NAMES):
+            (stats / n).write_text(f"{k * 31 + 1}\n")
+        env["ZSWAP_STATS_PATH"] = str(stats)
+    elif name == "unbound":
+        stats = root / "unbound.stats"
+        stats.write_text("total.num.queries=42\ntotal.requestlist.avg=1.5\nnum.query.type.A=7\ntime.up=12.25\n")
+        env["UNBOUND_STATS"] = f"cat {stats}"
+    elif name == "gluster":
+        env.update(corpus._gluster_inputs(root))
+
+
+def _mask(text: str) -> str:
+    """Values of the volatile metrics masked (a metric's lines run from its
+    name line to the next name line; help text may hold blank lines)."""
+    out = []
+    current = ""
+    for line in text.splitlines():
+        m = re.match(r"^((?:simple|trivial|zswap|unbound|gluster)(?:\.\w+)+)(?: \[.*\])?$", line)
+        if m:
+            current = m.group(1)
+        elif VOLATILE.match(current) and re.match(r"^\s+(inst \[.*\] )?value ", line):
+            line = re.sub(r"value \S+$", "value V", line)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _pminfo(name: str, cmd: list[str], root: Path) -> str:
+    script = require_script(name)
+    root.mkdir()
+    root.chmod(0o777)
+    env = bed(root)
+    _inputs(name, root, env)
+    line = f"{name}\t{DOMAINS[name]}\tpipe\tbinary\t{shlex.join([*cmd, str(script)])}"
+    pmcd = PrivatePmcd(root, [line], f"root {{\n\t{name}\t{DOMAINS[name]}:*:*\n}}\n", env=env)
+    try:
+        pmcd.start(READY[name])
+        r = pmcd.tool("pminfo", "-fdtTl", name, check=False)
+        return r.stdout + r.stderr
+    finally:
+        pmcd.stop()
+
+
+@pytest.mark.parametrize("name", sorted(DOMAINS))
+def test_pminfo_under_pmcd(root: Path, name: str) -> None:
+    require(Path(PMCD).exists(), "pmcd is not installed")
+    real = _pminfo(name, [SYSTEM_PYTHON], root / "real")
+    ours = _pminfo(name, COMPAT, root / "ours")
+    assert "Data Type:" in real and "Error" not in real, real  # the binding served pmcd
+    assert _mask(ours) == _mask(real)
