@@ -134,9 +134,12 @@ class Agent:
             return
         from pmda_py.session import SessionState
 
-        if self.session.state is SessionState.NOTREADY:
-            self._write(self.session.ready())
-            log.info("ready")
+        # sent whatever state we think pmcd is in, as the binding does: a
+        # pmcd.conf line with ``notready`` waits for it without our notready
+        if self.session.state is not SessionState.NOTREADY:
+            self.session.not_ready()
+        self._write(self.session.ready())
+        log.info("ready")
 
 
 AGENT = Agent()

@@ -59,6 +59,8 @@ __all__ = ["CompatTable", "CheckedCompatTable"]
 log = structlog.get_logger("pmda_py.compat")
 
 EAGAIN = -errno.EAGAIN
+#: the PMID domain that marks a dynamic PMNS root (pmcd's DYNAMIC_PMID)
+_DYNAMIC_PMID = 511
 #: PM_IN_NULL as the binding passes it to callbacks (an unsigned int)
 _IN_NULL = PM_IN_NULL & 0xFFFFFFFF
 PM_LABEL_OPTIONAL = 0x80
@@ -94,7 +96,12 @@ class CompatTable(Table):
         self._built = AGENT.version
         pmda = self.pmda
         indoms: dict[int, InDom] = {}
+        serials: set[int] = set()
         for it, pi in list(pmda._indoms.items()):
+            if it & 0x3FFFFF in serials:  # another domain's indom of the same serial: one per serial here
+                log.error("indom_refused", indom=f"{it >> 22}.{it & 0x3FFFFF}", reason="serial used twice")
+                continue
+            serials.add(it & 0x3FFFFF)
             ind = self._indoms.get(it) or InDom(it & 0x3FFFFF)
             if not self.help_file:
                 ind.oneline = pmda._indom_oneline.get(it)
@@ -102,15 +109,28 @@ class CompatTable(Table):
             ind.set(dict(pi.listing()))
             indoms[it] = ind
         self._indoms = indoms
+        # indoms named by metrics but never added (no instances): kept while
+        # still unadded, dropped once the script adds them
+        orphans, self._orphans = self._orphans, {}
         metrics: list[Metric] = []
         info: dict[Metric, tuple[int, int, int, int | None]] = {}
         writable = AGENT.callbacks["store_callback"] is not None
         for pmid, pm in list(pmda._metrics.items()):
+            if (pmid >> 22) & 0x1FF == _DYNAMIC_PMID:
+                continue  # a dynamic-root marker (pmdaopenmetrics' NAME -> 511.DOMAIN.0): a name, not a metric
             d = pm.m_desc
             it = d.indom & 0xFFFFFFFF
             mind: InDom | None = None
             if it != PM_INDOM_NULL:
-                mind = indoms.get(it) or self._orphans.setdefault(it, InDom(it & 0x3FFFFF))
+                mind = indoms.get(it)
+                if mind is None and it & 0x3FFFFF not in serials:
+                    mind = self._orphans.setdefault(it, orphans.get(it) or InDom(it & 0x3FFFFF))
+                    serials.add(it & 0x3FFFFF)
+                elif mind is None:
+                    mind = self._orphans.get(it)  # a second orphan of a serial in use: none
+                    if mind is None:
+                        log.error("metric_refused", pmid=pmid, reason="its indom's serial is another indom's")
+                        continue
             try:
                 m = Metric(
                     pmda._metric_names[pmid],

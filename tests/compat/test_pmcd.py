@@ -1,7 +1,8 @@
 """The corpus under a private pmcd: each PMDA started by pmcd from a
 pmcd.conf line (``python3 SCRIPT``, then ``pmda-py compat SCRIPT``), its
 whole subtree read with ``pminfo -fdtTl``; the outputs must be identical
-but for the values that follow the clock."""
+but for the values that follow the clock.  pmdaopenmetrics (which dbpmda
+cannot drive: it speaks ``notready``) is compared here only."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, compiled_help, requ
 from tests.conftest import require
 from tests.integration.pcpbed import PMCD, PrivatePmcd
 
-DOMAINS = {"simple": 253, "trivial": 250, "zswap": 125, "unbound": 132, "gluster": 118}
+DOMAINS = {"simple": 253, "trivial": 250, "zswap": 125, "unbound": 132, "gluster": 118, "openmetrics": 144}
 #: a metric with a value, awaited before pminfo runs
 READY = {
     "simple": "simple.numfetch",
@@ -24,9 +25,10 @@ READY = {
     "zswap": "zswap.pool_pages",
     "unbound": "unbound.total.num.queries",
     "gluster": "gluster.volume.dist.count",
+    "openmetrics": "openmetrics.local.temp",
 }
 #: metrics whose values follow the clock or the agent's CPU time
-VOLATILE = re.compile(r"^(simple\.now|simple\.time\.\w+|trivial\.time)$")
+VOLATILE = re.compile(r"^(simple\.now|simple\.time\.\w+|trivial\.time|openmetrics\.control\.(fetch|parse)_time)$")
 
 
 def _inputs(name: str, root: Path, env: dict[str, str]) -> None:
@@ -47,6 +49,18 @@ def _inputs(name: str, root: Path, env: dict[str, str]) -> None:
         env["UNBOUND_STATS"] = f"cat {stats}"
     elif name == "gluster":
         env.update(corpus._gluster_inputs(root))
+    elif name == "openmetrics":
+        # one file:// source, at the same path for both runs (its URL is a label)
+        doc = root.parent / "metrics.txt"
+        doc.write_text(
+            "# HELP jobs_total Jobs done.\n# TYPE jobs_total counter\n"
+            'jobs_total{kind="a"} 7\njobs_total{kind="b"} 9\n# TYPE temp gauge\ntemp 21.5\n'
+        )
+        conf = Path(env["PCP_PMDAS_DIR"]) / "openmetrics" / "config.d"
+        conf.mkdir(parents=True)
+        for d in (conf.parent, conf):
+            d.chmod(0o777)
+        (conf / "local.url").write_text(f"file://{doc}\n")
 
 
 def _mask(text: str) -> str:
@@ -55,7 +69,7 @@ def _mask(text: str) -> str:
     out = []
     current = ""
     for line in text.splitlines():
-        m = re.match(r"^((?:simple|trivial|zswap|unbound|gluster)(?:\.\w+)+)(?: \[.*\])?$", line)
+        m = re.match(r"^((?:simple|trivial|zswap|unbound|gluster|openmetrics)(?:\.\w+)+)(?: \[.*\])?$", line)
         if m:
             current = m.group(1)
         elif VOLATILE.match(current) and re.match(r"^\s+(inst \[.*\] )?value ", line):
@@ -70,7 +84,8 @@ def _pminfo(name: str, cmd: list[str], root: Path) -> str:
     root.chmod(0o777)
     env = bed(root)
     _inputs(name, root, env)
-    line = f"{name}\t{DOMAINS[name]}\tpipe\tbinary\t{shlex.join([*cmd, str(script)])}"
+    flags = "binary notready" if name == "openmetrics" else "binary"  # as its Install writes it
+    line = f"{name}\t{DOMAINS[name]}\tpipe\t{flags}\t{shlex.join([*cmd, str(script)])}"
     pmcd = PrivatePmcd(root, [line], f"root {{\n\t{name}\t{DOMAINS[name]}:*:*\n}}\n", env=env)
     try:
         pmcd.start(READY[name])
@@ -83,6 +98,13 @@ def _pminfo(name: str, cmd: list[str], root: Path) -> str:
 @pytest.mark.parametrize("name", sorted(DOMAINS))
 def test_pminfo_under_pmcd(root: Path, name: str) -> None:
     require(Path(PMCD).exists(), "pmcd is not installed")
+    if name == "openmetrics":
+        import importlib.util
+        import subprocess
+
+        require(importlib.util.find_spec("requests") is not None, "requests not installed (pip install -e '.[test]')")
+        has = subprocess.run([SYSTEM_PYTHON, "-c", "import requests"], capture_output=True).returncode == 0
+        require(has, "python3-requests missing (pmdaopenmetrics needs it): run scripts/install-pcp")
     real = _pminfo(name, [SYSTEM_PYTHON], root / "real")
     ours = _pminfo(name, COMPAT, root / "ours")
     assert "Data Type:" in real and "Error" not in real, real  # the binding served pmcd
