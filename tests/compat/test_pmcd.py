@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,7 @@ def _inputs(name: str, root: Path, env: dict[str, str]) -> None:
         (conf / "local.url").write_text(f"file://{doc}\n")
 
 
-def _mask(text: str) -> str:
+def _mask(text: str, volatile: re.Pattern[str] = VOLATILE) -> str:
     """Values of the volatile metrics masked (a metric's lines run from its
     name line to the next name line; help text may hold blank lines)."""
     out = []
@@ -72,20 +73,25 @@ def _mask(text: str) -> str:
         m = re.match(r"^((?:simple|trivial|zswap|unbound|gluster|openmetrics)(?:\.\w+)+)(?: \[.*\])?$", line)
         if m:
             current = m.group(1)
-        elif VOLATILE.match(current) and re.match(r"^\s+(inst \[.*\] )?value ", line):
+        elif volatile.match(current) and re.match(r"^\s+(inst \[.*\] )?value ", line):
             line = re.sub(r"value \S+$", "value V", line)
         out.append(line)
     return "\n".join(out)
 
 
 def _pminfo(name: str, cmd: list[str], root: Path) -> str:
-    script = require_script(name)
+    """``pminfo -fdtTl NAME`` of a private pmcd running ``cmd SCRIPT``."""
+    return _pminfo_of(name, [*cmd, str(require_script(name))], root)
+
+
+def _pminfo_of(name: str, argv: list[str], root: Path) -> str:
+    """``pminfo -fdtTl NAME`` of a private pmcd running ``argv``."""
     root.mkdir()
     root.chmod(0o777)
     env = bed(root)
     _inputs(name, root, env)
     flags = "binary notready" if name == "openmetrics" else "binary"  # as its Install writes it
-    line = f"{name}\t{DOMAINS[name]}\tpipe\t{flags}\t{shlex.join([*cmd, str(script)])}"
+    line = f"{name}\t{DOMAINS[name]}\tpipe\t{flags}\t{shlex.join(argv)}"
     pmcd = PrivatePmcd(root, [line], f"root {{\n\t{name}\t{DOMAINS[name]}:*:*\n}}\n", env=env)
     try:
         pmcd.start(READY[name])
@@ -109,3 +115,19 @@ def test_pminfo_under_pmcd(root: Path, name: str) -> None:
     ours = _pminfo(name, COMPAT, root / "ours")
     assert "Data Type:" in real and "Error" not in real, real  # the binding served pmcd
     assert _mask(ours) == _mask(real)
+
+
+def test_openmetrics_as_our_own_dropin(root: Path) -> None:
+    """pmdaopenmetrics.python under compat answers as pmda_py's own
+    OpenMetrics drop-in (``pmda-py run --openmetrics-compat``) does, but for
+    the per-source call counts (the drop-in scrapes in the background)."""
+    require(Path(PMCD).exists(), "pmcd is not installed")
+    import importlib.util
+
+    require(importlib.util.find_spec("requests") is not None, "requests not installed (pip install -e '.[test]')")
+    ours = _pminfo("openmetrics", COMPAT, root / "ours")
+    dropin = [sys.executable, "-m", "pmda_py", "run", "--openmetrics-compat", "--notready", "-d", "144"]
+    theirs = _pminfo_of("openmetrics", dropin, root / "dropin")
+    volatile = re.compile(VOLATILE.pattern.replace("(fetch|parse)_time", "(fetch_time|parse_time|calls)"))
+    assert "value 21.5" in ours
+    assert _mask(ours, volatile) == _mask(theirs, volatile)
