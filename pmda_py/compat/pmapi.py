@@ -196,6 +196,11 @@ def parse_interval(text: str) -> float:
 _SPACE = ["byte", "Kbyte", "Mbyte", "Gbyte", "Tbyte", "Pbyte", "Ebyte", "Zbyte", "Ybyte"]
 _TIME = ["nanosec", "microsec", "millisec", "sec", "min", "hour"]
 _SPACE_WORDS = {w.lower(): k for k, w in enumerate(_SPACE)} | {w.lower() + "s": k for k, w in enumerate(_SPACE)}
+for _k, _prefix in enumerate(["", "kilo", "mega", "giga", "tera", "peta", "exa", "zetta", "yotta"]):
+    if _prefix:
+        _SPACE_WORDS[_prefix + "byte"] = _SPACE_WORDS[_prefix + "bytes"] = _k
+
+
 _TIME_WORDS = {
     **{w: k for k, w in enumerate(_TIME)},
     **{w + "s": k for k, w in enumerate(_TIME)},
@@ -247,8 +252,8 @@ def parse_units(text: str) -> tuple[pmUnits, float]:
             u.scaleTime = _TIME_WORDS[low]
         else:
             try:
-                mult *= float(t)
-            except ValueError:
+                mult /= float(t)  # "5 Kbyte": one unit is 5 Kbyte, a value is scaled by 1/5
+            except (ValueError, ZeroDivisionError):
                 raise pmErr(CPMAPI["PM_ERR_CONV"], f"unknown units {text!r}") from None
         k += 1
     return u, mult
@@ -269,8 +274,9 @@ def units_str(u: pmUnits) -> str:
     term(count, u.dimCount)
     if not pos and not neg:
         return ""
-    text = " ".join(pos) if pos else "1"
-    return f"{text} / {' '.join(neg)}" if neg else text
+    if not neg:
+        return " ".join(pos)
+    return f"{' '.join(pos)} / {' '.join(neg)}" if pos else f"/ {' '.join(neg)}"
 
 
 _debug = {"flags": 0}
