@@ -38,3 +38,11 @@ def test_pdu_latency_runs() -> None:
     out = _run("pdu_latency.py", "--n", "10", "--iterations", "20")
     for name in ("pmda-py run", "pcp.pmda", "pre-built replies", "pmdasample (C)"):
         assert any(line.startswith(name) and "TEXT (help)" in line for line in out.splitlines()), (name, out)
+
+
+def test_compat_bench_runs_beside_the_binding() -> None:
+    require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
+    out = _run("compat.py", "--n", "20", "--metrics", "2", "--budget", "0.05")
+    rows = [line.split() for line in out.splitlines() if " compat " in f" {line} "]
+    assert len(rows) == 2 and all(r[-1] == "yes" for r in rows), out  # the same RESULT as the binding's
+    assert "inst_name_lookup" in out and "binding" in out
