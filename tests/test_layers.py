@@ -36,6 +36,8 @@ LAYERS: dict[str, int] = {
     "pmda_py.logconfig": 2,
     "pmda_py.harvest": 2,
     "pmda_py.stats": 2,
+    "pmda_py.safefile": 1,  # the one way to write state files and read others' files (stdlib only)
+    "pmda_py.pmdacache": 2,  # libpcp_pmda's instance-cache files (the table API's persistent indoms)
     "pmda_py.session": 3,
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
@@ -44,6 +46,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.installer": 6,
     "pmda_py.demo": 7,  # drives the daemon through the testing client
     "pmda_py.cli": 6,
+    "pmda_py.compat": 6,  # pmda-py compat: pcp.pmda scripts on the daemon's engine
     "pmda_py.__main__": 7,
     "pmda_py.testing": 6,
     "pmda_py": 6,  # the package's own __init__: the public API re-exports
