@@ -483,7 +483,8 @@ class PMDA(MetricDispatch):
 
     @staticmethod
     def dbg(message: str) -> None:
-        log.debug("pmda_dbg", message=str(message))
+        """Logged whatever the level, as the binding's (not gated on a debug flag)."""
+        log.info("pmda_dbg", message=str(message))
 
     @staticmethod
     def err(message: str) -> None:

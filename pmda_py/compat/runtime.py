@@ -35,10 +35,9 @@ def open_log(logfile: str) -> None:
     if _opened["log"]:
         return
     _opened["log"] = True
-    level = os.environ.get("PYPMDA_COMPAT_LOG_LEVEL", "info")
     if AGENT.rfd >= 0:
         sys.stdout.flush()  # what was printed before the log opened goes where stderr went
-    where = logconfig.configure(logfile, "console", level)
+    where = logconfig.configure(logfile, "console", "info")
     if AGENT.rfd >= 0:
         os.dup2(2, 1)  # the script's print()s follow stderr into the log
     log.info("start", pmda=AGENT.pmdaname, domain=AGENT.domain, log=where, pid=os.getpid(), engine="pmda_py compat")
