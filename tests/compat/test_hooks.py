@@ -124,3 +124,50 @@ def test_hooks_and_labels_as_the_binding(root: Path) -> None:
     real = last.sub(lambda m: m.group(1) + re.sub(r"(rm|i\d),", "", m.group(2)) + m.group(3), real)
     ours = last.sub(lambda m: m.group(1) + re.sub(r"(rm|i\d),", "", m.group(2)) + m.group(3), ours)
     assert ours == real
+
+
+NOTIFY = """
+import cpmapi as c_api
+from pcp.pmda import PMDA, pmdaMetric
+from pcp.pmapi import pmUnits
+
+
+class Notify(PMDA):
+    def __init__(self):
+        PMDA.__init__(self, "nc", 404)
+        self.connect_pmcd()
+        self.n = 0
+        self.add_metric("nc.n", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, c_api.PM_INDOM_NULL,
+                        c_api.PM_SEM_INSTANT, pmUnits(0, 0, 0, 0, 0, 0)))
+        self.set_fetch(self.pre)
+        self.set_fetch_callback(lambda c, i, inst: [self.n, 1])
+
+    def pre(self):
+        self.n += 1
+        if self.n == 2:
+            self.set_notify_change()
+
+
+Notify().run()
+"""
+
+
+def test_notify_change_flags_the_next_result_once(root: Path) -> None:
+    """set_notify_change: the next RESULT carries the change flags (dbpmda
+    shows them as the timestamp's seconds), once.  The binding sets names
+    (16) and labels (8); compat sets names only (README: the engine has no
+    labels-changed flag yet)."""
+    require_binding()
+    env = bed(root)
+    script = root / "pmdanc.python"
+    script.write_text(NOTIFY)
+    pmns = root / "nc.pmns"
+    pmns.write_text("root {\n\tnc\t404:*:*\n}\n")
+    commands = "fetch 404.0.0\n" * 4
+
+    def stamps(cmd: list[str], where: str) -> list[str]:
+        out = dbpmda(cmd, script, commands, pmns, env, root / where)
+        return re.findall(r"timestamp: (\d+)\.", out)
+
+    assert stamps([SYSTEM_PYTHON], "real") == ["0", "24", "0", "0"]
+    assert stamps(COMPAT, "ours") == ["0", "16", "0", "0"]
