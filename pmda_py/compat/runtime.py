@@ -39,7 +39,10 @@ def open_log(logfile: str) -> None:
         sys.stdout.flush()  # what was printed before the log opened goes where stderr went
     where = logconfig.configure(logfile, "console", "info")
     if AGENT.rfd >= 0:
-        os.dup2(2, 1)  # the script's print()s follow stderr into the log
+        os.dup2(2, 1)  # the script's print()s follow stderr into the log, a line at a time
+        reconfigure = getattr(sys.stdout, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(line_buffering=True)
     log.info("start", pmda=AGENT.pmdaname, domain=AGENT.domain, log=where, pid=os.getpid(), engine="pmda_py compat")
 
 
