@@ -72,7 +72,6 @@ class Agent:
         self.rfd = -1
         self.wfd = -1
         self.serving = False
-        self.pending_ready: bytes = b""
 
     def cache(self, indom: int) -> IndomCache:
         c = self.caches.get(indom)

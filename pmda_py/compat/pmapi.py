@@ -11,7 +11,6 @@ part of a PMDA's surface: a context raises ``pmErr(PM_ERR_NYI)``.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import time
@@ -393,6 +392,3 @@ class pmContext:
 
 def set_progname(name: str) -> None:
     _state_progname[0] = name
-
-
-_ = ctypes  # the module's ctypes types are its API
