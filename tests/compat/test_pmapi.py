@@ -37,7 +37,11 @@ import json, sys
 from pcp.pmapi import pmContext as C
 out = {"units": {}, "intervals": {}}
 for s in json.loads(sys.argv[1]):
-    u, m = C.pmParseUnitsStr(s)
+    try:
+        u, m = C.pmParseUnitsStr(s)
+    except Exception as err:
+        out["units"][s] = "refused: %s" % err
+        continue
     out["units"][s] = [[u.dimSpace, u.dimTime, u.dimCount, u.scaleSpace, u.scaleTime, u.scaleCount], m, str(u)]
 for s in json.loads(sys.argv[2]):
     t, _ = C.pmParseInterval(s)
@@ -57,6 +61,12 @@ def test_helpers_answer_as_the_binding() -> None:
     )
     real = json.loads(r.stdout)
     for s in UNITS:
+        if isinstance(real["units"][s], str):  # this PCP's libpcp refuses it: so must we
+            try:
+                pmContext.pmParseUnitsStr(s)
+            except pmErr:
+                continue
+            raise AssertionError(f"{s!r}: {real['units'][s]}, but accepted here")
         u, m = pmContext.pmParseUnitsStr(s)
         ours = [[u.dimSpace, u.dimTime, u.dimCount, u.scaleSpace, u.scaleTime, u.scaleCount], m, str(u)]
         assert ours == real["units"][s], s
