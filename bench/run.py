@@ -1,8 +1,9 @@
 """Run the benchmarks (``make bench``): FETCH by table shape (fetch_shapes.py,
 with pcp.pmda and the floor), request latency (pdu_latency.py), MMV
 (mmv_fetch.py), where a FETCH's time goes (fetch_breakdown.py) and
-OpenMetrics' resources under hostile sources (openmetrics_hostile.py).
-Each runs in its own process, one after the other.
+OpenMetrics' resources under hostile sources (openmetrics_hostile.py) and
+``pmda-py compat`` beside PCP's binding (compat.py).  Each runs in its own
+process, one after the other.
 
     .venv/bin/python bench/run.py [--quick] [--only fetch_shapes,mmv_fetch]
 
@@ -25,6 +26,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {  # name: (full args, quick a
     "mmv_fetch": (["--iterations", "20"], ["--iterations", "5"]),
     "fetch_breakdown": ([], ["--shapes", "1000x0,1000x10"]),
     "openmetrics_hostile": ([], ["--quick"]),
+    "compat": ([], ["--quick"]),
 }
 
 

@@ -1,6 +1,7 @@
-"""The ``pmda-py`` command: ``run`` is the daemon; ``install``, ``remove``
-and ``new`` put agents into pmcd and start projects; ``dbpmda``, ``pmns``,
-``help`` and ``demo`` are tools.
+"""The ``pmda-py`` command: ``run`` is the daemon, ``compat`` runs a
+pcp.pmda PMDA script on it; ``install``, ``remove`` and ``new`` put agents
+into pmcd and start projects; ``dbpmda``, ``pmns``, ``help`` and ``demo``
+are tools.
 
 Each subcommand lives in its own module and exposes ``main(argv) -> int``;
 this module only dispatches, so importing it stays cheap.
@@ -19,6 +20,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "dbpmda": ("pmda_py.testing.dbpmda.cli", "drive a PMDA with dbpmda's command language"),
     "pmns": ("pmda_py.installer", "write the PMNS fragment for the configured tables"),
     "help": ("pmda_py.installer", "write the help text source for the configured tables"),
+    "compat": ("pmda_py.compat.cli", "run a PMDA written for PCP's pcp.pmda (SCRIPT [ARGS...])"),
     "demo": ("pmda_py.demo", "start the daemon with the built-in tables and drive it"),
     "pmlogconf": ("pmda_py.installer", "write the agent's pmlogconf group (used by Install)"),
     "pmcdconf": ("pmda_py.installer", "show or set an agent's pmcd.conf line (used by Install)"),

@@ -45,3 +45,10 @@ def test_openmetrics_hostile_runs() -> None:
     out = _run("openmetrics_hostile.py", "--quick", "--cases", "bomb", "--agents", "pmda_py-w0", "--good", "1")
     row = next(line for line in out.splitlines() if line.startswith("bomb "))
     assert "stacked Conte" in row and '"peak_rss_mb"' in row, out
+
+def test_compat_bench_runs_beside_the_binding() -> None:
+    require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
+    out = _run("compat.py", "--n", "20", "--metrics", "2", "--budget", "0.05")
+    rows = [line.split() for line in out.splitlines() if " compat " in f" {line} "]
+    assert len(rows) == 2 and all(r[-1] == "yes" for r in rows), out  # the same RESULT as the binding's
+    assert "inst_name_lookup" in out and "binding" in out

@@ -50,6 +50,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.newproject": 6,  # pmda-py new
     "pmda_py.demo": 7,  # drives the daemon through the testing client
     "pmda_py.cli": 6,
+    "pmda_py.compat": 6,  # pmda-py compat: pcp.pmda scripts on the daemon's engine
     "pmda_py.__main__": 7,
     "pmda_py.testing": 6,
     "pmda_py": 6,  # the package's own __init__: the public API re-exports

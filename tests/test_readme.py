@@ -41,6 +41,7 @@ CLAIMS: dict[str, str] = {
     "async def test_simple(pmda_command):": "test_testing_snippets",
     "pmda-py dbpmda -n": "test_dbpmda_example",
     "pmda-py run --mmv-compat": "test_mmv_compat_command",
+    "compat /var/lib/pcp/pmdas/trivial/pmdatrivial.python": "test_compat_example",
     "pmda-py run --openmetrics-compat --notready": "test_openmetrics_compat_command",
     "sudo ./Install </dev/null": "tests/install/test_install.py::test_install_fetch_store_remove_twice",
     "pypmda\t310\tpipe\tbinary": "tests/install/test_install.py::test_install_fetch_store_remove_twice",
@@ -283,6 +284,28 @@ def test_dbpmda_example(workdir: Path) -> None:
     mask = re.compile(r"dump from 0x[0-9a-f]+")
     assert mask.sub("ADDR", ours.stdout) == mask.sub("ADDR", real.stdout)
     assert ours.stderr == real.stderr
+
+
+def test_compat_example(workdir: Path) -> None:
+    """The block as a shell script, with ``pmda-py`` on PATH; the same block
+    with PCP's binding (``python3`` instead of ``pmda-py compat``) prints the
+    same transcript, but for the time of day."""
+    from tests.compat.harness import require_script
+
+    require_script("trivial")
+    block = _block("compat /var/lib/pcp/pmdas/trivial/pmdatrivial.python")
+    env = {**os.environ, **_env(workdir), "PATH": f"{PYTHON_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    ours = subprocess.run(["bash", "-c", block], cwd=workdir, capture_output=True, text=True, env=env, timeout=60)
+    real_block = block.replace("$(command -v pmda-py) compat", "/usr/bin/python3")
+    real = subprocess.run(["bash", "-c", real_block], cwd=workdir, capture_output=True, text=True, env=env, timeout=60)
+    assert "Semantics: counter  Units: sec" in ours.stdout and "numval: 1" in ours.stdout, ours
+
+    def mask(text: str) -> str:
+        text = re.sub(r"dump from 0x[0-9a-f]+", "ADDR", text)
+        text = re.sub(r"(?m)^   value \d+ .*$", "VALUE", text)
+        return re.sub(r"(?m)^(open pipe|Start) .*$", "", text)
+
+    assert mask(ours.stdout) == mask(real.stdout)
 
 
 async def test_mmv_compat_command(workdir: Path) -> None:

@@ -1,0 +1,47 @@
+"""``pmda-py compat SCRIPT [ARGS...]``: run a pcp.pmda PMDA script.
+
+Everything after SCRIPT is the script's own ``sys.argv[1:]`` (scripts parse
+it themselves).  The script runs as ``__main__`` with its directory first
+on ``sys.path``, as ``python3 SCRIPT`` would run it, but sees pmda_py's
+shims of ``pcp.pmda``, ``pcp.pmapi``, ``cpmapi`` and ``cpmda``.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+USAGE = "usage: pmda-py compat SCRIPT [ARGS...]   (run a pcp.pmda PMDA script on pmda_py)"
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    script = args[0]
+    if not os.path.isfile(script):
+        print(f"pmda-py compat: {script}: no such file", file=sys.stderr)
+        return 2
+    from pmda_py.compat.agent import AGENT
+    from pmda_py.compat.finder import install
+
+    AGENT.take_channel()
+    install()
+    sys.argv = [script, *args[1:]]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    return 0

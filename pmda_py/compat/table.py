@@ -1,0 +1,441 @@
+"""A compat script's metrics as one pmda_py :class:`~pmda_py.table.Table`.
+
+The script's tables (``add_metric``, ``add_indom``, ``replace_indom``) are
+read into :class:`Metric` and :class:`InDom` objects whenever they change;
+requests run the script's callbacks in the binding's order:
+
+* FETCH: ``fetch()`` (prefetch), then ``refresh_all(clusters)`` and
+  ``refresh(cluster)`` once per distinct cluster of the requested metrics,
+  then ``fetch_callback(cluster, item, inst)`` for each metric and each
+  instance of its indom the client's profile takes, read as
+  :mod:`pmda_py.compat.callbacks` says;
+* INSTANCE and instance labels: ``instance(serial)`` first;
+* STORE: ``store_callback(cluster, item, inst, value)`` value by value, the
+  first refusal answering the store;
+* every request: ``refresh_metrics()`` first (in :meth:`check`), when set;
+* LABEL: ``label(ident, type)``/``notes`` and ``label_callback(indom,
+  inst)``/``notes_callback`` JSON text, laid out by pmda_py's transcription
+  of libpcp's label parser.
+
+Callback batches run in a worker thread under the table's deadline, one
+batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
+on in its thread; requests meanwhile answer from the tables as they are,
+FETCH with PM_ERR_AGAIN), so pmcd is never kept waiting.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import sys
+from array import array
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+import trio
+
+from pmda_py.compat.agent import AGENT
+from pmda_py.compat.callbacks import convert, int32
+from pmda_py.dispatch.coerce import includes_all
+from pmda_py.errors import PmdaError, PmErr
+from pmda_py.harvest.pcplabels import level_labels
+from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, PmType, pmid_cluster, pmid_item
+from pmda_py.table import (
+    Columns,
+    FetchRequest,
+    FetchResult,
+    InDom,
+    LabelText,
+    Metric,
+    PackedColumns,
+    StoreRequest,
+    Table,
+)
+from pmda_py.wire import ProfilePdu
+
+__all__ = ["CompatTable", "CheckedCompatTable"]
+
+log = structlog.get_logger("pmda_py.compat")
+
+EAGAIN = -errno.EAGAIN
+#: the PMID domain that marks a dynamic PMNS root (pmcd's DYNAMIC_PMID)
+_DYNAMIC_PMID = 511
+#: PM_IN_NULL as the binding passes it to callbacks (an unsigned int)
+_IN_NULL = PM_IN_NULL & 0xFFFFFFFF
+PM_LABEL_OPTIONAL = 0x80
+
+
+def _empty_labelset(s: str) -> bool:
+    return len(s) < 2 or s.startswith("{}")
+
+
+class CompatTable(Table):
+    """The metrics of the script's PMDA object (mounted at the root)."""
+
+    name = ""
+    deadline = 4.0  # under pmcd's 5 s agent timeout
+
+    def __init__(self, pmda: Any, *, help_file: bool = False) -> None:
+        self.pmda = pmda
+        self.help_file = help_file  # texts come from the help file, not add_metric's
+        self.dispatcher: Any = None  # set by the runtime: for the names-changed flag
+        self._built = -1
+        self._metrics: list[Metric] = []
+        self._info: dict[Metric, tuple[int, int, int, int | None]] = {}
+        self._indoms: dict[int, InDom] = {}
+        self._orphans: dict[int, InDom] = {}  # indoms metrics name but the script never added
+        self.rebuild()
+
+    # ----------------------------------------------------------- the tables
+
+    def rebuild(self) -> bool:
+        """Read the script's tables again if they changed; True if so."""
+        if AGENT.version == self._built:
+            return False
+        self._built = AGENT.version
+        pmda = self.pmda
+        indoms: dict[int, InDom] = {}
+        serials: set[int] = set()
+        for it, pi in list(pmda._indoms.items()):
+            if it & 0x3FFFFF in serials:  # another domain's indom of the same serial: one per serial here
+                log.error("indom_refused", indom=f"{it >> 22}.{it & 0x3FFFFF}", reason="serial used twice")
+                continue
+            serials.add(it & 0x3FFFFF)
+            ind = self._indoms.get(it) or InDom(it & 0x3FFFFF)
+            if not self.help_file:
+                ind.oneline = pmda._indom_oneline.get(it)
+                ind.help = pmda._indom_helptext.get(it)
+            ind.set(dict(pi.listing()))
+            indoms[it] = ind
+        self._indoms = indoms
+        # indoms named by metrics but never added (no instances): kept while
+        # still unadded, dropped once the script adds them
+        orphans, self._orphans = self._orphans, {}
+        metrics: list[Metric] = []
+        info: dict[Metric, tuple[int, int, int, int | None]] = {}
+        writable = AGENT.callbacks["store_callback"] is not None
+        for pmid, pm in list(pmda._metrics.items()):
+            if (pmid >> 22) & 0x1FF == _DYNAMIC_PMID:
+                continue  # a dynamic-root marker (pmdaopenmetrics' NAME -> 511.DOMAIN.0): a name, not a metric
+            d = pm.m_desc
+            it = d.indom & 0xFFFFFFFF
+            mind: InDom | None = None
+            if it != PM_INDOM_NULL:
+                mind = indoms.get(it)
+                if mind is None and it & 0x3FFFFF not in serials:
+                    mind = self._orphans.setdefault(it, orphans.get(it) or InDom(it & 0x3FFFFF))
+                    serials.add(it & 0x3FFFFF)
+                elif mind is None:
+                    mind = self._orphans.get(it)  # a second orphan of a serial in use: none
+                    if mind is None:
+                        log.error("metric_refused", pmid=pmid, reason="its indom's serial is another indom's")
+                        continue
+            try:
+                m = Metric(
+                    pmda._metric_names[pmid],
+                    cluster=pmid_cluster(pmid),
+                    item=pmid_item(pmid),
+                    type=d.type,
+                    sem=d.sem,
+                    units=d.units.to_units(),
+                    indom=mind,
+                    oneline=None if self.help_file else pmda._metric_oneline.get(pmid),
+                    help=None if self.help_file else pmda._metric_helptext.get(pmid),
+                    writable=writable,
+                    keep_sem=True,
+                )
+            except ValueError as err:
+                log.error("metric_refused", pmid=pmid, error=str(err))
+                continue
+            metrics.append(m)
+            info[m] = (pmid_cluster(pmid), pmid_item(pmid), d.type, None if mind is None else it)
+        self._metrics, self._info = metrics, info
+        self.generation += 1
+        return True
+
+    def sync_instances(self) -> None:
+        """The indoms' instances as the script's tables hold them now."""
+        if self.rebuild():
+            return
+        for it, ind in self._indoms.items():
+            pi = self.pmda._indoms.get(it)
+            if pi is not None:
+                listing = dict(pi.listing())
+                if listing != ind.instances:
+                    ind.set(listing)
+
+    def metrics(self) -> Sequence[Metric]:
+        return self._metrics
+
+    def indoms(self) -> Sequence[InDom]:
+        return [*self._indoms.values(), *self._orphans.values()]
+
+    @property
+    def domain_labels(self) -> Mapping[str, Any]:
+        """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent`` label)."""
+        text = self._label_text(AGENT.domain, LabelType.DOMAIN, "label")
+        if not text:
+            return {}
+        try:
+            labels = json.loads(text)
+        except ValueError:
+            return {}
+        return labels if isinstance(labels, dict) else {}
+
+    @domain_labels.setter
+    def domain_labels(self, value: Mapping[str, Any]) -> None:
+        pass
+
+    # ------------------------------------------------------------ callbacks
+
+    def _locked(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        finally:
+            AGENT.lock.release()
+
+    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn`` in a worker thread holding the callback lock; a batch
+        still running answers PM_ERR_AGAIN at once."""
+        if not AGENT.lock.acquire(blocking=False):
+            raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
+        return await trio.to_thread.run_sync(self._locked, fn, *args, abandon_on_cancel=True)
+
+    def _call(self, what: str, *args: Any) -> bool:
+        """Call a hook; False (logged) if it raised."""
+        fn = AGENT.callbacks[what]
+        if fn is None:
+            return True
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("callback_failed", callback=what)
+            return False
+        return True
+
+    async def fetch(self, request: FetchRequest) -> FetchResult:
+        AGENT.context = request.context
+        out = await self._in_thread(self._fetch, request)
+        self.sync_instances()
+        if AGENT.notify_change and self.dispatcher is not None:
+            self.dispatcher.names_changed = True
+            AGENT.notify_change = False
+        return out  # type: ignore[no-any-return]
+
+    def _fetch(self, request: FetchRequest) -> dict[Metric, Any]:
+        cb = AGENT.callbacks
+        ok = self._call("fetch")
+        if ok and (cb["refresh_all"] is not None or cb["refresh"] is not None):
+            clusters = list(dict.fromkeys(self._info[m][0] for m in request.metrics if m in self._info))
+            ok = self._call("refresh_all", clusters) if cb["refresh_all"] is not None else True
+            if cb["refresh"] is not None:
+                for c in clusters:
+                    ok = self._call("refresh", c) and ok
+        if not ok:
+            failed = PmdaError(code=EAGAIN)
+            return dict.fromkeys(request.metrics, failed)
+        fcb = cb["fetch_callback"]
+        indoms = self.pmda._indoms
+        profile = request.profile
+        out: dict[Metric, Any] = {}
+        inst_lists: dict[int, list[int]] = {}  # per indom, once per fetch
+        for m in request.metrics:
+            found = self._info.get(m)
+            if found is None:
+                continue
+            cluster, item, mtype, it = found
+            if it is None:
+                insts = _SINGLE
+            else:
+                insts_of = inst_lists.get(it)
+                if insts_of is None:
+                    pi = indoms.get(it)
+                    listing = pi.listing() if pi is not None else []
+                    if isinstance(profile, ProfilePdu) and includes_all(profile, it):
+                        insts_of = [i for i, _ in listing]
+                    else:
+                        insts_of = [i for i, _ in listing if profile.includes(it, i)]
+                    inst_lists[it] = insts_of
+                insts = insts_of
+                if not insts:
+                    continue
+            if fcb is None:
+                out[m] = PmdaError(code=PmErr.VALUE)
+                continue
+            got, values, sts = _values(fcb, cluster, item, mtype, insts)
+            if not values:
+                if sts < 0:
+                    out[m] = PmdaError(code=sts)
+            elif it is None:
+                out[m] = values[0]
+            else:
+                code = _PACKED.get(mtype)
+                if code is None:
+                    out[m] = Columns(got, values)
+                else:
+                    packed = values if type(values) is array else array(code, values)
+                    if _LITTLE:
+                        packed.byteswap()
+                    out[m] = PackedColumns(got, packed.tobytes(), code)
+        return out
+
+    async def refresh_instances(self, indom: InDom) -> None:
+        if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
+            await trio.to_thread.run_sync(self._locked, self._call, "instance", indom.serial, abandon_on_cancel=True)
+        self.sync_instances()
+
+    async def store(self, request: StoreRequest) -> None:
+        AGENT.context = request.context
+        found = self._info[request.metric]
+        await self._in_thread(self._store, found[0], found[1], request.values)
+        self.sync_instances()
+
+    def _store(self, cluster: int, item: int, values: Mapping[int, Any]) -> None:
+        scb = AGENT.callbacks["store_callback"]
+        if scb is None:
+            raise PmdaError(code=PmErr.PERMISSION)
+        for inst, value in values.items():
+            try:
+                result = scb(cluster, item, inst & 0xFFFFFFFF, value)
+            except Exception:
+                log.exception("callback_failed", callback="store_callback", cluster=cluster, item=item, inst=inst)
+                raise PmdaError(code=EAGAIN) from None
+            try:
+                code = int32(result)
+            except Exception:
+                log.error("store_callback_bad_status", result=repr(result)[:80])
+                code = -errno.EINVAL
+            if code < 0:
+                raise PmdaError(code=code)
+
+    def end_context(self, context: int) -> None:
+        self._call("endcontext_callback", context)
+
+    # --------------------------------------------------------------- labels
+
+    def _label_text(self, ident: int, type_: int, which: str) -> str | None:
+        fn = AGENT.callbacks[which]
+        if fn is None:
+            return None
+        try:
+            text = fn(ident, type_)
+        except Exception:
+            log.exception("callback_failed", callback=which)
+            return None
+        if not isinstance(text, str):
+            log.error("bad_labels_result", callback=which, expected="str", got=type(text).__name__)
+            return None
+        return None if _empty_labelset(text) else text
+
+    def _payloads(self, ident: int, type_: int, label: str, notes: str) -> list[tuple[bytes, int]]:
+        out = []
+        text = self._label_text(ident, type_, label)
+        if text is not None:
+            out.append((text.encode("utf-8", "surrogateescape"), 0))
+        text = self._label_text(ident, type_, notes)
+        if text is not None:
+            out.append((text.encode("utf-8", "surrogateescape"), PM_LABEL_OPTIONAL))
+        return out
+
+    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | LabelText | None:
+        cb = AGENT.callbacks
+        if level == LabelType.INSTANCES:
+            ind, inst = subject
+            if cb["label_callback"] is None and cb["notes_callback"] is None:
+                return LabelText(b"")
+            payloads = self._payloads(ind.id, inst, "label_callback", "notes_callback")
+            pls = level_labels(payloads, LabelType.INSTANCES)  # every label of both texts, merged
+            return LabelText(b"") if pls is None else LabelText(pls.json, pls.labels)
+        if cb["label"] is None and cb["notes"] is None:
+            return None
+        if level == LabelType.INDOM:
+            ident = subject.id
+        elif level == LabelType.CLUSTER:
+            ident = int(subject)
+        elif level == LabelType.ITEM:
+            ident = subject.pmid(AGENT.domain)
+        else:
+            return None
+        found = level_labels(self._payloads(ident, level, "label", "notes"), level)
+        return [] if found is None else LabelText(found.json, found.labels)
+
+
+_SINGLE = [_IN_NULL]
+_LITTLE = sys.byteorder == "little"
+#: types whose values go out packed (big-endian array type codes)
+_PACKED: dict[int, str] = {PmType.U64: "Q", PmType.I64: "q", PmType.DOUBLE: "d"}
+#: the array type code that checks and holds a type's values as the binding reads them
+_TYPECODES: dict[int, str] = {PmType.I32: "i", PmType.U32: "I", PmType.I64: "q", PmType.U64: "Q", PmType.DOUBLE: "d"}
+
+
+def _call_all(fcb: Any, cluster: int, item: int, insts: list[int]) -> list[Any]:
+    """The callback's results for each instance; ``_RAISED`` where it raised
+    (logged).  The loop is as short as it can be: this is the hot path."""
+    results: list[Any] = []
+    append = results.append
+    n = len(insts)
+    while len(results) < n:
+        try:
+            for inst in insts[len(results) :] if results else insts:
+                append(fcb(cluster, item, inst))
+        except Exception:
+            inst = insts[len(results)]
+            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+            append(_RAISED)
+    return results
+
+
+_RAISED = object()
+
+
+def _values(fcb: Any, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], Any, int]:
+    """One metric's callbacks: the instances that gave a value, the values,
+    and the last status (what answers the metric when none did)."""
+    results = _call_all(fcb, cluster, item, insts)
+    code = _TYPECODES.get(mtype)
+    # the common case checked in bulk, in C: every result a list
+    # ``[value, status]``, every status the int 1, every value one the
+    # array type takes as PyArg_Parse takes it for the metric's type (ints
+    # in range for integer types, ints or floats for DOUBLE)
+    if code is not None and set(map(type, results)) == {list} and set(map(len, results)) == {2}:
+        values, status = zip(*results)
+        try:
+            if array("i", status).count(1) == len(status):
+                return insts, array(code, values), 1
+        except (TypeError, OverflowError):
+            pass
+    got: list[int] = []
+    out: list[Any] = []
+    sts = 0
+    for inst, result in zip(insts, results):
+        if result is _RAISED:
+            sts = EAGAIN
+            continue
+        sts, value = convert(result, mtype)
+        if sts > 0:
+            got.append(inst)
+            out.append(value)
+        elif sts < 0 and sts not in _QUIET:
+            log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
+    return got, out, sts
+
+
+#: fetch callback codes libpcp_pmda does not log either
+_QUIET = frozenset({0, PmErr.VALUE, PmErr.APPVERSION, PmErr.PERMISSION, PmErr.AGAIN, PmErr.NYI})
+
+
+class CheckedCompatTable(CompatTable):
+    """A CompatTable whose script set ``refresh_metrics``: called before
+    every request, in a worker thread under :attr:`check_deadline`."""
+
+    check_deadline = 2.0
+
+    def check(self) -> None:
+        if not AGENT.lock.acquire(blocking=False):
+            return
+        try:
+            self._call("refresh_metrics")
+        finally:
+            AGENT.lock.release()
+        self.rebuild()

@@ -1,0 +1,105 @@
+"""The fetch callback's ``[value, status]`` protocol, compared value by value
+with PCP's binding, live: generated scripts (metric types x return shapes)
+run under real dbpmda with ``python3 SCRIPT`` and ``pmda-py compat SCRIPT``."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmda_py.compat.callbacks import EINVAL, convert
+from pmda_py.errors import PmErr
+from pmda_py.pmapi import PmType
+from tests.compat import callback_gen
+from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, dbpmda, require_binding
+
+
+def _run(root: Path, cases: list[tuple[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+    require_binding()
+    env = bed(root)
+    script, pmns, commands = callback_gen.write(root, cases)
+    real = dbpmda([SYSTEM_PYTHON], script, commands, pmns, env, root / "real")
+    ours = dbpmda(COMPAT, script, commands, pmns, env, root / "ours")
+    return callback_gen.values(real), callback_gen.values(ours)
+
+
+def _compare(cases: list[tuple[str, Any]], real: dict[str, str], ours: dict[str, str]) -> None:
+    assert len(real) == len(cases), real  # the binding answered every metric
+    diffs = {
+        f"{cases[int(k[5:])][0]} {cases[int(k[5:])][1]}": (real[k], ours.get(k)) for k in real if real[k] != ours.get(k)
+    }
+    assert not diffs, diffs
+
+
+def test_every_shape_for_every_type(root: Path) -> None:
+    """All the shapes for all the types, in one script and one fetch."""
+    cases = [(t, e) for t in callback_gen.TYPES for e in callback_gen.SHAPES if not callback_gen.undefined(t, e)]
+    real, ours = _run(root, cases)
+    _compare(cases, real, ours)
+
+
+#: per-instance returns that leave no exception behind in the binding
+_CLEAN = ["None", "[7, 1]", "[0, 0]", "[c_api.PM_ERR_INST, 0]", "[c_api.PM_ERR_AGAIN, 0]", "[-5, 0]", "raise", "(1, 1)"]
+
+
+def test_instances_values_and_the_last_error(root: Path) -> None:
+    """A metric with an indom: the values that succeeded; none succeeded:
+    the last instance's status (an error, or no values)."""
+    import itertools
+
+    combos = list(itertools.product(_CLEAN, repeat=3))[::7]
+    cases: list[tuple[str, Any]] = [("U32", list(c)) for c in combos]
+    real, ours = _run(root, cases)
+    _compare(cases, real, ours)
+
+
+_ints = st.one_of(
+    st.integers(-(2**65), 2**65), st.sampled_from([0, 1, -1, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, -(2**63)])
+)
+_values = st.one_of(
+    _ints.map(repr),
+    st.floats(allow_nan=False).map(repr),
+    st.text(st.characters(codec="utf-8", exclude_characters="\0"), max_size=8).map(repr),
+    st.sampled_from(["None", "True", "[1]", "c_api.PM_ERR_PMID"]),
+)
+_status = st.one_of(st.sampled_from(["0", "1", "2", "-1", "True", "1.0", "2**33"]), _ints.map(repr))
+
+
+@st.composite
+def _case(draw: st.DrawFn) -> tuple[str, str]:
+    mtype = draw(st.sampled_from(sorted(callback_gen.TYPES)))
+    shape = draw(st.sampled_from(["pair", "pair", "pair", "one", "three", "tuple"]))
+    v, s = draw(_values), draw(_status)
+    expr = {"pair": f"[{v}, {s}]", "one": f"[{v}]", "three": f"[{v}, {s}, 0]", "tuple": f"({v}, {s})"}[shape]
+    if callback_gen.undefined(mtype, expr):
+        expr = f"[{v}, 1]"  # what the binding cannot answer (it dies), made a wrong-type value
+    return mtype, expr
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(_case(), min_size=1, max_size=24))
+def test_generated_returns(cases: list[tuple[str, str]]) -> None:
+    with tempfile.TemporaryDirectory(prefix="pmda_py-compat-") as d:
+        root = Path(d)
+        root.chmod(0o755)
+        real, ours = _run(root, cases)
+        _compare(cases, real, ours)
+
+
+def test_convert_without_pcp() -> None:
+    """The edges named in the issue, on the converter alone (runs anywhere)."""
+    assert convert(None, PmType.U32) == (0, None)
+    assert convert((5, 1), PmType.U32) == (0, None)
+    assert convert([2**32 + 7, 1], PmType.U32) == (1, 7)
+    assert convert([-1, 1], PmType.U64) == (1, 2**64 - 1)
+    assert convert([2**31, 1], PmType.I32) == (EINVAL, None)
+    assert convert([1.5, 1], PmType.I32) == (EINVAL, None)
+    assert convert([5, 1], PmType.STRING) == (PmErr.TYPE, None)
+    assert convert([5, 0], PmType.I64) == (1, 5)
+    assert convert([5], PmType.I64) == (EINVAL, None)
+    assert convert([PmErr.INST, 0], PmType.DOUBLE) == (PmErr.INST, None)
+    assert convert(["x", 1], PmType.STRING) == (1, "x")

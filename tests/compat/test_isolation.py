@@ -1,0 +1,117 @@
+"""What ``pmda-py compat`` promises about the process it runs: no libpcp
+loaded, no python3-pcp needed (the project's virtualenv has none), the shim
+modules visible to the script only, and pmcd's pipe safe from ``print()``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.compat.harness import COMPAT, bed, dbpmda, write_pmns
+from tests.conftest import require
+
+PROBE = """
+import sys
+print("a stray print before the PMDA exists")
+import cpmapi as c_api
+import cpmda
+from pcp.pmda import PMDA, pmdaMetric
+from pcp.pmapi import pmUnits
+
+
+def maps():
+    with open("/proc/self/maps") as f:
+        found = sorted({line.split()[-1] for line in f if "libpcp" in line})
+    return ",".join(found) or "none"
+
+
+class Probe(PMDA):
+    def __init__(self):
+        PMDA.__init__(self, "probe", 400)
+        self.connect_pmcd()
+        units = pmUnits(0, 0, 0, 0, 0, 0)
+        for item, name in enumerate(("libpcp", "cpmapi", "argv")):
+            self.add_metric("probe." + name, pmdaMetric(self.pmid(0, item), c_api.PM_TYPE_STRING,
+                            c_api.PM_INDOM_NULL, c_api.PM_SEM_DISCRETE, units), name, name)
+        self.set_fetch_callback(self.fetch_cb)
+
+    def fetch_cb(self, cluster, item, inst):
+        print("a stray print in a fetch callback", cluster, item)
+        if item == 0:
+            return [maps(), 1]
+        if item == 1:
+            return [str(c_api.__doc__) + " / " + str(cpmda.__doc__), 1]
+        return [" ".join(sys.argv[1:]), 1]
+
+
+Probe().run()
+"""
+
+
+def _fetch(root: Path, *args: str) -> str:
+    require(subprocess.run(["which", "dbpmda"], capture_output=True).returncode == 0, "dbpmda not installed")
+    env = bed(root)
+    script = root / "pmdaprobe.python"
+    script.write_text(PROBE)
+    pmns = write_pmns(root / "probe.pmns", 400, {"probe.libpcp": (0, 0), "probe.cpmapi": (0, 1), "probe.argv": (0, 2)})
+    return dbpmda(COMPAT, script, "fetch probe.libpcp probe.cpmapi probe.argv\n", pmns, env, root / "run", args)
+
+
+def test_no_libpcp_in_the_running_agent(root: Path) -> None:
+    out = _fetch(root)
+    assert 'value "none"' in out, out  # the agent's own /proc/self/maps, read during a fetch
+    assert "pmda-py compat" in out  # cpmapi and cpmda are the shims
+
+
+def test_script_argv_is_everything_after_script(root: Path) -> None:
+    out = _fetch(root, "-d", "7", "--weird", "x y")
+    assert 'value "-d 7 --weird x y"' in out
+
+
+def test_prints_go_to_the_log(root: Path) -> None:
+    out = _fetch(root)
+    assert "Error" not in out and 'value "none"' in out  # the PDU stream was not touched
+    log = (root / "run" / "probe.log").read_text()
+    assert "a stray print in a fetch callback 0 0" in log
+    # before the PMDA opened its log, a print goes to the agent's stderr
+    # (pmcd's log when pmcd starts it; dbpmda's stderr here)
+    assert "a stray print before the PMDA exists" in out
+
+
+def test_the_venv_has_no_python3_pcp() -> None:
+    """The project's environment cannot import the binding: what compat
+    runs on is its own."""
+    for mod in ("cpmapi", "cpmda", "pcp.pmda"):
+        r = subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True, text=True)
+        assert r.returncode != 0 and "ModuleNotFoundError" in r.stderr, mod
+
+
+def test_shims_are_invisible_to_other_code() -> None:
+    """Importing pmda_py (compat included) offers no ``pcp`` module; only
+    the runner installs the import hook."""
+    code = "import pmda_py.compat, pmda_py.compat.pmda, pmda_py.compat.table\nimport pcp"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode != 0 and "ModuleNotFoundError" in r.stderr
+
+
+def test_usage_errors() -> None:
+    r = subprocess.run([*COMPAT], capture_output=True, text=True)
+    assert r.returncode == 2 and "usage: pmda-py compat SCRIPT" in r.stderr
+    r = subprocess.run([*COMPAT, "/nonexistent/pmdax.python"], capture_output=True, text=True)
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["PCP_PYTHON_DOMAIN", "PCP_PYTHON_PMNS"])
+def test_install_time_modes_print_to_stdout(root: Path, mode: str) -> None:
+    script = root / "pmdaprobe.python"
+    script.write_text(PROBE.replace('print("a stray print before the PMDA exists")', ""))
+    import os
+
+    r = subprocess.run(
+        [*COMPAT, str(script)], capture_output=True, text=True, env={**os.environ, mode: "root"}, timeout=30
+    )
+    expected = "#define PROBE 400\n" if mode == "PCP_PYTHON_DOMAIN" else "root {\n\tprobe\t400:*:*\n}\n"
+    assert r.stdout == expected, r.stderr
