@@ -1,18 +1,22 @@
 """FETCH latency by table shape through one pipe driver: pmda_py (a table
-written the plain dict way, bench/shape_table.py), pcp.pmda (the same shape
-on PCP's python binding, bench/pcp_pmda_shapes.python) and the floor (our
-recorded replies sent back by bench/prebuilt_replies.py, with blocking reads;
-"trio fl.": the same on trio's wait, as our daemon waits), side by side in
-one run; then DESC, INSTANCE, TEXT and LABEL on the last shape.
+of the shape, bench/shape_table.py, answering in each form of the table API:
+a dict per metric, ``Columns`` with a list, ``Columns`` with an ``array`` of
+the metric's type, ``PackedColumns``), pcp.pmda (the same shape on PCP's
+python binding, bench/pcp_pmda_shapes.python) and the floor (our recorded
+replies sent back by bench/prebuilt_replies.py, with blocking reads; "trio
+fl.": the same on trio's wait, as our daemon waits), side by side in one
+run; then DESC, INSTANCE, TEXT and LABEL on the last shape.
 
     .venv/bin/python bench/fetch_shapes.py [--quick] [--shapes 1000x0,100x10]
 
-A shape is ``MxN`` (M U64 metrics over N instances; N=0: singular metrics)
-or ``S+MxN`` (S singular metrics and M metrics over N instances).  Each
-FETCH asks for every metric; p50 per FETCH in microseconds.  Ratios:
-pcp.pmda p50 / ours (above 1: we are faster) and ours / floor.  The
-"same" column says whether our reply is byte-identical to pcp.pmda's
-(timestamp aside).  A benchmark, run on purpose; the tests never time anything.
+A shape is ``MxN`` (M U64 metrics over N instances; N=0: singular metrics,
+where every form is the same table, so only the dict one runs) or ``S+MxN``
+(S singular metrics and M metrics over N instances).  Each FETCH asks for
+every metric; p50 per FETCH.  Ratios: pcp.pmda p50 / ours (dict form; above
+1: we are faster) and each form / floor.  The "same" column says whether
+every form's reply is byte-identical to pcp.pmda's (timestamp aside; "NO:"
+names the forms that differ).  A benchmark, run on purpose; the tests never
+time anything.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import time
 from pathlib import Path
 
 from driver import PipeDriver
-from shape_table import parse
+from shape_table import FORMS, parse
 
 from pmda_py.pmapi import LabelType, TextType, indom, pmid
 from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu, LabelReqPdu, TextReqPdu
@@ -116,8 +120,15 @@ def main() -> int:
             "--table",
             "shape_table:ShapeTable=bench",
         ]
+        singular, multi, n = parse(shape)
+        forms = FORMS if multi else FORMS[:1]
         recorded: dict[str, str] = {}
-        ours, our_replies = run(ours_cmd, env, reqs, budget, max_iter, recorded)
+        ours, our_replies = run(ours_cmd, {**env, "BENCH_FORM": "dict"}, reqs, budget, max_iter, recorded)
+        fetch_by_form = {"dict": ours["FETCH"]}
+        replies_by_form = {"dict": our_replies["FETCH"]}
+        for form in forms[1:]:
+            t, r = run(ours_cmd, {**env, "BENCH_FORM": form}, {"FETCH": reqs["FETCH"]}, budget, max_iter)
+            fetch_by_form[form], replies_by_form[form] = t["FETCH"], r["FETCH"]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(recorded, f)
         try:
@@ -131,10 +142,10 @@ def main() -> int:
         ref_replies: dict[str, bytes] = {}
         if have_pcp:
             ref, ref_replies = run([str(PCP_REF), str(HERE / "pcp_pmda_shapes.python")], env, reqs, budget, max_iter)
-        singular, multi, n = parse(shape)
         nvalues = singular + multi * n
-        identical = same(our_replies["FETCH"], ref_replies["FETCH"]) if ref_replies else None
-        rows.append((shape, nvalues, floor["FETCH"], tfloor["FETCH"], ref.get("FETCH"), ours["FETCH"], identical))
+        differ = [f for f, r in replies_by_form.items() if not ref_replies or not same(r, ref_replies["FETCH"])]
+        identical = None if not ref_replies else "yes" if not differ else "NO:" + ",".join(differ)
+        rows.append((shape, nvalues, floor["FETCH"], tfloor["FETCH"], ref.get("FETCH"), fetch_by_form, identical))
         if last:
             for name in reqs:
                 if name != "FETCH":
@@ -145,20 +156,26 @@ def main() -> int:
                         "pcp": ref.get(name, float("nan")),
                     }
         print(f"  {shape} done", file=sys.stderr)
-    print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run)")
+    print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run); / floor: each form's ratio")
+    heads = {"dict": "dict", "list": "Col.list", "array": "Col.arr", "packed": "Packed"}
     print(
-        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'pcp.pmda':>9} {'pmda_py':>8} "
-        f"{'pcp/ours':>9} {'ours/floor':>11} {'same':>5}"
+        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'pcp.pmda':>9} "
+        + " ".join(f"{heads[f]:>8}" for f in FORMS)
+        + f" {'pcp/dict':>9} "
+        + " ".join(f"{heads[f] + '/fl':>11}" for f in FORMS)
+        + f" {'same':>5}"
     )
-    for shape, nvalues, fl, tf, rf, us, identical in rows:
+    for shape, nvalues, fl, tf, rf, by_form, identical in rows:
         rfs = f"{rf / 1000:9.3f}" if rf is not None else f"{'-':>9}"
-        ratio = f"{rf / us:9.2f}" if rf is not None else f"{'-':>9}"
+        ratio = f"{rf / by_form['dict']:9.2f}" if rf is not None else f"{'-':>9}"
+        times = " ".join(f"{by_form[f] / 1000:8.3f}" if f in by_form else f"{'-':>8}" for f in FORMS)
+        ratios = " ".join(f"{by_form[f] / fl:11.2f}" if f in by_form else f"{'-':>11}" for f in FORMS)
         print(
-            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {rfs} {us / 1000:8.3f} {ratio} {us / fl:11.2f} "
-            f"{'-' if identical is None else 'yes' if identical else 'NO':>5}"
+            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {rfs} {times} {ratio} {ratios} "
+            f"{'-' if identical is None else identical:>5}"
         )
     if others:
-        print(f"\nother requests on {shapes[-1]}, p50 in us")
+        print(f"\nother requests on {shapes[-1]} (dict form), p50 in us")
         print(f"{'request':10} {'floor':>8} {'trio fl.':>9} {'pcp.pmda':>9} {'pmda_py':>8} {'pcp/ours':>9}")
         for name, v in others.items():
             print(
