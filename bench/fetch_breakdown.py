@@ -6,7 +6,7 @@ profile behind the ratios to the floor in fetch_shapes.py.
 For each shape (bench/shape_table.py), a dispatcher with the table mounted
 answers the FETCH once (the general path learns the layout); then each
 stage of the fast path is timed on its own, on the same data, with the
-same calls the dispatcher makes (``_FastFetch.encode`` and
+same calls the dispatcher makes (``FastFetch.encode`` and
 ``FixedLayout.encode``), and the whole request through the session as
 pmcd's pipe would deliver it; malloc tuned as ``pmda-py run`` tunes it.  The floor (fetch_shapes.py's pre-built
 reply) costs only the pipe: one read of the request and one write of the
@@ -20,7 +20,6 @@ import os
 import struct
 import sys
 import time
-from array import array
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
@@ -107,7 +106,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
         ("  the table's fetch, under its deadline (trio cancel scope)", (time.perf_counter() - t0) / reps * 1e6)
     )
     assert not isinstance(fast, int)
-    rows.append(("  fast path in all (_FastFetch.encode)", best(lambda: fast.encode([answer], 0), reps)))
+    rows.append(("  fast path in all (FastFetch.encode)", best(lambda: fast.encode([answer], 0), reps)))
     get = answer.get
     single = list(map(get, fast.singles))
     dicts = list(map(get, fast.multis))
@@ -132,29 +131,27 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
         )
         rows.append(("    their types checked", best(lambda: _NUMBERS.issuperset(map(type, flat)), reps)))
     layout = fast.layout
-    groups = (single, flat if fast.multis else ())
+    groups: list[Any] = [single, flat if fast.multis else (), (), b"", b"", b""]
     rows.append(("    FixedLayout.encode in all", best(lambda: layout.encode(groups, 0), reps)))
 
-    def pack() -> list[array[int]]:
+    def pack() -> list[bytearray]:
         src = layout._src
         for s, vals, a in zip(layout.structs, groups, src):
             s.pack_into(a, 0, *vals)
         return src
 
-    rows.append(("      struct pack (and range check) to words", best(pack, reps)))
-    src = pack()
-    template = layout._template
+    rows.append(("      struct pack (and range check) to bytes", best(pack, reps)))
+    pack()
 
-    def place() -> array[int]:
-        out = layout._out
-        out[:] = template
-        for d0, d1, ds, g, s0, s1, ss in layout._plan:
-            out[d0:d1:ds] = src[g][s0:s1:ss]
-        return out
+    def place() -> bytearray:
+        for dview, sview, _g, _taken, _step, _fmt in layout._moves:
+            assert sview is not None
+            dview[:] = sview
+        return layout._out
 
-    rows.append(("      template copy and strided word moves", best(place, reps)))
+    rows.append((f"      strided value moves ({len(layout._moves)})", best(place, reps)))
     out = place()
-    rows.append(("      reply words to bytes", best(out.tobytes, reps)))
+    rows.append(("      reply buffer to bytes", best(lambda: bytes(out), reps)))
     r, w = os.pipe()
     try:
         big = len(reply) <= 65536
