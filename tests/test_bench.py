@@ -29,8 +29,12 @@ def test_fetch_breakdown_runs() -> None:
 def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
     require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
     out = _run("fetch_shapes.py", "--shapes", "5x0,2x3", "--budget", "0.05")
-    rows = [line.split() for line in out.splitlines() if line.startswith(("5x0", "2x3"))]
-    assert len(rows) == 2 and all(r[-1] == "yes" for r in rows), out  # byte for byte pcp.pmda's replies
+    head = next(line.split() for line in out.splitlines() if line.startswith("shape"))
+    assert head[9:13] == ["dict", "Col.list", "Col.arr", "Packed"], out  # a column per form of the table API
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("5x0", "2x3"))}
+    assert len(rows) == 2 and all(r[-1] == "yes" for r in rows.values()), out  # byte for byte pcp.pmda's replies
+    forms = rows["2x3"][5:9]  # every form ran (and answered pcp.pmda's bytes, "yes" above)
+    assert all(float(x) > 0 for x in forms), out
 
 
 def test_pdu_latency_runs() -> None:
