@@ -39,6 +39,11 @@ def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
 
 def test_pdu_latency_runs() -> None:
     require(Path("/var/lib/pcp/pmdas/sample/pmdasample").exists(), "PCP's pmdasample")
-    out = _run("pdu_latency.py", "--n", "10", "--iterations", "20")
+    out = _run("pdu_latency.py", "--n", "10", "--iterations", "20", "--startup-runs", "1")
     for name in ("pmda-py run", "pcp.pmda", "pre-built replies", "pmdasample (C)"):
         assert any(line.startswith(name) and "TEXT (help)" in line for line in out.splitlines()), (name, out)
+    # start-up and footprint beside pcp.pmda: ms to CREDS, ms to DESC, RSS (MB)
+    for name in ("pmda-py run --table simple", "pmdasimple.python (pcp.pmda)"):
+        row = next(line for line in out.splitlines() if line.startswith(name))
+        assert all(float(x) > 0 for x in row[len(name) :].split()), out
+    assert "+ trio" in out and "+ pmda_py run path" in out, out
