@@ -189,6 +189,10 @@ class Dispatcher:
         self.stats = stats if stats is not None else PmdaStats()
         self._domain_labels_override = dict(domain_labels) if domain_labels is not None else None
         self._generations: list[int] = []
+        self._index = MountIndex()
+        #: full index builds, and in-place updates of tables whose generation moved
+        self.index_rebuilds = 0
+        self.index_updates = 0
         self._by_pmid: dict[int, tuple[Mount, Metric]] = {}
         self._by_indom: dict[int, tuple[Mount, InDom]] = {}
         self._by_name: dict[str, int] = {}
@@ -260,6 +264,7 @@ class Dispatcher:
             if collecting:
                 gc.enable()
         old_names = set(self._by_name)
+        self._index = index
         self._by_pmid, self._by_indom, self._pmns, self._by_name = (
             index.by_pmid,
             index.by_indom,
@@ -267,6 +272,7 @@ class Dispatcher:
             index.by_name,
         )
         self._generations = index.generations
+        self.index_rebuilds += 1
         self._fast.clear()
         self._wanted.clear()
         self._desc_replies.clear()
@@ -320,10 +326,39 @@ class Dispatcher:
             ind.set_names(list(ind.instances.values()))
 
     def _refresh_index(self) -> None:
+        """Bring the index up to the tables' generations: each table whose
+        generation moved is updated in place (a cost in the names that
+        came and went; the remembered layouts and replies of other PMIDs
+        stay), or, where an update cannot give what a rebuild would, the
+        index is rebuilt."""
+        generations = self._generations
+        changed: set[int] | None = None
         for k, m in enumerate(self.mounts):
-            if m.table.generation != self._generations[k]:
+            if m.table.generation == generations[k]:
+                continue
+            if changed is None:
+                changed = set()
+            done = self._index.update(k, self.mounts, self.domain, self._attach_cache)
+            if done is None:
                 self.reindex()
                 return
+            changed |= done[0]
+            if done[1]:
+                self.names_changed = True
+        if changed is None:
+            return
+        self.index_updates += 1
+        if not changed:
+            return
+        # forget what was built from the PMIDs that came or went, and the
+        # remembered replies (their requests name PMIDs, indoms, names)
+        for cache in (self._fast, self._wanted, self._packed_caches):
+            for key in [key for key in cache if not changed.isdisjoint(key)]:
+                del cache[key]
+        for p in changed:
+            self._desc_replies.pop(p, None)
+        for memo in self._memo.values():
+            memo.clear()
 
     def metric(self, p: int) -> tuple[Mount, Metric] | None:
         """The mount and metric of PMID ``p``."""

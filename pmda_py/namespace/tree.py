@@ -81,6 +81,28 @@ class Namespace:
         names.append(name)
         self._stale = self._stale or len(names) > 1
 
+    def remove(self, name: str) -> None:
+        """Remove the leaf ``name``, and every non-leaf it leaves empty (the
+        tree is then what adding the other names alone makes).
+
+        Raises:
+            KeyError: ``name`` is not a leaf.
+        """
+        node = self.node(name)
+        if node is None or node.pmid is None or node.parent is None:
+            raise KeyError(name)
+        names = self._by_pmid.get(node.pmid)
+        if names is not None:
+            if name in names:
+                names.remove(name)
+            if not names:
+                del self._by_pmid[node.pmid]
+        parent = node.parent
+        del parent.children[node.name]
+        while not parent.children and parent.parent is not None:
+            del parent.parent.children[parent.name]
+            parent = parent.parent
+
     def _index(self) -> None:
         self._stale = False
         self._by_pmid.clear()
