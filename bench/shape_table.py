@@ -7,6 +7,9 @@ $BENCH_FORM names (each of the table API's):
 * ``array``: ``{metric: Columns(insts, array("Q", values))}`` (the metric's type);
 * ``packed``: ``{metric: PackedColumns(insts, big-endian bytes, "Q")}``.
 
+$BENCH_BASE (default 0) moves its clusters (BASE, BASE+1) and its indom's
+serial (BASE) out of the way of another table mounted beside it.
+
 Shapes: ``MxN`` (M U64 metrics over an indom of N instances, N=0: singular)
 or ``S+MxN`` (S singular metrics plus M metrics over N instances).
 """
@@ -41,11 +44,12 @@ class ShapeTable(Table):
 
     def __init__(self) -> None:
         singular, multi, n = parse(os.environ.get("BENCH_SHAPE", "100x10"))
-        self.indom = InDom(0, {i: f"i{i}" for i in range(n)}, oneline="bench instances")
+        base = int(os.environ.get("BENCH_BASE", "0"))
+        self.indom = InDom(base, {i: f"i{i}" for i in range(n)}, oneline="bench instances")
         ms = [
             Metric(
                 f"s{k}",
-                cluster=0,
+                cluster=base,
                 item=k,
                 type=PmType.U64,
                 sem=PmSem.COUNTER,
@@ -57,7 +61,7 @@ class ShapeTable(Table):
         ms += [
             Metric(
                 f"m{k}",
-                cluster=1,
+                cluster=base + 1,
                 item=k,
                 type=PmType.U64,
                 sem=PmSem.COUNTER,

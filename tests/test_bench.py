@@ -47,3 +47,10 @@ def test_pdu_latency_runs() -> None:
         row = next(line for line in out.splitlines() if line.startswith(name))
         assert all(float(x) > 0 for x in row[len(name) :].split()), out
     assert "+ trio" in out and "+ pmda_py run path" in out, out
+
+
+def test_names_stall_runs() -> None:
+    out = _run("names_stall.py", "--base", "2", "--new", "1", "--metrics", "20", "--before", "0.2")
+    for label in ("updated in place", "rebuilt (as before)"):
+        row = next(line for line in out.splitlines() if line.startswith(label))
+        assert len(row[len(label) :].split()) == 7, out  # p50/p99/max before and during, and when the names came

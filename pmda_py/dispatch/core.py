@@ -338,7 +338,13 @@ class Dispatcher:
                 continue
             if changed is None:
                 changed = set()
-            done = self._index.update(k, self.mounts, self.domain, self._attach_cache)
+            collecting = gc.isenabled()
+            gc.disable()  # (as for a build: the collector would walk the whole index for each few new objects)
+            try:
+                done = self._index.update(k, self.mounts, self.domain, self._attach_cache)
+            finally:
+                if collecting:
+                    gc.enable()
             if done is None:
                 self.reindex()
                 return
