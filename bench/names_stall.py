@@ -6,7 +6,8 @@ items); the driver fetches the plain table back to back, and after a while
 ``--new`` sources appear at once (10 x 1000: 10 000 new names).  Prints
 the plain table's FETCH p50/p99/max before the new source, and from its
 appearance until a second after its names are served (``names after``:
-how long that took), for the index updated in place (as ``pmda-py run``
+how long that took) and the memory then: the daemon's resident set, with its
+scraper workers, and per name), for the index updated in place (as ``pmda-py run``
 does) and, for comparison, rebuilt in full on every names change (as
 before: the same daemon with ``MountIndex.update`` refusing every update).
 
@@ -60,6 +61,25 @@ def write_source(config_d: Path, data: Path, name: str, metrics: int, seed: int)
 def served(d: PipeDriver, name: str) -> bool:
     reply = d.request(PmnsNamesPdu((name,)).encode())
     return len(reply) > 12 and reply[4:8] != b"\x00\x00\x70\x00"  # not an ERROR PDU
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the OpenMetrics table's scraper workers)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                status = (d / "status").read_text()
+            except OSError:
+                continue
+            if f"\nPPid:\t{pid}\n" in status:
+                out.append(int(d.name))
+    return out
 
 
 def pcts(xs: list[float]) -> tuple[float, float, float]:
@@ -123,12 +143,26 @@ def run(full_rebuild: bool, base: int, new: int, metrics: int, before_s: float) 
                         seen = time.monotonic()
                 if time.monotonic() - added > 120:
                     raise RuntimeError("the new source never appeared")
+            own = rss_mb(d.proc.pid)
+            total = own + sum(rss_mb(c) for c in children(d.proc.pid))
         finally:
             d.close()
     b50, b99, bmax = pcts(before)
     d50, d99, dmax = pcts(during)
     assert seen is not None
-    return {"b50": b50, "b99": b99, "bmax": bmax, "d50": d50, "d99": d99, "dmax": dmax, "names": seen - added}
+    names = (base + new) * metrics
+    return {
+        "b50": b50,
+        "b99": b99,
+        "bmax": bmax,
+        "d50": d50,
+        "d99": d99,
+        "dmax": dmax,
+        "names": seen - added,
+        "rss": own,
+        "rss_all": total,
+        "per_name": total * 1024 * 1024 / names,
+    }
 
 
 def main() -> int:
@@ -145,13 +179,15 @@ def main() -> int:
     )
     print(
         f"{'index on names change':24} {'p50 before':>10} {'p99 before':>10} {'max before':>10} "
-        f"{'p50 during':>10} {'p99 during':>10} {'max during':>10} {'names after s':>13}"
+        f"{'p50 during':>10} {'p99 during':>10} {'max during':>10} {'names after s':>13} "
+        f"{'RSS MB':>7} {'+workers':>8} {'B/name':>7}"
     )
     for label, full in (("updated in place", False), ("rebuilt (as before)", True)):
         r = run(full, args.base, args.new, args.metrics, args.before)
         print(
             f"{label:24} {r['b50']:10.3f} {r['b99']:10.3f} {r['bmax']:10.3f} "
-            f"{r['d50']:10.3f} {r['d99']:10.3f} {r['dmax']:10.3f} {r['names']:13.2f}",
+            f"{r['d50']:10.3f} {r['d99']:10.3f} {r['dmax']:10.3f} {r['names']:13.2f} "
+            f"{r['rss']:7.1f} {r['rss_all']:8.1f} {r['per_name']:7.0f}",
             flush=True,
         )
     return 0

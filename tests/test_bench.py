@@ -53,4 +53,5 @@ def test_names_stall_runs() -> None:
     out = _run("names_stall.py", "--base", "2", "--new", "1", "--metrics", "20", "--before", "0.2")
     for label in ("updated in place", "rebuilt (as before)"):
         row = next(line for line in out.splitlines() if line.startswith(label))
-        assert len(row[len(label) :].split()) == 7, out  # p50/p99/max before and during, and when the names came
+        # p50/p99/max before and during, when the names came, RSS (daemon, with workers), bytes per name
+        assert len(row[len(label) :].split()) == 10, out
