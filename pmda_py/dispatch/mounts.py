@@ -58,10 +58,10 @@ class MountIndex:
     pmns: Namespace = attrs.field(factory=Namespace)
     #: each table's ``generation`` when indexed (a change means: update)
     generations: list[int] = attrs.field(factory=list)
-    #: per mount: every metric its table listed, and those indexed (the
-    #: others' clusters are not the mount's), by cluster
+    #: per mount: every metric its table listed, how many of them are
+    #: indexed by cluster, and those not indexed (their cluster is not the mount's)
     members: list[set[Metric]] = attrs.field(factory=list)
-    indexed: list[dict[int, set[Metric]]] = attrs.field(factory=list)
+    counts: list[dict[int, int]] = attrs.field(factory=list)
     skipped: list[set[Metric]] = attrs.field(factory=list)
     #: per mount: the clusters and the indoms its table declared
     clusters: list[set[int]] = attrs.field(factory=list)
@@ -118,8 +118,8 @@ class MountIndex:
             metrics = t.metrics()
             members = set(metrics)
             index.members.append(members)
-            indexed: dict[int, set[Metric]] = {}
-            index.indexed.append(indexed)
+            counts: dict[int, int] = {}
+            index.counts.append(counts)
             skipped: set[Metric] = set()
             index.skipped.append(skipped)
             if len(members) != len(metrics):
@@ -150,7 +150,7 @@ class MountIndex:
                     continue
                 by_pmid[p] = (mount, m)
                 by_name[full] = p
-                indexed.setdefault(m.cluster, set()).add(m)
+                counts[m.cluster] = counts.get(m.cluster, 0) + 1
                 if m.indom is not None:
                     refs[m.indom] = refs.get(m.indom, 0) + 1
         index.generations = [m.table.generation for m in mounts]
@@ -182,10 +182,7 @@ class MountIndex:
         for c in gained:
             if self.cluster_owner.get(c, mount) is not mount:
                 return None  # a collision: the rebuild logs it
-        indexed = self.indexed[k]
-        for c in lost:
-            if indexed.get(c, set()) - gone:
-                return None  # indexed metrics stay while their cluster goes
+        counts = self.counts[k]
         skipped = self.skipped[k]
         if gone and skipped:
             skipped -= gone
@@ -199,18 +196,20 @@ class MountIndex:
         by_pmid, by_name, by_indom, refs = self.by_pmid, self.by_name, self.by_indom, self.indom_refs
         # what went: names, then indoms nothing names any more
         for m in gone:
-            group = indexed.get(m.cluster)
-            if group is None or m not in group:
-                continue  # was not indexed (another table's cluster)
             p = m.pmid(domain)
+            entry = by_pmid.get(p)
+            if entry is None or entry[1] is not m:
+                continue  # was not indexed (another table's cluster)
             full = mount.full(m)
             del by_pmid[p]
             del by_name[full]
             self.pmns.remove(full)
             names_gone.add(full)
-            group.discard(m)
-            if not group:
-                del indexed[m.cluster]
+            left = counts[m.cluster] - 1
+            if left:
+                counts[m.cluster] = left
+            else:
+                del counts[m.cluster]
             changed.add(p)
             if m.indom is not None:
                 left = refs[m.indom] - 1
@@ -228,6 +227,8 @@ class MountIndex:
                 del by_indom[ind.id]
         self.declared[k] = declared
         for c in lost:
+            if c in counts:
+                return None  # indexed metrics stay while their cluster goes
             del self.cluster_owner[c]
         for c in gained:
             self.cluster_owner[c] = mount
@@ -263,7 +264,7 @@ class MountIndex:
                 by_pmid[p] = (mount, m)
                 by_name[full] = p
                 names_came.add(full)
-                indexed.setdefault(m.cluster, set()).add(m)
+                counts[m.cluster] = counts.get(m.cluster, 0) + 1
                 if m.indom is not None:
                     refs[m.indom] = refs.get(m.indom, 0) + 1
                 changed.add(p)

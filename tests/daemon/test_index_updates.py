@@ -161,3 +161,26 @@ def test_other_tables_fast_layouts_survive_a_names_change() -> None:
     assert d._fast[pmids] is layout and layout.hits == 2  # ... by the same layout, still fast
     assert d.index_rebuilds == 1 and d.index_updates == 1
     assert d.pmid_of("om.s1.m5") == dyn.ms[5].pmid(DOMAIN)
+
+
+class _Claims(_Dynamic):
+    """Its clusters are what it says, not its metrics' (a metric of another cluster is not its to serve)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claimed: set[int] = set()
+
+    def clusters(self) -> set[int]:
+        return set(self.claimed)
+
+
+def test_a_cluster_given_up_or_claimed_takes_its_metrics_along() -> None:
+    t = _Claims()
+    d = Dispatcher(DOMAIN, [Mount(_Static(), "static", "static"), Mount(t, "om", "om")], _Runner())
+    t.ms.extend(t.metric(c, j) for c in (1, 2) for j in range(3))
+    for claimed in ({1, 2}, {1}, {1, 2}, set(), {2}):
+        t.claimed = claimed
+        t.generation += 1
+        d._refresh_index()
+        _same(d)
+        assert {d.metric(p)[1].cluster for p in d._by_pmid if d.metric(p)[0].table is t} == claimed  # type: ignore[index]
