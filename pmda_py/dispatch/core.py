@@ -911,10 +911,10 @@ class Dispatcher:
     async def _pmns_ids(self, event: Request, pdu: PmnsIdsPdu) -> Pdu:
         if len(pdu.pmids) != 1:
             return ErrorPdu(PmErr.IPC)
-        names = self._pmns.names(pdu.pmids[0])
-        if not names:
+        found = self._by_pmid.get(pdu.pmids[0])  # (one name per PMID: the index refuses a second)
+        if found is None:
             return ErrorPdu(PmErr.PMID)
-        return PmnsNamesPdu(tuple(names))
+        return PmnsNamesPdu((found[0].full(found[1]),))
 
     async def _children(self, event: Request, pdu: PmnsChildPdu) -> Pdu:
         node = self._pmns.node(pdu.name)

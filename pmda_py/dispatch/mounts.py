@@ -55,7 +55,8 @@ class MountIndex:
     by_pmid: dict[int, tuple[Mount, Metric]] = attrs.field(factory=dict)
     by_indom: dict[int, tuple[Mount, InDom]] = attrs.field(factory=dict)
     by_name: dict[str, int] = attrs.field(factory=dict)
-    pmns: Namespace = attrs.field(factory=Namespace)
+    #: (each PMID has the one name by_pmid gives: the tree keeps no names by PMID)
+    pmns: Namespace = attrs.field(factory=lambda: Namespace(pmid_names=False))
     #: each table's ``generation`` when indexed (a change means: update)
     generations: list[int] = attrs.field(factory=list)
     #: per mount: every metric its table listed, how many of them are
