@@ -247,11 +247,12 @@ class Dispatcher:
 
     # ------------------------------------------------------------ indexing
 
-    def reindex(self, strict: bool = False) -> None:
+    def reindex(self, strict: bool = False, old_names: set[str] | None = None) -> None:
         """Rebuild the PMID, indom and name indexes from the tables.
 
         With ``strict`` (start-up) any collision is a ConfigError; later a
         colliding metric of a dynamic table is dropped with a log line.
+        ``old_names``: the names served before (default: the index's).
         """
         # The index is 100 000s of new objects at 100 000 metrics: the cyclic
         # collector would walk everything several times while it is built
@@ -263,7 +264,8 @@ class Dispatcher:
         finally:
             if collecting:
                 gc.enable()
-        old_names = set(self._by_name)
+        if old_names is None:
+            old_names = set(self._by_name)
         self._index = index
         self._by_pmid, self._by_indom, self._pmns, self._by_name = (
             index.by_pmid,
@@ -346,7 +348,8 @@ class Dispatcher:
                 if collecting:
                     gc.enable()
             if done is None:
-                self.reindex()
+                gone, came = self._index.partial  # the names before the update that gave up
+                self.reindex(old_names=(set(self._by_name) - came) | gone)
                 return
             changed |= done[0]
             if done[1]:

@@ -73,6 +73,8 @@ class MountIndex:
     #: something was dropped or shared in a way only a rebuild reproduces
     #: (a collision, two indom objects of one id): no updates
     irregular: bool = False
+    #: the names the last :meth:`update` removed and added (so far, when it gave up)
+    partial: tuple[set[str], set[str]] = attrs.field(factory=lambda: (set(), set()))
 
     @classmethod
     def build(
@@ -194,6 +196,7 @@ class MountIndex:
         changed: set[int] = set()
         names_gone: set[str] = set()
         names_came: set[str] = set()
+        self.partial = (names_gone, names_came)  # what an update that gives up did already
         by_pmid, by_name, by_indom, refs = self.by_pmid, self.by_name, self.by_indom, self.indom_refs
         # what went: names, then indoms nothing names any more
         for m in gone:

@@ -132,6 +132,8 @@ def test_updated_index_is_a_rebuilt_one(ops: list[tuple[str, int, int]], data: s
             if i % 5 == 0:
                 (dyn2 if t is dyn else dyn).ms.append(t.metric(c, 999))
             else:
+                if f"s{c}.m{500 + i}" not in names:  # a new name first: an update that gives up has added it
+                    t.ms.append(t.metric(c, 500 + i))
                 t.ms.append(t.metric(c, i, "x0" if i % 2 else None) if i % 3 else t.metric(c, i, f"s{c}.other{i}"))
             collided = True
         elif op == "indom":
@@ -139,8 +141,11 @@ def test_updated_index_is_a_rebuilt_one(ops: list[tuple[str, int, int]], data: s
         t.generation += 1
         if op == "collide" and i % 5 == 0:
             (dyn2 if t is dyn else dyn).generation += 1
+        before = set(d._by_name)
+        d.names_changed = False  # (a RESULT told pmcd of the last change)
         d._refresh_index()
         _same(d)
+        assert d.names_changed == (set(d._by_name) != before)  # pmcd hears of a names change, and only of one
     if not collided:
         assert d.index_rebuilds == 1, "every change was an update in place"
 
