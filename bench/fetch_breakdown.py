@@ -10,7 +10,9 @@ same calls the dispatcher makes (``FastFetch.encode`` and
 ``FixedLayout.encode``), and the whole request through the session as
 pmcd's pipe would deliver it; malloc tuned as ``pmda-py run`` tunes it.  The floor (fetch_shapes.py's pre-built
 reply) costs only the pipe: one read of the request and one write of the
-reply.  Prints microseconds per FETCH (best of 5 runs) and per value.
+reply.  Prints microseconds per FETCH (best of 5 runs) and per value; first, the
+whole request in-process for each form of the table API (bench/shape_table.py's
+BENCH_FORM: dict, Columns list, Columns array, PackedColumns).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import trio  # noqa: E402
-from shape_table import parse  # noqa: E402
+from shape_table import FORMS, parse  # noqa: E402
 
 from pmda_py.config import Config, TableSpec  # noqa: E402
 from pmda_py.daemon import build_dispatcher, start_tables, tune_malloc  # noqa: E402
@@ -169,11 +171,54 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     return rows
 
 
+async def by_form(shape: str, form: str) -> float:
+    """Best-of-5 microseconds of the whole request, in-process, with the
+    table answering in ``form`` (no pipe, no other process: steadier than
+    fetch_shapes.py's figures on a shared machine)."""
+    os.environ["BENCH_SHAPE"], os.environ["BENCH_FORM"] = shape, form
+    try:
+        dispatcher = build_dispatcher(
+            Config(domain=254, tables=(TableSpec("bench", "shape_table:ShapeTable", "bench"),))
+        )
+        await start_tables(dispatcher, 254)
+    finally:
+        del os.environ["BENCH_FORM"]
+    singular, multi, n = parse(shape)
+    pmids = tuple(pmid(254, 0, k) for k in range(singular)) + tuple(pmid(254, 1, k) for k in range(multi))
+    frame = FetchPdu(pmids).encode()
+    session = Session()
+    session.start()
+    session.receive_data(CredsPdu.cversion(0).encode())
+    session.next_event()
+
+    async def whole() -> None:
+        session.receive_data(frame)
+        event = session.next_event()
+        assert isinstance(event, Request)
+        session.send(await dispatcher.handle(event))
+
+    for _ in range(3):
+        await whole()
+    reps = max(3, 100_000 // max(singular + multi * n, 1))
+    out = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            await whole()
+        out.append((time.perf_counter() - t0) / reps)
+    return min(out) * 1e6
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="1000x0,100x10,1000x10,1000x100")
     args = p.parse_args()
     tune_malloc()  # as pmda-py run does
+    print("the whole request in-process by form of the table API, us/FETCH (best of 5)")
+    print(f"{'shape':10} " + " ".join(f"{f:>8}" for f in FORMS))
+    for shape in args.shapes.split(","):
+        if parse(shape)[1]:
+            print(f"{shape:10} " + " ".join(f"{trio.run(by_form, shape, f):8.1f}" for f in FORMS), flush=True)
     for shape in args.shapes.split(","):
         singular, multi, n = parse(shape)
         values = singular + multi * n

@@ -24,6 +24,8 @@ def test_fetch_breakdown_runs() -> None:
     out = _run("fetch_breakdown.py", "--shapes", "20x0,3x4")
     assert "20x0: 20 values" in out and "3x4: 12 values" in out
     assert "FixedLayout.encode in all" in out and "instance ids compared" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("3x4 "))
+    assert len(row) == 5 and all(float(x) > 0 for x in row[1:]), out  # the whole request in each form
 
 
 def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
