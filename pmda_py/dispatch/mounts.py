@@ -169,6 +169,9 @@ class MountIndex:
         rebuild it).  The cost is one C-level set difference over the
         table's metrics and, per name that came or went, a few dict and
         tree operations."""
+        names_gone: set[str] = set()
+        names_came: set[str] = set()
+        self.partial = (names_gone, names_came)  # what an update that gives up did already
         if self.irregular:
             return None
         mount = mounts[k]
@@ -194,9 +197,6 @@ class MountIndex:
         declared = set(t.indoms())
         new_inds, old_inds = declared - self.declared[k], self.declared[k] - declared
         changed: set[int] = set()
-        names_gone: set[str] = set()
-        names_came: set[str] = set()
-        self.partial = (names_gone, names_came)  # what an update that gives up did already
         by_pmid, by_name, by_indom, refs = self.by_pmid, self.by_name, self.by_indom, self.indom_refs
         # what went: names, then indoms nothing names any more
         for m in gone:

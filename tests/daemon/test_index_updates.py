@@ -189,3 +189,26 @@ def test_a_cluster_given_up_or_claimed_takes_its_metrics_along() -> None:
         d._refresh_index()
         _same(d)
         assert {d.metric(p)[1].cluster for p in d._by_pmid if d.metric(p)[0].table is t} == claimed  # type: ignore[index]
+
+
+def test_an_update_that_gives_up_at_once_reports_no_names_of_an_earlier_one() -> None:
+    """One table's update adds a name; the next table's gives up before
+    touching anything (a cluster the first owns): the rebuild compares with
+    the names served, and pmcd hears of no change that did not happen."""
+    static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
+    d = Dispatcher(
+        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], _Runner()
+    )
+    dyn.ms.append(dyn.metric(11, 999))
+    dyn.generation += 1
+    d._refresh_index()
+    dyn.ms.append(dyn.metric(1, 1))
+    dyn.generation += 1
+    d._refresh_index()
+    assert d.names_changed and d.index_rebuilds == 1
+    d.names_changed = False
+    dyn2.ms.append(dyn2.metric(11, 0))  # cluster 11 is om's: a collision, the rebuild drops it
+    dyn2.generation += 1
+    d._refresh_index()
+    _same(d)
+    assert d.index_rebuilds == 2 and not d.names_changed
