@@ -220,6 +220,7 @@ class Dispatcher:
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
+        self.labels_changed = False  # a table's labels changed: LABEL_CHANGE in the next RESULT
         #: tables with a check() of their own (the base one does nothing)
         self._checked = [m for m in self.mounts if type(m.table).check is not Table.check]
         #: those whose check may wait (the runner bounds it), and those whose check cannot (run inline)
@@ -529,9 +530,9 @@ class Dispatcher:
         fast = self._fast.get(pdu.pmids) if self.fast_fetch else None
         if type(fast) is FastFetch and (fast.profile is profile or fast.profile == profile):
             fast.profile = profile  # pmcd resends an equal profile when it switches client contexts
-            data = fast.encode(outcomes, 0x10 if self.names_changed else 0)
+            data = fast.encode(outcomes, self._state_flags())
             if data is not None:
-                self.names_changed = False
+                self.names_changed = self.labels_changed = False
                 self._fetch_done(t0, fast.layout.nvalues)
                 return EncodedReply(PduType.RESULT, data)
         answers: dict[int, Mapping[Metric, Any]] = {}  # id(mount) -> metric -> value or exception
@@ -644,13 +645,14 @@ class Dispatcher:
         return data, cache.total
 
     def _state_flags(self) -> int:
-        """The RESULT timestamp's state flags.  NAMES_CHANGE is cleared only
-        once a RESULT carrying it is built (:meth:`_fetch_done`): an encoder
-        that fails and falls back must not lose it."""
-        return 0x10 if self.names_changed else 0  # PMDA_EXT_NAMES_CHANGE
+        """The RESULT timestamp's state flags (PMDA_EXT_NAMES_CHANGE 0x10,
+        PMDA_EXT_LABEL_CHANGE 0x8).  They are cleared only once a RESULT
+        carrying them is built (:meth:`_fetch_done`): an encoder that fails
+        and falls back must not lose them."""
+        return (0x10 if self.names_changed else 0) | (0x8 if self.labels_changed else 0)
 
     def _fetch_done(self, t0: float, nvalues: int) -> None:
-        self.names_changed = False  # the RESULT just built told pmcd
+        self.names_changed = self.labels_changed = False  # the RESULT just built told pmcd
         dt = time.perf_counter() - t0
         st = self.stats
         st.fetches += 1
