@@ -54,6 +54,8 @@ from pmda_py.harvest.openmetrics.model import (
     SourceModel,
     label_items,
 )
+from pmda_py.pcpversion import parse
+from pmda_py.pcpversion import pcp_version as installed_pcp_version
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType
 from pmda_py.table import (
     Columns,
@@ -238,8 +240,12 @@ class OpenMetricsTable(Table):
         sort: str = "1",
         workers: str = str(DEFAULT_WORKERS),
         worker_grace: str = str(DEFAULT_WORKER_GRACE),
+        pcp_version: str = "",
         **_options: str,
     ) -> None:
+        """``pcp_version``: the pmdaopenmetrics to imitate (default: the
+        installed PCP's, from pcp.conf): before 6.1 it gives every instance
+        an optional ``instname`` label (``"N NAME"``); 6.1 dropped it."""
         conf = pcp_conf()
         self.dir = os.path.normpath(dir or os.path.join(conf["PCP_PMDAS_DIR"], "openmetrics", "config.d"))
         #: pmdaopenmetrics' place; the daemon's --state-dir (Config.state_dir) when not given here
@@ -258,6 +264,9 @@ class OpenMetricsTable(Table):
         self.sort = _flag(sort)
         self.workers = max(0, int(workers))
         self.worker_grace = float(worker_grace)
+        version = parse(pcp_version) if pcp_version else installed_pcp_version()
+        #: pmdaopenmetrics < 6.1 labels every instance with an optional "instname" (PCP commit 84be2456fe)
+        self.instname_label = version < (6, 1, 0)
         self.debug = 0
         self._level_before_debug = "info"
         self.generation = 0
@@ -959,9 +968,9 @@ class OpenMetricsTable(Table):
             ms = found_ms
             assert ms.table is not None
             items = label_items(ms.inst_labels.get(inst, {}), _L_INSTANCES, skip="instname")
-            items.append(
-                ("instname", label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1], _L_INSTANCES | _L_OPTIONAL)
-            )
+            if self.instname_label:
+                name = label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1]
+                items.append(("instname", name, _L_INSTANCES | _L_OPTIONAL))
             return items
         return None
 
