@@ -224,6 +224,21 @@ async def test_instname_label_follows_the_pcp_version(tmp_path: Path, version: s
     await table.shutdown()
 
 
+@pytest.mark.parametrize("version", ["6.0.3", "6.3.8", "7.0.0", "7.2.2"])
+def test_debug_text_follows_the_pcp_version(tmp_path: Path, version: str) -> None:
+    """pmdaopenmetrics 7.0 shortened control.debug's one-line text and gave
+    it a help text of its own (PCP commit ae1adec444); before, the one-line
+    text was the help text too."""
+    table = make_table(tmp_path, pcp_version=version)
+    one = "debug flag to enable verbose log messages"
+    if version >= "7":
+        want = (one, "Debugging flag to enable verbose log messages, to enable:\n> pmstore openmetrics.control.debug 1")
+    else:
+        want = (f"{one}, to enable: pmstore openmetrics.control.debug 1",) * 2
+    assert (table.c_debug.oneline, table.c_debug.help) == want
+    assert table.c_calls.oneline == table.c_calls.help == "per-end-point source call counter"
+
+
 async def test_scripts_and_files(tmp_path: Path) -> None:
     cfg = tmp_path / "config.d"
     cfg.mkdir()
