@@ -20,6 +20,7 @@ import errno
 import os
 import secrets
 import stat
+from typing import Callable
 
 __all__ = ["FileRefused", "atomic_write", "open_regular", "read_regular"]
 
@@ -34,11 +35,22 @@ class FileRefused(OSError):
     file, too large, or the wrong owner)."""
 
 
-def atomic_write(path: str, data: bytes, *, mode: int = 0o644, makedirs: bool = False) -> None:
+def atomic_write(
+    path: str,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    makedirs: bool = False,
+    check: Callable[[str], None] | None = None,
+) -> None:
     """Replace ``path`` with ``data`` atomically and without following links.
 
-    Raises :class:`OSError` on failure; the target is then unchanged and no
-    temporary is left behind.
+    ``check``, if given, is called with the temporary's path once it is
+    complete, before the rename: whatever it raises leaves the target as it
+    was (a file validated by another program before it is put in place).
+
+    Raises :class:`OSError` (or what ``check`` raised) on failure; the
+    target is then unchanged and no temporary is left behind.
     """
     directory = os.path.dirname(path) or "."
     if makedirs:
@@ -64,6 +76,8 @@ def atomic_write(path: str, data: bytes, *, mode: int = 0o644, makedirs: bool = 
             os.fsync(fd)
         finally:
             os.close(fd)
+        if check is not None:
+            check(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -66,6 +66,7 @@ from pmda_py.pmapi import (
     indom,
     pmid,
 )
+from pmda_py.safefile import atomic_write, read_regular
 from pmda_py.stats import PmdaStats
 
 __all__ = [
@@ -285,6 +286,7 @@ class InstanceCache:
     dirty: bool = False
 
     HEADER: ClassVar[str] = "# pmda_py instance cache: id name"
+    READ_LIMIT: ClassVar[int] = 64 << 20  #: a larger file is not read (O_NONBLOCK, regular files only)
 
     def load(self) -> str | None:
         """Read the saved map.  A missing file is an empty map.  A file that
@@ -295,8 +297,8 @@ class InstanceCache:
         if not self.path:
             return None
         try:
-            with open(self.path, encoding="utf-8", errors="surrogateescape") as f:
-                lines = f.read().splitlines()
+            raw = read_regular(self.path, self.READ_LIMIT, whole=True)
+            lines = raw.decode("utf-8", "surrogateescape").splitlines()
         except FileNotFoundError:
             return None
         except (OSError, UnicodeError) as err:
@@ -342,14 +344,9 @@ class InstanceCache:
         the next save; the ids in memory stay as they are."""
         if not self.path or not self.dirty:
             return
-        tmp = f"{self.path}.tmp{os.getpid()}"
+        text = self.HEADER + "\n" + "".join(f"{i} {n}\n" for n, i in sorted(self.ids.items(), key=lambda kv: kv[1]))
         try:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(self.HEADER + "\n")
-                for name, inst in sorted(self.ids.items(), key=lambda kv: kv[1]):
-                    f.write(f"{inst} {name}\n")
-            os.replace(tmp, self.path)
+            atomic_write(self.path, text.encode("utf-8", "surrogateescape"), makedirs=True)
         except OSError as err:
             structlog.get_logger("pmda_py.table").warning("instance_cache_unsaved", path=self.path, error=str(err))
             return

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 import trio
 
+from pmda_py import safefile
 from pmda_py.harvest.openmetrics.digest import Digest, digest
 from pmda_py.harvest.openmetrics.exposition import Limits
 from pmda_py.harvest.openmetrics.model import (
@@ -73,13 +74,10 @@ def read_regular(path: str, limit: int) -> bytes:
 
 
 def write_state(path: str, data: bytes) -> str | None:
-    """Write a name table file atomically; the error text if it failed."""
-    tmp = f"{path}.tmp{os.getpid()}"
+    """Write a name table file atomically, never through a link; the error
+    text if it failed (the old file is then unchanged, no temporary left)."""
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        safefile.atomic_write(path, data, makedirs=True)
     except OSError as err:
         return str(err)
     return None
@@ -88,10 +86,11 @@ def write_state(path: str, data: bytes) -> str | None:
 def read_state(path: str, maxnum: int) -> tuple[NameTable, str | None]:
     """The name table saved at ``path`` (empty if none); the problem if unreadable."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(64 * 1024 * 1024)
-    except OSError:
+        data = safefile.read_regular(path, 64 * 1024 * 1024)  # never blocks, regular files only
+    except FileNotFoundError:
         return NameTable(maxnum), None
+    except OSError as err:
+        return NameTable(maxnum), str(err)
     try:
         table = NameTable.loads(data, maxnum)
     except ValueError as err:
