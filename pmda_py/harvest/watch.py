@@ -70,9 +70,9 @@ class DirWatch:
                 _wd, mask, _cookie, n = _EVENT.unpack_from(buf, pos)
                 raw = buf[pos + _EVENT.size : pos + _EVENT.size + n].split(b"\0", 1)[0]
                 pos += _EVENT.size + n
-                if mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
-                    everything = True
-                elif raw:
+                if mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) or not raw:
+                    everything = True  # the directory itself (touched, moved, gone) or lost events
+                else:
                     names.add(os.fsdecode(raw))
         return names, everything
 

@@ -305,7 +305,8 @@ class MmvTable(Table):
 
     def _start_scanner(self) -> Scanner[_State]:
         if self._scanner is None:
-            self._scanner = Scanner(self._scan_state, self._sweep, interval=self.sweep_interval)
+            # looked up at each call: a test may hold the scan to show it is off the request path
+            self._scanner = Scanner(lambda: self._scan_state(), lambda: self._sweep(), interval=self.sweep_interval)
         return self._scanner
 
     def rescan_if_changed(self) -> None:
@@ -422,7 +423,9 @@ class MmvTable(Table):
             st.by_metric[id(m)] = em
             if ind is not None:
                 present = {i for i, _ in em.slots}
-                st.ordered[id(m)] = em.insts == [i for i in ind.instances if i in present]
+                # an indom listing an id twice: pmdammv fetches along the listing, each
+                # entry getting its id's (first) value, so the repeated one comes twice
+                st.ordered[id(m)] = ind.listing is None and em.insts == [i for i in ind.instances if i in present]
                 if (
                     st.ordered[id(m)]
                     and em.strided is not None
@@ -561,7 +564,8 @@ class MmvTable(Table):
             return PmdaError(code=PmErr.APPVERSION)
         order = None
         if m.indom is not None and not self._ordered.get(id(m), False):
-            order = list(m.indom.instances)
+            listing = m.indom.listing
+            order = list(m.indom.instances) if listing is None else [i for i, _ in listing]
         insts, vals = read_values(em, img, order)
         if m.indom is None:
             if not em.slots:
