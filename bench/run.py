@@ -1,6 +1,8 @@
 """Run the benchmarks (``make bench``): FETCH by table shape (fetch_shapes.py,
 with pcp.pmda and the floor), request latency (pdu_latency.py), MMV
-(mmv_fetch.py) and where a FETCH's time goes (fetch_breakdown.py).  Each runs in its own process, one after the other.
+(mmv_fetch.py; mmv_scale.py: many files, rescans, a sparse 1 GiB file) and
+where a FETCH's time goes (fetch_breakdown.py).  Each runs in its own
+process, one after the other.
 
     .venv/bin/python bench/run.py [--quick] [--only fetch_shapes,mmv_fetch]
 
@@ -21,6 +23,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {  # name: (full args, quick a
     "fetch_shapes": ([], ["--quick"]),
     "pdu_latency": (["--iterations", "2000"], ["--iterations", "300"]),
     "mmv_fetch": (["--iterations", "20"], ["--iterations", "5"]),
+    "mmv_scale": ([], ["--quick"]),
     "fetch_breakdown": ([], ["--shapes", "1000x0,1000x10"]),
 }
 

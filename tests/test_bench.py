@@ -38,3 +38,11 @@ def test_pdu_latency_runs() -> None:
     out = _run("pdu_latency.py", "--n", "10", "--iterations", "20")
     for name in ("pmda-py run", "pcp.pmda", "pre-built replies", "pmdasample (C)"):
         assert any(line.startswith(name) and "TEXT (help)" in line for line in out.splitlines()), (name, out)
+
+
+def test_mmv_scale_runs_beside_pmdammv() -> None:
+    require(Path("/var/lib/pcp/pmdas/mmv/pmdammv").exists() and Path("/usr/bin/python3").exists(), "PCP's pmdammv")
+    out = _run("mmv_scale.py", "--files", "3", "--iterations", "5")
+    rows = [line for line in out.splitlines() if line.split()[:1] == ["3"]]
+    assert len(rows) == 2 and "pmdammv" in rows[0] and "pmda-py" in rows[1], out
+    assert "1 GiB sparse file" in out and out.rstrip().splitlines()[-1].startswith("pmda-py"), out

@@ -179,6 +179,10 @@ class FileRegions:
             self._starts.insert(lo, offset)
             self._blocks.insert(lo, data)
 
+    def prefix(self) -> bytes:
+        """The block read from offset 0 (b"" if none)."""
+        return self._blocks[0] if self._starts and self._starts[0] == 0 else b""
+
     def _covered(self, start: int, end: int) -> bytes | None:
         k = bisect.bisect_right(self._starts, start) - 1
         if k >= 0:
@@ -267,8 +271,12 @@ def _unpacker(buf: Image) -> Callable[[struct.Struct, int], tuple[Any, ...]]:
         view = memoryview(buf)
         return lambda st, off: st.unpack_from(view, off)
     regions = buf
+    head = regions.prefix()  # usually the whole of what was read: one block from offset 0
+    hview, hlen = memoryview(head), len(head)
 
     def unpack(st: struct.Struct, off: int) -> tuple[Any, ...]:
+        if off >= 0 and off + st.size <= hlen:
+            return st.unpack_from(hview, off)
         raw = regions.read(off, st.size)
         if len(raw) != st.size:
             raise MmvFormatError("the file shrank while it was read", section="file", offset=off)

@@ -13,8 +13,10 @@ than what they export, and off the request path.
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +31,7 @@ from pmda_py.safefile import open_regular
 __all__ = ["Loaded", "Scanner", "changed", "load_file", "open_mmv"]
 
 T = TypeVar("T")
+SWITCH_INTERVAL = 0.0002  #: seconds: the interpreter's thread switch interval while a scan runs
 
 
 @attrs.frozen
@@ -192,12 +195,26 @@ class Scanner(Generic[T]):
                 if not wanted:
                     continue
             t0 = time.monotonic()
+            # the event loop takes the interpreter back within this while the scan
+            # runs (CPython's default, 5 ms, made a request wait up to 5 ms at every
+            # one of its blocking points: 100 ms and more for one reply)
+            switch = sys.getswitchinterval()
+            sys.setswitchinterval(min(switch, SWITCH_INTERVAL))
+            # nor does a collection of everything the scan allocated stop the
+            # loop for 100 ms: none during the scan, and then what exists is
+            # frozen out of later collections (gc.freeze) before they resume
+            collecting = gc.isenabled()
+            gc.disable()
             try:
                 result = self._scan()
-            except Exception as err:
+            except Exception as err:  # kept for the table to log
                 self.error = err
                 continue
             finally:
+                gc.freeze()
+                if collecting:
+                    gc.enable()
+                sys.setswitchinterval(switch)
                 self.last_scan = time.monotonic() - t0
             with self._lock:
                 self._result = result
