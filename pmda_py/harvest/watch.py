@@ -5,8 +5,10 @@ reached) :meth:`DirWatch.open` returns None and the caller polls."""
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
+from typing import Any
 
 __all__ = ["DirWatch"]
 
@@ -26,6 +28,15 @@ _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len
 MASK = IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
 
 
+@functools.cache
+def _libc() -> Any:
+    """libc through ctypes, loaded once (a CDLL is a reference cycle)."""
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 class DirWatch:
     """inotify on one directory: the names that changed since the last call."""
 
@@ -36,10 +47,7 @@ class DirWatch:
     def open(cls, directory: str) -> DirWatch | None:
         """None where inotify is not available (the caller polls)."""
         try:
-            import ctypes
-            import ctypes.util
-
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc = _libc()
             fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
             if fd < 0:
                 return None

@@ -4,11 +4,13 @@ Mounted at ``mmv`` in domain 70 (``pmda-py run --mmv-compat``) it is a
 drop-in for pmdammv: same names, PMIDs, descriptors, indoms, help, labels and
 values (see :mod:`pmda_py.harvest` for where it is deliberately safer).
 
-Rescans happen on pmdammv's triggers, checked before every request: the
-directory's mtime changed, a loaded file's generation changed, a PROCESS
-writer died, a file was in flux at the last scan, or ``mmv.control.reload``
-was stored.  Values are read on every fetch from a private copy of the file
-(one ``read`` per file), through an index built at load time.
+Rescans happen on pmdammv's triggers -- the directory changed (inotify; its
+mtime where there is none), a loaded file's generation changed or its writer
+died (the scanner thread's sweep), a file was in flux at the last scan, or
+``mmv.control.reload`` was stored -- and run in a thread
+(:mod:`pmda_py.harvest.scanner`), swapped in whole before a request.  Values
+are read on every fetch with ``pread`` from the file's VALUES section only,
+through a descriptor opened without blocking and checked on the descriptor.
 """
 
 from __future__ import annotations

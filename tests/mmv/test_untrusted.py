@@ -235,3 +235,42 @@ def test_the_sections_named_are_all_that_is_read(tmp_path: Path) -> None:
                 whole.labels,
             ), path.name
         assert img.read_bytes <= len(data) + 8192, (path.name, img.read_bytes)
+
+
+async def test_rescans_leave_no_garbage_behind(tmp_path: Path) -> None:
+    """Scans run with the cyclic collector paused and freeze what exists
+    after (no collection pause stalls a reply): so a replaced scan and the
+    dispatcher's replaced index must be freed by reference counting alone,
+    or they would be frozen alive and never freed: no cyclic garbage, and
+    no growth of the frozen objects over rescans."""
+    import gc
+
+    d = tmp_path / "mmv"
+    d.mkdir()
+    for k in range(20):
+        (d / f"f{k:02d}").write_bytes(_with_cluster(SIMPLE, 400 + k))
+    table = MmvTable(dir=str(d), compat="1", sweep="600")
+    gc.collect()
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        counts = []
+        for i in range(6):
+            g = table.generation
+            (d / f"zz{i % 2}").write_bytes(_with_cluster(SIMPLE, 500 + i % 2))
+            for _ in range(500):
+                await pmda.fetch_values(["mmv.control.files"])  # takes the scan, reindexes
+                if table.generation != g:
+                    break
+                await trio.sleep(0.01)
+            assert table.generation != g
+            await pmda.traverse("mmv")
+            counts.append(gc.get_freeze_count())
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            gc.unfreeze()
+            unreachable = gc.collect()
+            ours = sorted({type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("pmda_py")})
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+    assert unreachable >= 0 and not ours, ours
+    assert counts[-1] <= counts[1] * 1.2, counts
