@@ -200,10 +200,14 @@ class Scanner(Generic[T]):
                 wanted, self._wanted = self._wanted, False
             if not wanted:
                 t0 = time.monotonic()
+                switch = sys.getswitchinterval()
+                sys.setswitchinterval(min(switch, SWITCH_INTERVAL))
                 try:
                     wanted = self._sweep()
                 except Exception as err:
                     self.error = err
+                finally:
+                    sys.setswitchinterval(switch)
                 self.last_sweep = time.monotonic() - t0
                 next_sweep = time.monotonic() + max(self.interval, self.cost_factor * self.last_sweep)
                 if not wanted:

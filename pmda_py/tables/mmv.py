@@ -311,17 +311,6 @@ class MmvTable(Table):
             self._scanner = Scanner(lambda: self._scan_state(), lambda: self._sweep(), interval=self.sweep_interval)
         return self._scanner
 
-    def rescan_if_changed(self) -> None:
-        """Compatibility: what :meth:`check` does, without waiting."""
-        if not self._scanned:
-            self._apply(self._scan_state())
-        elif self._changed():
-            self._start_scanner().request()
-
-    def rescan(self) -> None:
-        """Scan now, in the calling thread (tests, tools)."""
-        self._apply(self._scan_state())
-
     def _sweep(self) -> bool:
         """In the scanner thread: has a loaded file changed (pmdammv's
         per-request checks, made here instead of on every request)?"""
@@ -552,10 +541,9 @@ class MmvTable(Table):
         img.add(0, len(entry.head))
         if entry.values[0] >= 0:
             img.add(entry.values[0], entry.values[1])
-        if (st.st_dev, st.st_ino) != entry.ident or img.read(0, len(entry.head)) != entry.head:
-            # another file under the name, or another layout under the same
-            # generation (writers in one second share one): the scanned
-            # offsets no longer apply
+        if img.read(0, len(entry.head)) != entry.head:
+            # another layout, or another generation, under the name (a file
+            # replaced by an identical one is read: the scanned offsets apply)
             log.info("mmv_file_changed", file=name)
             self._start_scanner().request()
             return None

@@ -250,6 +250,7 @@ async def test_rescans_leave_no_garbage_behind(tmp_path: Path) -> None:
     for k in range(20):
         (d / f"f{k:02d}").write_bytes(_with_cluster(SIMPLE, 400 + k))
     table = MmvTable(dir=str(d), compat="1", sweep="600")
+    gc.unfreeze()  # what earlier tests left (frozen by their scans) is not this test's
     gc.collect()
     async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
         counts = []
