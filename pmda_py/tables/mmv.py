@@ -610,6 +610,8 @@ class MmvTable(Table):
         and the scanner thread."""
         if self._watch is None:
             self._watch = DirWatch.open(self.dir)
+            if self._watch is None:
+                log.info("mmv_dir_polled", dir=self.dir, reason="no inotify: its mtime is checked per request")
         if not self._scanned:
             self._apply(await trio.to_thread.run_sync(self._scan_state))
         self._start_scanner()

@@ -275,3 +275,20 @@ async def test_rescans_leave_no_garbage_behind(tmp_path: Path) -> None:
             gc.garbage.clear()
     assert unreachable >= 0 and not ours, ours
     assert counts[-1] <= counts[1] * 1.2, counts
+
+
+async def test_without_inotify_the_directory_mtime_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where inotify is missing (or out of watches) a new file is still
+    noticed: the directory's mtime, one stat per request, as pmdammv."""
+    from pmda_py.harvest.watch import DirWatch
+
+    monkeypatch.setattr(DirWatch, "open", classmethod(lambda cls, directory: None))
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "a").write_bytes(_with_cluster(SIMPLE, 601))
+    table = MmvTable(dir=str(d), compat="1", sweep="600")
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        assert table._watch is None
+        assert await _file_values(pmda, "mmv.a")
+        (d / "b").write_bytes(_with_cluster(SIMPLE, 602))
+        assert await _eventually(pmda, "mmv.b", True)
