@@ -27,6 +27,7 @@ __all__ = ["FileRefused", "atomic_write", "open_regular", "read_regular"]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
 _TRIES = 16
 
 
@@ -88,11 +89,17 @@ def atomic_write(
 
 
 def open_regular(path: str, *, follow: bool = True, owners: frozenset[int] | None = None) -> int:
-    """A read-only descriptor on ``path`` that cannot block, checked on the
+    """A read-only descriptor on ``path`` that cannot block, never opened
+    unless ``stat`` says it is a regular file, and checked on the
     descriptor to be a regular file (and, with ``owners``, to belong to one
     of those uids).  With ``follow=False`` a symlink at ``path`` is refused.
     The caller closes the descriptor."""
-    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (0 if follow else _NOFOLLOW)
+    # a name that is not a regular file now is not opened at all (opening a
+    # device can have effects of its own); the check on the descriptor below
+    # is the one that counts (the name may be swapped in between)
+    if not stat.S_ISREG(os.stat(path, follow_symlinks=follow).st_mode):
+        raise FileRefused(errno.EINVAL, f"{path} is not a regular file")
+    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | _NOCTTY | (0 if follow else _NOFOLLOW)
     fd = os.open(path, flags)
     try:
         st = os.fstat(fd)
