@@ -151,13 +151,15 @@ def build(
     sticky = dict(sticky or {})
     for img in images:
         try:
-            if img.error is not None:
-                raise img.error
-            mf = img.parsed if img.parsed is not None else MmvFile.from_buffer(img.data)
+            failed = img.error  # (not raised here: the traceback would make a cycle through img)
+            if failed is None:
+                mf = img.parsed if img.parsed is not None else MmvFile.from_buffer(img.data)
         except MmvFormatError as err:
-            if "in flux" in str(err):
+            failed = err.with_traceback(None)
+        if failed is not None:
+            if "in flux" in str(failed):
                 reload = True
-            diags.append((img.name, Diagnostic(err.section, err.offset, f"file not loaded: {err}")))
+            diags.append((img.name, Diagnostic(failed.section, failed.offset, f"file not loaded: {failed}")))
             continue
         if mf.flags & MmvFlags.PROCESS and mf.process != 0 and not img.pid_alive:
             diags.append((img.name, Diagnostic("header", 32, f"writer pid {mf.process} is gone: file skipped")))

@@ -73,8 +73,8 @@ def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[File
         try:
             img = FileRegions.load(fd, st.st_size)
             mf = MmvFile.from_buffer(img)
-        except MmvFormatError as err:
-            return FileImage(name, img, error=err), None
+        except MmvFormatError as err:  # kept without its traceback (frames that refer to the image)
+            return FileImage(name, img, error=err.with_traceback(None)), None
         # what build() reads besides the sections: help texts (read now, the
         # descriptor is closed below)
         for ind in mf.indoms:

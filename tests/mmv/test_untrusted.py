@@ -249,6 +249,8 @@ async def test_rescans_leave_no_garbage_behind(tmp_path: Path) -> None:
     d.mkdir()
     for k in range(20):
         (d / f"f{k:02d}").write_bytes(_with_cluster(SIMPLE, 400 + k))
+    (d / "cut").write_bytes(SIMPLE[:100])  # refused: its sections run past its end
+    (d / "toc").write_bytes(SIMPLE[:24] + struct.pack("=i", 5000) + SIMPLE[28:])  # refused: a TOC of 5000
     table = MmvTable(dir=str(d), compat="1", sweep="600")
     gc.unfreeze()  # what earlier tests left (frozen by their scans) is not this test's
     gc.collect()
@@ -292,3 +294,44 @@ async def test_without_inotify_the_directory_mtime_is_checked(tmp_path: Path, mo
         assert await _file_values(pmda, "mmv.a")
         (d / "b").write_bytes(_with_cluster(SIMPLE, 602))
         assert await _eventually(pmda, "mmv.b", True)
+
+
+async def test_a_file_naming_too_much_is_refused_cheaply(tmp_path: Path) -> None:
+    """A header whose sections add up to more than 64 MiB (a VALUES section
+    of 4 M entries, inside a sparse 1 GiB file) or a TOC of more than 1024
+    entries: the file is refused with a log line naming it, and nothing of
+    the claimed sections is read."""
+    from structlog.testing import capture_logs
+
+    from pmda_py.harvest.reader import HEADER, TOC, MmvFile
+
+    mf = MmvFile.from_buffer(SIMPLE)
+    data = bytearray(SIMPLE)
+    for t in range(struct.unpack_from("=i", data, 24)[0]):
+        off = HEADER.size + TOC.size * t
+        ttype, _count, sec = TOC.unpack_from(data, off)
+        if ttype == 4:  # VALUES
+            TOC.pack_into(data, off, ttype, 4 << 20, sec)
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "huge").write_bytes(bytes(data))
+    os.truncate(d / "huge", 1 << 30)
+    (d / "tocs").write_bytes(SIMPLE[:24] + struct.pack("=i", 5000) + SIMPLE[28:])
+    (d / "good").write_bytes(_with_cluster(SIMPLE, 700))
+    assert mf.values
+    tracemalloc.start()
+    try:
+        with capture_logs() as logs:
+            table = MmvTable(dir=str(d), compat="1")
+            async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+                assert await _file_values(pmda, "mmv.good")
+                names = await pmda.traverse("mmv")
+                assert not any(n.startswith(("mmv.huge.", "mmv.tocs.")) for n in names), names
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    problems = {e["file"]: e["problem"] for e in logs if e["event"] == "mmv_problem"}
+    assert "64" in problems["huge"] or str(64 << 20) in problems["huge"], problems
+    assert "TOC count 5000" in problems["tocs"], problems
+    assert table.last_scan is not None and table.last_scan.read_bytes < 64 * 1024
+    assert peak < 32 << 20, peak
