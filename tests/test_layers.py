@@ -27,6 +27,7 @@ PACKAGE = REPO / "pmda_py"
 #: module (or package prefix) -> layer; the longest matching prefix wins
 LAYERS: dict[str, int] = {
     "pmda_py.errors": 0,
+    "pmda_py.safefile": 0,  # how files are written and read (os only)
     "pmda_py.pcpversion": -1,  # which PCP is installed (pcp.conf): texts and behaviour follow it
     "pmda_py.pmapi": 1,
     "pmda_py.wire": 2,

@@ -10,16 +10,16 @@ I/O or logs; nothing reads outside the buffer.
 All integers are in the writer's native byte order ("=" structs).
 
 :class:`FileRegions` is how a file is read: only the header, the table of
-contents and the sections it names (with ``pread`` on a descriptor the
-caller opened), anything else the records point at read on demand, a few
-KiB at a time.  A file extended with a sparse tail costs nothing more.
+contents and the sections it names (through a ``read_at(length, offset)``
+the caller gives, ``pread`` on a descriptor it opened), anything else the
+records point at read on demand, a few KiB at a time.  A file extended with
+a sparse tail costs nothing more.
 """
 
 from __future__ import annotations
 
 import bisect
 import enum
-import os
 import struct
 from typing import Any, Callable, Final, Union, overload
 
@@ -136,12 +136,12 @@ class FileRegions:
     its bytes) built from the regions actually read: ``pread`` of what the
     header names, and of whatever else is asked for, on demand.
 
-    The descriptor is only used while the object is being built and read;
-    the owner closes it (:meth:`close` forgets it: later reads outside the
-    regions then see zeros-free short data, i.e. as past the end)."""
+    ``read_at`` is only used while the object is being built and read; the
+    owner sets it to None when its descriptor is closed (later reads outside
+    the regions then find nothing, as past the end).  It does no I/O itself."""
 
-    def __init__(self, fd: int | None, size: int) -> None:
-        self.fd = fd
+    def __init__(self, read_at: Callable[[int, int], bytes] | None, size: int) -> None:
+        self.read_at = read_at
         self.size = size
         self._starts: list[int] = []
         self._blocks: list[bytes] = []
@@ -165,9 +165,9 @@ class FileRegions:
             offset = min(offset, self._starts[lo])
             end = max(end, self._starts[hi - 1] + len(self._blocks[hi - 1]))
         data = b""
-        if self.fd is not None:
+        if self.read_at is not None:
             try:
-                data = os.pread(self.fd, end - offset, offset)
+                data = self.read_at(end - offset, offset)
             except OSError:
                 data = b""
         self.read_bytes += len(data)
@@ -222,11 +222,11 @@ class FileRegions:
         return self.read(start, stop - start)
 
     @classmethod
-    def load(cls, fd: int, size: int) -> FileRegions:
-        """The header, TOC and every section the TOC names, read from ``fd``
-        (a file of ``size`` bytes).  Raises :class:`MmvFormatError` when the
+    def load(cls, read_at: Callable[[int, int], bytes], size: int) -> FileRegions:
+        """The header, TOC and every section the TOC names, read with
+        ``read_at(length, offset)`` (a file of ``size`` bytes).  Raises :class:`MmvFormatError` when the
         TOC is absurd or names more than :data:`MAX_NAMED` bytes."""
-        img = cls(fd, size)
+        img = cls(read_at, size)
         img.add(0, HEADER.size)
         head = img.read(0, HEADER.size)
         if len(head) < HEADER.size:

@@ -13,6 +13,7 @@ than what they export, and off the request path.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import struct
@@ -67,11 +68,11 @@ def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[File
     """One file, read as :mod:`pmda_py.harvest.reader` needs it (raises
     OSError if it cannot be opened)."""
     fd, st = open_mmv(path, owners)
+    img = FileRegions(None, st.st_size)
     try:
-        img = FileRegions(fd, st.st_size)
         loaded = None
         try:
-            img = FileRegions.load(fd, st.st_size)
+            img = FileRegions.load(functools.partial(os.pread, fd), st.st_size)
             mf = MmvFile.from_buffer(img)
         except MmvFormatError as err:  # kept without its traceback (frames that refer to the image)
             return FileImage(name, img, error=err.with_traceback(None)), None
@@ -96,7 +97,7 @@ def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[File
         )
         return FileImage(name, img, alive, parsed=mf), loaded
     finally:
-        img.fd = None
+        img.read_at = None
         os.close(fd)
 
 

@@ -16,6 +16,7 @@ through a descriptor opened without blocking and checked on the descriptor.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -537,7 +538,7 @@ class MmvTable(Table):
             self._start_scanner().request()
             return None
         opened.append(fd)
-        img = FileRegions(fd, st.st_size)
+        img = FileRegions(functools.partial(os.pread, fd), st.st_size)
         img.add(0, len(entry.head))
         if entry.values[0] >= 0:
             img.add(entry.values[0], entry.values[1])
