@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -615,6 +616,10 @@ class MmvTable(Table):
                 log.info("mmv_dir_polled", dir=self.dir, reason="no inotify: its mtime is checked per request")
         if not self._scanned:
             self._apply(await trio.to_thread.run_sync(self._scan_state))
+        # the first scan's objects (and the index built on them) out of later
+        # collections now, once, rather than at the first rescan's (see Scanner)
+        gc.collect()
+        gc.freeze()
         self._start_scanner()
 
     async def shutdown(self) -> None:
