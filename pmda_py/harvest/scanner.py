@@ -143,6 +143,7 @@ class Scanner(Generic[T]):
         self.interval = interval
         self.cost_factor = cost_factor
         self._wake = threading.Event()
+        self._stopped = threading.Event()
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._wanted = False
@@ -188,6 +189,7 @@ class Scanner(Generic[T]):
 
     def stop(self) -> None:
         self._stop = True
+        self._stopped.set()
         self._wake.set()
 
     def _run(self) -> None:
@@ -240,3 +242,6 @@ class Scanner(Generic[T]):
                 self.scans += 1
                 if not self._wanted:
                     self._done.set()
+            # scans back to back (a file kept in flux asks for one at every
+            # request, as pmdammv rescans then) take at most half the thread's time
+            self._stopped.wait(self.last_scan)

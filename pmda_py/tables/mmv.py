@@ -19,6 +19,7 @@ import errno
 import functools
 import gc
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -178,6 +179,7 @@ class MmvTable(Table):
         allowed_users: str = "",
         pcp_version: str = "",
         rescan_wait: str = "0.005",
+        inline_scan: str = "0.002",
         sweep: str = "1",
         **_options: str,
     ) -> None:
@@ -189,7 +191,9 @@ class MmvTable(Table):
         names) and answers indom help text; 7.2 skips a label member with an
         invalid name instead of the whole payload.  ``rescan_wait``: seconds
         the first request after a change waits for the rescan it starts (it
-        is answered from the previous scan if that is not done); ``sweep``:
+        is answered from the previous scan if that is not done);
+        ``inline_scan``: a directory whose last scan took less is scanned
+        before the request itself, as pmdammv does; ``sweep``:
         seconds between checks of the loaded files' generations and writer
         pids (pmdammv makes them on every request; here a thread does, at
         least this far apart and at most 2% of its time)."""
@@ -216,6 +220,8 @@ class MmvTable(Table):
         self._watch: DirWatch | None = None
         self._scanner: Scanner[_State] | None = None
         self.rescan_wait = float(rescan_wait)
+        self.inline_scan = float(inline_scan)
+        self._scanning = threading.RLock()
         self.sweep_interval = float(sweep)
         self.last_scan: _State | None = None
         self._sticky: dict[str, int] = {}
@@ -277,12 +283,21 @@ class MmvTable(Table):
         a scan runs in the scanner thread, and a request waits at most
         ``rescan_wait`` seconds for it (the first one after a change);
         generations and writer pids are checked by the thread's sweep.
+        A directory whose last scan took under ``inline_scan`` seconds is
+        scanned here instead, as pmdammv does, unless the thread is at it.
         It never awaits (the dispatcher runs it inline, no cancel scope)."""
         if not self._scanned:
             self._apply(self._scan_state())
             return
         self._take()
         if self._changed():
+            last = self.last_scan
+            if last is not None and last.seconds <= self.inline_scan and self._scanning.acquire(blocking=False):
+                try:
+                    self._apply(self._scan_state())
+                finally:
+                    self._scanning.release()
+                return
             scanner = self._start_scanner()
             scanner.request()
             if scanner.wait(self.rescan_wait):
@@ -337,7 +352,12 @@ class MmvTable(Table):
 
     def _scan_state(self) -> _State:
         """A scan, start to end, touching nothing the request path reads
-        (runs in the scanner thread; :meth:`_apply` swaps it in)."""
+        (runs in the scanner thread, or inline when cheap; :meth:`_apply`
+        swaps it in).  One at a time."""
+        with self._scanning:
+            return self._scan_locked()
+
+    def _scan_locked(self) -> _State:
         t0 = time.monotonic()
         dir_state = self._dir_stat()
         images: list[FileImage] = []

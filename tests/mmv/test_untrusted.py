@@ -142,7 +142,7 @@ async def test_a_rescan_runs_off_the_request_path(tmp_path: Path) -> None:
     d = tmp_path / "mmv"
     d.mkdir()
     (d / "a").write_bytes(_with_cluster(SIMPLE, 301))
-    table = MmvTable(dir=str(d), compat="1")
+    table = MmvTable(dir=str(d), compat="1", inline_scan="0")  # every scan in the thread, as for a large directory
     entered, release = threading.Event(), threading.Event()
     async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
         assert await _file_values(pmda, "mmv.a")
