@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 import trio
 
+from pmda_py import safefile
 from pmda_py.harvest.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
 from pmda_py.harvest.openmetrics.digest import Digest, digest
 from pmda_py.harvest.openmetrics.exposition import Limits
@@ -81,13 +82,10 @@ def read_regular(path: str, limit: int) -> bytes:
 
 
 def write_state(path: str, data: bytes) -> str | None:
-    """Write a name table file atomically; the error text if it failed."""
-    tmp = f"{path}.tmp{os.getpid()}"
+    """Write a name table file atomically, never through a link; the error
+    text if it failed (the old file is then unchanged, no temporary left)."""
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        safefile.atomic_write(path, data, makedirs=True)
     except OSError as err:
         return str(err)
     return None
