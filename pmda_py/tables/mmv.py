@@ -428,6 +428,8 @@ class MmvTable(Table):
         state = self._prev = self._derive(export, files, dir_state)
         state.seconds = time.monotonic() - t0
         state.read_bytes = sum(i.data.read_bytes for i in images if isinstance(i.data, FileRegions))
+        while images:  # freed one by one: the event loop may take the interpreter between two
+            images.pop()
         return state
 
     def _derive(self, export: Export, files: dict[str, Loaded], dir_state: tuple[int, int]) -> _State:
