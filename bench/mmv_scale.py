@@ -12,7 +12,9 @@ For each directory size N (copies of one file written by PCP's libpcp_mmv,
 * ``rescan s``: a new file added, the time until a FETCH of
   ``mmv.control.files`` says N+1 (pmdammv rescans inside the first request
   after the change; the drop-in rescans in a thread), and ``worst reply
-  ms``: the slowest reply while that rescan ran;
+  ms``: the slowest reply while that rescan ran; with ``--rescans R``, the
+  file is added and removed R times in turn: the median rescan and the
+  slowest reply of them all;
 * ``RSS MiB``: the PMDA's peak resident size (VmHWM).
 
 Then one such file extended to 1 GiB with ``truncate`` (sparse: no disk
@@ -83,7 +85,7 @@ def ms(ts: list[float]) -> tuple[float, float]:
     return statistics.median(ts) * 1000, max(ts) * 1000
 
 
-def scale_row(cmd: list[str], root: Path, n: int, iterations: int, template: Path) -> str:
+def scale_row(cmd: list[str], root: Path, n: int, iterations: int, template: Path, rescans: int) -> str:
     d = PipeDriver(cmd, {"PCP_TMP_DIR": str(root)})
     try:
         deadline = time.monotonic() + 120
@@ -91,16 +93,23 @@ def scale_row(cmd: list[str], root: Path, n: int, iterations: int, template: Pat
             time.sleep(0.05)
         one = FetchPdu((lookup(d, "mmv.f00000.m1"),)).encode()
         p50, worst = ms(d.time(one, iterations, warmup=5))
-        shutil.copy(template, root / "mmv" / "zz_new")
-        t0 = time.perf_counter()
-        replies = []
-        while True:
-            t1 = time.perf_counter()
-            count = files_count(d)
-            replies.append(time.perf_counter() - t1)
-            if count == n + 1 or time.perf_counter() - t0 > 120:
-                break
-        rescan = time.perf_counter() - t0
+        replies: list[float] = []
+        times: list[float] = []
+        for r in range(rescans):  # a file added, then removed, ... one rescan each
+            if r % 2 == 0:
+                shutil.copy(template, root / "mmv" / "zz_new")
+            else:
+                (root / "mmv" / "zz_new").unlink()
+            want = n + 1 if r % 2 == 0 else n
+            t0 = time.perf_counter()
+            while True:
+                t1 = time.perf_counter()
+                count = files_count(d)
+                replies.append(time.perf_counter() - t1)
+                if count == want or time.perf_counter() - t0 > 120:
+                    break
+            times.append(time.perf_counter() - t0)
+        rescan = statistics.median(times)
         rss = hwm_mib(d.proc.pid)
     finally:
         d.close()
@@ -126,6 +135,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--files", default="10,1000,4000", help="directory sizes")
     p.add_argument("--iterations", type=int, default=200)
+    p.add_argument("--rescans", type=int, default=1, help="rescans per size (a file added, removed, ...)")
     p.add_argument("--quick", action="store_true", help="10 and 1000 files, 50 iterations")
     args = p.parse_args()
     if args.quick:
@@ -151,7 +161,9 @@ def main() -> int:
             for k in range(n):
                 shutil.copy(template, d / f"f{k:05d}")
             for label, cmd in (("pmdammv (C daemon)", ref_cmd), ("pmda-py run --mmv-compat", ours_cmd)):
-                print(f"{n:6d} {label:26} {scale_row(cmd, root, n, args.iterations, template)}", flush=True)
+                print(
+                    f"{n:6d} {label:26} {scale_row(cmd, root, n, args.iterations, template, args.rescans)}", flush=True
+                )
         d = root / "mmv"
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(mode=0o755)

@@ -33,8 +33,16 @@ __all__ = ["Loaded", "Scanner", "changed", "load_file", "open_mmv"]
 
 T = TypeVar("T")
 SWITCH_INTERVAL = 0.0002  #: seconds: the interpreter's thread switch interval while a scan runs
-#: the frozen objects are counted (an O(n) walk, see Scanner._freeze) every this many scans
-FREEZE_CHECK = 8
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _resident_bytes() -> int:
+    """This process's resident set size (0 where ``/proc`` has none)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read(128).split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 @attrs.frozen
@@ -155,8 +163,7 @@ class Scanner(Generic[T]):
         self.last_sweep = 0.0
         self.scans = 0
         self.error: BaseException | None = None
-        self._frozen_base = gc.get_freeze_count()
-        self._freezes = 0
+        self._rss_base = _resident_bytes()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -178,19 +185,20 @@ class Scanner(Generic[T]):
         return out
 
     def _freeze(self) -> None:
-        """``gc.freeze()``; and when the frozen objects have doubled since the
-        last time, a full collection first (objects frozen while alive that
-        became cyclic garbage since are freed: memory stays within twice what
-        is alive, at the cost of one collection's pause then).  They are
-        counted every ``FREEZE_CHECK``-th scan only: counting walks every
-        frozen object with the interpreter held (35-60 ms at 4 000 MMV
-        files, a stall of the event loop at each rescan)."""
-        self._freezes += 1
-        if self._freezes % FREEZE_CHECK == 0 and gc.get_freeze_count() > 2 * self._frozen_base + 100_000:
+        """``gc.freeze()``; and when the process's resident memory has
+        doubled since the last time, a full collection first (objects
+        frozen while alive that became cyclic garbage since are freed:
+        memory stays within about twice what is alive, at the cost of one
+        collection's pause then).  The doubling is read from
+        ``/proc/self/statm`` (one small read): counting the frozen objects
+        instead walks every one of them with the interpreter held (35-60 ms
+        at 4 000 MMV files, a stall of the event loop)."""
+        rss = _resident_bytes()
+        if rss > 2 * self._rss_base + (64 << 20):
             gc.unfreeze()
             gc.collect()
             gc.freeze()
-            self._frozen_base = gc.get_freeze_count()
+            self._rss_base = _resident_bytes()
         else:
             gc.freeze()
 
