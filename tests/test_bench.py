@@ -46,6 +46,7 @@ def test_openmetrics_hostile_runs() -> None:
     row = next(line for line in out.splitlines() if line.startswith("bomb "))
     assert "stacked Conte" in row and '"peak_rss_mb"' in row, out
 
+
 def test_compat_bench_runs_beside_the_binding() -> None:
     require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
     out = _run("compat.py", "--n", "20", "--metrics", "2", "--budget", "0.05")

@@ -397,7 +397,7 @@ def test_systemd_unit_verifies(system_pmcd: dict[str, int], tmp_path: Path) -> N
 
 
 def test_systemd_unit_command_line_with_pmcd_socket_line(system_pmcd: dict[str, int]) -> None:
-    """The README's switch to the unit: Install once (files, names), start the
+    """The documented switch to the unit (docs/installing.md): Install once (files, names), start the
     unit's ExecStart verbatim as its User/Group with its UMask (no systemd
     here), and give the system pmcd a socket line without a command."""
     unit = _unit()
