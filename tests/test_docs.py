@@ -66,7 +66,7 @@ def test_readme_is_short() -> None:
     """What the project is, the two commands, a first table, where to go
     next: no paragraph over 150 words, the whole under 1 200."""
     prose = _prose(README)
-    for para in re.split(r"\n\s*\n", prose):
+    for para in re.split(r"\n\s*\n|\n(?=[*-] )", prose):  # a list item is a paragraph
         assert len(para.split()) <= 150, f"README paragraph of {len(para.split())} words:\n{para}"
     assert len(README.read_text().split()) <= 1200
 
