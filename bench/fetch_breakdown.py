@@ -6,11 +6,13 @@ profile behind the ratios to the floor in fetch_shapes.py.
 For each shape (bench/shape_table.py), a dispatcher with the table mounted
 answers the FETCH once (the general path learns the layout); then each
 stage of the fast path is timed on its own, on the same data, with the
-same calls the dispatcher makes (``_FastFetch.encode`` and
+same calls the dispatcher makes (``FastFetch.encode`` and
 ``FixedLayout.encode``), and the whole request through the session as
 pmcd's pipe would deliver it; malloc tuned as ``pmda-py run`` tunes it.  The floor (fetch_shapes.py's pre-built
 reply) costs only the pipe: one read of the request and one write of the
-reply.  Prints microseconds per FETCH (best of 5 runs) and per value.
+reply.  Prints microseconds per FETCH (best of 5 runs) and per value; first, the
+whole request in-process for each form of the table API (bench/shape_table.py's
+BENCH_FORM: dict, Columns list, Columns array, PackedColumns).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import os
 import struct
 import sys
 import time
-from array import array
 from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
@@ -30,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import trio  # noqa: E402
-from shape_table import parse  # noqa: E402
+from shape_table import FORMS, parse  # noqa: E402
 
 from pmda_py.config import Config, TableSpec  # noqa: E402
 from pmda_py.daemon import build_dispatcher, start_tables, tune_malloc  # noqa: E402
@@ -107,7 +108,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
         ("  the table's fetch, under its deadline (trio cancel scope)", (time.perf_counter() - t0) / reps * 1e6)
     )
     assert not isinstance(fast, int)
-    rows.append(("  fast path in all (_FastFetch.encode)", best(lambda: fast.encode([answer], 0), reps)))
+    rows.append(("  fast path in all (FastFetch.encode)", best(lambda: fast.encode([answer], 0), reps)))
     get = answer.get
     single = list(map(get, fast.singles))
     dicts = list(map(get, fast.multis))
@@ -132,29 +133,27 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
         )
         rows.append(("    their types checked", best(lambda: _NUMBERS.issuperset(map(type, flat)), reps)))
     layout = fast.layout
-    groups = (single, flat if fast.multis else ())
+    groups: list[Any] = [single, flat if fast.multis else (), (), b"", b"", b""]
     rows.append(("    FixedLayout.encode in all", best(lambda: layout.encode(groups, 0), reps)))
 
-    def pack() -> list[array[int]]:
+    def pack() -> list[bytearray]:
         src = layout._src
         for s, vals, a in zip(layout.structs, groups, src):
             s.pack_into(a, 0, *vals)
         return src
 
-    rows.append(("      struct pack (and range check) to words", best(pack, reps)))
-    src = pack()
-    template = layout._template
+    rows.append(("      struct pack (and range check) to bytes", best(pack, reps)))
+    pack()
 
-    def place() -> array[int]:
-        out = layout._out
-        out[:] = template
-        for d0, d1, ds, g, s0, s1, ss in layout._plan:
-            out[d0:d1:ds] = src[g][s0:s1:ss]
-        return out
+    def place() -> bytearray:
+        for dview, sview, _g, _taken, _step, _fmt in layout._moves:
+            assert sview is not None
+            dview[:] = sview
+        return layout._out
 
-    rows.append(("      template copy and strided word moves", best(place, reps)))
+    rows.append((f"      strided value moves ({len(layout._moves)})", best(place, reps)))
     out = place()
-    rows.append(("      reply words to bytes", best(out.tobytes, reps)))
+    rows.append(("      reply buffer to bytes", best(lambda: bytes(out), reps)))
     r, w = os.pipe()
     try:
         big = len(reply) <= 65536
@@ -172,11 +171,54 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     return rows
 
 
+async def by_form(shape: str, form: str) -> float:
+    """Best-of-5 microseconds of the whole request, in-process, with the
+    table answering in ``form`` (no pipe, no other process: steadier than
+    fetch_shapes.py's figures on a shared machine)."""
+    os.environ["BENCH_SHAPE"], os.environ["BENCH_FORM"] = shape, form
+    try:
+        dispatcher = build_dispatcher(
+            Config(domain=254, tables=(TableSpec("bench", "shape_table:ShapeTable", "bench"),))
+        )
+        await start_tables(dispatcher, 254)
+    finally:
+        del os.environ["BENCH_FORM"]
+    singular, multi, n = parse(shape)
+    pmids = tuple(pmid(254, 0, k) for k in range(singular)) + tuple(pmid(254, 1, k) for k in range(multi))
+    frame = FetchPdu(pmids).encode()
+    session = Session()
+    session.start()
+    session.receive_data(CredsPdu.cversion(0).encode())
+    session.next_event()
+
+    async def whole() -> None:
+        session.receive_data(frame)
+        event = session.next_event()
+        assert isinstance(event, Request)
+        session.send(await dispatcher.handle(event))
+
+    for _ in range(3):
+        await whole()
+    reps = max(3, 100_000 // max(singular + multi * n, 1))
+    out = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            await whole()
+        out.append((time.perf_counter() - t0) / reps)
+    return min(out) * 1e6
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="1000x0,100x10,1000x10,1000x100")
     args = p.parse_args()
     tune_malloc()  # as pmda-py run does
+    print("the whole request in-process by form of the table API, us/FETCH (best of 5)")
+    print(f"{'shape':10} " + " ".join(f"{f:>8}" for f in FORMS))
+    for shape in args.shapes.split(","):
+        if parse(shape)[1]:
+            print(f"{shape:10} " + " ".join(f"{trio.run(by_form, shape, f):8.1f}" for f in FORMS), flush=True)
     for shape in args.shapes.split(","):
         singular, multi, n = parse(shape)
         values = singular + multi * n

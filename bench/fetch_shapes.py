@@ -1,18 +1,26 @@
 """FETCH latency by table shape through one pipe driver: pmda_py (a table
-written the plain dict way, bench/shape_table.py), pcp.pmda (the same shape
-on PCP's python binding, bench/pcp_pmda_shapes.python) and the floor (our
-recorded replies sent back by bench/prebuilt_replies.py, with blocking reads;
-"trio fl.": the same on trio's wait, as our daemon waits), side by side in
-one run; then DESC, INSTANCE, TEXT and LABEL on the last shape.
+of the shape, bench/shape_table.py, answering in each form of the table API:
+a dict per metric, ``Columns`` with a list, ``Columns`` with an ``array`` of
+the metric's type, ``PackedColumns``), pcp.pmda (the same shape on PCP's
+python binding, bench/pcp_pmda_shapes.python) and the floor (our recorded
+replies sent back by bench/prebuilt_replies.py, with blocking reads; "trio
+fl.": the same on trio's wait, as our daemon waits), side by side in one
+run; then DESC, INSTANCE, TEXT and LABEL on the last shape.  The processes
+of a row are all started and take turns (one request each per round), so
+that the columns of a row see the same machine (a shared machine's load
+drifts): every process's working set is then cooled by the others', the
+floor's too.
 
     .venv/bin/python bench/fetch_shapes.py [--quick] [--shapes 1000x0,100x10]
 
-A shape is ``MxN`` (M U64 metrics over N instances; N=0: singular metrics)
-or ``S+MxN`` (S singular metrics and M metrics over N instances).  Each
-FETCH asks for every metric; p50 per FETCH in microseconds.  Ratios:
-pcp.pmda p50 / ours (above 1: we are faster) and ours / floor.  The
-"same" column says whether our reply is byte-identical to pcp.pmda's
-(timestamp aside).  A benchmark, run on purpose; the tests never time anything.
+A shape is ``MxN`` (M U64 metrics over N instances; N=0: singular metrics,
+where every form is the same table, so only the dict one runs) or ``S+MxN``
+(S singular metrics and M metrics over N instances).  Each FETCH asks for
+every metric; p50 per FETCH.  Ratios: pcp.pmda p50 / ours (dict form; above
+1: we are faster) and each form / floor.  The "same" column says whether
+every form's reply is byte-identical to pcp.pmda's (timestamp aside; "NO:"
+names the forms that differ).  A benchmark, run on purpose; the tests never
+time anything.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import time
 from pathlib import Path
 
 from driver import PipeDriver
-from shape_table import parse
+from shape_table import FORMS, parse
 
 from pmda_py.pmapi import LabelType, TextType, indom, pmid
 from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu, LabelReqPdu, TextReqPdu
@@ -43,35 +51,23 @@ def pmids_of(shape: str) -> tuple[int, ...]:
     return tuple(pmid(DOMAIN, 0, k) for k in range(singular)) + tuple(pmid(DOMAIN, 1, k) for k in range(multi))
 
 
-def timed(d: PipeDriver, req: bytes, budget: float, max_iter: int) -> float:
-    """p50 in microseconds of ``req``, repeated for about ``budget`` seconds."""
-    for _ in range(5):
-        d.request(req)
-    out: list[float] = []
-    end = time.perf_counter() + budget
-    while len(out) < max_iter and (len(out) < 15 or time.perf_counter() < end):
-        t0 = time.perf_counter()
-        d.request(req)
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out) * 1e6
-
-
-def run(
-    cmd: list[str],
-    env: dict[str, str],
-    reqs: dict[str, bytes],
-    budget: float,
-    max_iter: int,
-    record: dict[str, str] | None = None,
-) -> tuple[dict[str, float], dict[str, bytes]]:
-    d = PipeDriver(cmd, env)
-    try:
-        replies = {name: d.request(req) for name, req in reqs.items()}
-        if record is not None:
-            record.update({reqs[name].hex(): r.hex() for name, r in replies.items()})
-        return {name: timed(d, req, budget, max_iter) for name, req in reqs.items()}, replies
-    finally:
-        d.close()
+def timed(drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int) -> dict[str, float]:
+    """p50 in microseconds of ``req`` on each driver, the drivers taking
+    turns (one request each per round, for about ``budget`` seconds each),
+    so that every column of a row sees the same machine."""
+    for d in drivers.values():
+        for _ in range(5):
+            d.request(req)
+    out: dict[str, list[float]] = {name: [] for name in drivers}
+    end = time.perf_counter() + budget * len(drivers)
+    rounds = 0
+    while rounds < max_iter and (rounds < 15 or time.perf_counter() < end):
+        for name, d in drivers.items():
+            t0 = time.perf_counter()
+            d.request(req)
+            out[name].append(time.perf_counter() - t0)
+        rounds += 1
+    return {name: statistics.median(xs) * 1e6 for name, xs in out.items()}
 
 
 def same(a: bytes, b: bytes) -> bool:
@@ -116,49 +112,68 @@ def main() -> int:
             "--table",
             "shape_table:ShapeTable=bench",
         ]
-        recorded: dict[str, str] = {}
-        ours, our_replies = run(ours_cmd, env, reqs, budget, max_iter, recorded)
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(recorded, f)
-        try:
-            floor, _ = run([sys.executable, str(HERE / "prebuilt_replies.py"), f.name], env, reqs, budget, max_iter)
-            tfloor, _ = run(
-                [sys.executable, str(HERE / "prebuilt_replies.py"), f.name, "--trio"], env, reqs, budget, max_iter
-            )
-        finally:
-            os.unlink(f.name)
-        ref: dict[str, float] = {}
-        ref_replies: dict[str, bytes] = {}
-        if have_pcp:
-            ref, ref_replies = run([str(PCP_REF), str(HERE / "pcp_pmda_shapes.python")], env, reqs, budget, max_iter)
         singular, multi, n = parse(shape)
+        forms = FORMS if multi else FORMS[:1]
+        drivers: dict[str, PipeDriver] = {}
+        others_t: dict[str, dict[str, float]] = {}
+        try:
+            for form in forms:
+                drivers[form] = PipeDriver(ours_cmd, {**env, "BENCH_FORM": form})
+            ours = drivers["dict"]
+            first_replies = {name: ours.request(req) for name, req in reqs.items()}
+            replies_by_form = {form: d.request(reqs["FETCH"]) for form, d in drivers.items()}
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump({reqs[name].hex(): r.hex() for name, r in first_replies.items()}, f)
+            try:
+                drivers["floor"] = PipeDriver([sys.executable, str(HERE / "prebuilt_replies.py"), f.name], env)
+                drivers["trio"] = PipeDriver([sys.executable, str(HERE / "prebuilt_replies.py"), f.name, "--trio"], env)
+            finally:
+                os.unlink(f.name)
+            ref_reply: bytes | None = None
+            if have_pcp:
+                drivers["pcp"] = PipeDriver([str(PCP_REF), str(HERE / "pcp_pmda_shapes.python")], env)
+                ref_reply = drivers["pcp"].request(reqs["FETCH"])
+            fetch = timed(drivers, reqs["FETCH"], budget, max_iter)
+            if last:
+                side: dict[str, PipeDriver] = {k: drivers[k] for k in ("dict", "floor", "trio", "pcp") if k in drivers}
+                others_t = {name: timed(side, req, budget, max_iter) for name, req in reqs.items() if name != "FETCH"}
+        finally:
+            for d in drivers.values():
+                d.close()
         nvalues = singular + multi * n
-        identical = same(our_replies["FETCH"], ref_replies["FETCH"]) if ref_replies else None
-        rows.append((shape, nvalues, floor["FETCH"], tfloor["FETCH"], ref.get("FETCH"), ours["FETCH"], identical))
+        fetch_by_form = {form: fetch[form] for form in forms}
+        differ = [f for f, r in replies_by_form.items() if ref_reply is None or not same(r, ref_reply)]
+        identical = None if ref_reply is None else "yes" if not differ else "NO:" + ",".join(differ)
+        rows.append((shape, nvalues, fetch["floor"], fetch["trio"], fetch.get("pcp"), fetch_by_form, identical))
         if last:
-            for name in reqs:
-                if name != "FETCH":
-                    others[name] = {
-                        "ours": ours[name],
-                        "floor": floor[name],
-                        "trio": tfloor[name],
-                        "pcp": ref.get(name, float("nan")),
-                    }
+            for name, t in others_t.items():
+                others[name] = {
+                    "ours": t["dict"],
+                    "floor": t["floor"],
+                    "trio": t["trio"],
+                    "pcp": t.get("pcp", float("nan")),
+                }
         print(f"  {shape} done", file=sys.stderr)
-    print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run)")
+    print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run); / floor: each form's ratio")
+    heads = {"dict": "dict", "list": "Col.list", "array": "Col.arr", "packed": "Packed"}
     print(
-        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'pcp.pmda':>9} {'pmda_py':>8} "
-        f"{'pcp/ours':>9} {'ours/floor':>11} {'same':>5}"
+        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'pcp.pmda':>9} "
+        + " ".join(f"{heads[f]:>8}" for f in FORMS)
+        + f" {'pcp/dict':>9} "
+        + " ".join(f"{heads[f] + '/fl':>11}" for f in FORMS)
+        + f" {'same':>5}"
     )
-    for shape, nvalues, fl, tf, rf, us, identical in rows:
+    for shape, nvalues, fl, tf, rf, by_form, identical in rows:
         rfs = f"{rf / 1000:9.3f}" if rf is not None else f"{'-':>9}"
-        ratio = f"{rf / us:9.2f}" if rf is not None else f"{'-':>9}"
+        ratio = f"{rf / by_form['dict']:9.2f}" if rf is not None else f"{'-':>9}"
+        times = " ".join(f"{by_form[f] / 1000:8.3f}" if f in by_form else f"{'-':>8}" for f in FORMS)
+        ratios = " ".join(f"{by_form[f] / fl:11.2f}" if f in by_form else f"{'-':>11}" for f in FORMS)
         print(
-            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {rfs} {us / 1000:8.3f} {ratio} {us / fl:11.2f} "
-            f"{'-' if identical is None else 'yes' if identical else 'NO':>5}"
+            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {rfs} {times} {ratio} {ratios} "
+            f"{'-' if identical is None else identical:>5}"
         )
     if others:
-        print(f"\nother requests on {shapes[-1]}, p50 in us")
+        print(f"\nother requests on {shapes[-1]} (dict form), p50 in us")
         print(f"{'request':10} {'floor':>8} {'trio fl.':>9} {'pcp.pmda':>9} {'pmda_py':>8} {'pcp/ours':>9}")
         for name, v in others.items():
             print(

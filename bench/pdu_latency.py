@@ -13,7 +13,10 @@ References, each started as pmcd would (pipe, CREDS, then requests):
   * pre-built on trio -- the same, waiting for requests on trio as our daemon
     does: the floor of an event-loop PMDA
 Prints p50/p90 per request in microseconds and ratios (reference p50 / ours p50:
-above 1 means we are faster).  A benchmark, run on purpose; the tests never time anything.
+above 1 means we are faster); then start-up and footprint (bench/startup.py:
+exec to the answered CREDS and first DESC, RSS after 200 FETCHes, for
+``pmda-py run --table simple`` and pmdasimple.python, and what our start-up
+is made of).  A benchmark, run on purpose; the tests never time anything.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import startup
 from driver import PipeDriver
 
 from pmda_py.pmapi import LabelType, TextType, indom, pmid
@@ -80,6 +84,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=1000, help="values per FETCH (and instances)")
     p.add_argument("--iterations", type=int, default=3000)
+    p.add_argument("--startup-runs", type=int, default=5, help="starts per PMDA for the start-up figures")
     args = p.parse_args()
     env = {"BENCH_N": str(args.n), "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     log = f"/tmp/pmda_py-bench-{os.getpid()}.log"
@@ -118,6 +123,8 @@ def main() -> int:
         for req, (p50, p90) in res.items():
             ratio = f"{p50 / base[req][0]:.2f}" if name != "pmda-py run" and req in base else ""
             print(f"{name:20} {req:16} {p50:9.1f} {p90:9.1f} {ratio:>15}")
+    print()
+    startup.report(args.startup_runs, log)
     return 0
 
 

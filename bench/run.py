@@ -1,9 +1,10 @@
-"""Run the benchmarks (``make bench``): FETCH by table shape (fetch_shapes.py,
-with pcp.pmda and the floor), request latency (pdu_latency.py), MMV
-(mmv_fetch.py), where a FETCH's time goes (fetch_breakdown.py) and
-OpenMetrics' resources under hostile sources (openmetrics_hostile.py) and
-``pmda-py compat`` beside PCP's binding (compat.py).  Each runs in its own
-process, one after the other.
+"""Run the benchmarks (``make bench``): FETCH by table shape and by form of
+the table API (fetch_shapes.py, with pcp.pmda and the floor), request
+latency, start-up and footprint (pdu_latency.py), MMV (mmv_fetch.py), where
+a FETCH's time goes (fetch_breakdown.py), another table's FETCH while
+10 000 names appear (names_stall.py), OpenMetrics' resources under hostile
+sources (openmetrics_hostile.py) and ``pmda-py compat`` beside PCP's binding
+(compat.py).  Each runs in its own process, one after the other.
 
     .venv/bin/python bench/run.py [--quick] [--only fetch_shapes,mmv_fetch]
 
@@ -27,6 +28,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {  # name: (full args, quick a
     "fetch_breakdown": ([], ["--shapes", "1000x0,1000x10"]),
     "openmetrics_hostile": ([], ["--quick"]),
     "compat": ([], ["--quick"]),
+    "names_stall": ([], ["--base", "20", "--new", "5", "--before", "1"]),
 }
 
 

@@ -1,6 +1,14 @@
 """Our side of bench/fetch_shapes.py: a table of the shape $BENCH_SHAPE,
-written the plain way (fetch returns ``{metric: value}`` and
-``{metric: {inst: value}}`` dicts); the same shape as pcp_pmda_shapes.python.
+the same shape as pcp_pmda_shapes.python, its values returned in the form
+$BENCH_FORM names (each of the table API's):
+
+* ``dict`` (default): ``{metric: value}`` and ``{metric: {inst: value}}``;
+* ``list``: ``{metric: Columns(insts, [values])}``;
+* ``array``: ``{metric: Columns(insts, array("Q", values))}`` (the metric's type);
+* ``packed``: ``{metric: PackedColumns(insts, big-endian bytes, "Q")}``.
+
+$BENCH_BASE (default 0) moves its clusters (BASE, BASE+1) and its indom's
+serial (BASE) out of the way of another table mounted beside it.
 
 Shapes: ``MxN`` (M U64 metrics over an indom of N instances, N=0: singular)
 or ``S+MxN`` (S singular metrics plus M metrics over N instances).
@@ -9,10 +17,14 @@ or ``S+MxN`` (S singular metrics plus M metrics over N instances).
 from __future__ import annotations
 
 import os
+import sys
+from array import array
 from typing import Any
 
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, Table, units
+from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, PackedColumns, Table, units
+
+FORMS = ("dict", "list", "array", "packed")
 
 
 def parse(shape: str) -> tuple[int, int, int]:
@@ -32,11 +44,12 @@ class ShapeTable(Table):
 
     def __init__(self) -> None:
         singular, multi, n = parse(os.environ.get("BENCH_SHAPE", "100x10"))
-        self.indom = InDom(0, {i: f"i{i}" for i in range(n)}, oneline="bench instances")
+        base = int(os.environ.get("BENCH_BASE", "0"))
+        self.indom = InDom(base, {i: f"i{i}" for i in range(n)}, oneline="bench instances")
         ms = [
             Metric(
                 f"s{k}",
-                cluster=0,
+                cluster=base,
                 item=k,
                 type=PmType.U64,
                 sem=PmSem.COUNTER,
@@ -48,7 +61,7 @@ class ShapeTable(Table):
         ms += [
             Metric(
                 f"m{k}",
-                cluster=1,
+                cluster=base + 1,
                 item=k,
                 type=PmType.U64,
                 sem=PmSem.COUNTER,
@@ -60,8 +73,26 @@ class ShapeTable(Table):
         ]
         self._metrics = ms
         self._answer: dict[Metric, Any] = {}
+        form = os.environ.get("BENCH_FORM", "dict")
+        if form not in FORMS:
+            raise ValueError(f"BENCH_FORM={form!r}: one of {', '.join(FORMS)}")
+        insts = array("I", range(n))
         for m in ms:  # the values pcp_pmda_shapes.python answers
-            self._answer[m] = m.item * 3 if m.indom is None else {i: i * 3 + m.item for i in range(n)}
+            if m.indom is None:
+                self._answer[m] = m.item * 3
+                continue
+            values = [i * 3 + m.item for i in range(n)]
+            if form == "dict":
+                self._answer[m] = dict(zip(range(n), values))
+            elif form == "list":
+                self._answer[m] = Columns(list(range(n)), values)
+            elif form == "array":
+                self._answer[m] = Columns(insts, array("Q", values))
+            else:
+                packed = array("Q", values)
+                if sys.byteorder == "little":
+                    packed.byteswap()
+                self._answer[m] = PackedColumns(insts, packed.tobytes(), "Q")
 
     def metrics(self) -> list[Metric]:
         return self._metrics

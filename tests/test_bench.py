@@ -24,20 +24,39 @@ def test_fetch_breakdown_runs() -> None:
     out = _run("fetch_breakdown.py", "--shapes", "20x0,3x4")
     assert "20x0: 20 values" in out and "3x4: 12 values" in out
     assert "FixedLayout.encode in all" in out and "instance ids compared" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("3x4 "))
+    assert len(row) == 5 and all(float(x) > 0 for x in row[1:]), out  # the whole request in each form
 
 
 def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
     require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
     out = _run("fetch_shapes.py", "--shapes", "5x0,2x3", "--budget", "0.05")
-    rows = [line.split() for line in out.splitlines() if line.startswith(("5x0", "2x3"))]
-    assert len(rows) == 2 and all(r[-1] == "yes" for r in rows), out  # byte for byte pcp.pmda's replies
+    head = next(line.split() for line in out.splitlines() if line.startswith("shape"))
+    assert head[9:13] == ["dict", "Col.list", "Col.arr", "Packed"], out  # a column per form of the table API
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("5x0", "2x3"))}
+    assert len(rows) == 2 and all(r[-1] == "yes" for r in rows.values()), out  # byte for byte pcp.pmda's replies
+    forms = rows["2x3"][5:9]  # every form ran (and answered pcp.pmda's bytes, "yes" above)
+    assert all(float(x) > 0 for x in forms), out
 
 
 def test_pdu_latency_runs() -> None:
     require(Path("/var/lib/pcp/pmdas/sample/pmdasample").exists(), "PCP's pmdasample")
-    out = _run("pdu_latency.py", "--n", "10", "--iterations", "20")
+    out = _run("pdu_latency.py", "--n", "10", "--iterations", "20", "--startup-runs", "1")
     for name in ("pmda-py run", "pcp.pmda", "pre-built replies", "pmdasample (C)"):
         assert any(line.startswith(name) and "TEXT (help)" in line for line in out.splitlines()), (name, out)
+    # start-up and footprint beside pcp.pmda: ms to CREDS, ms to DESC, RSS (MB)
+    for name in ("pmda-py run --table simple", "pmdasimple.python (pcp.pmda)"):
+        row = next(line for line in out.splitlines() if line.startswith(name))
+        assert all(float(x) > 0 for x in row[len(name) :].split()), out
+    assert "+ trio" in out and "+ pmda_py run path" in out, out
+
+
+def test_names_stall_runs() -> None:
+    out = _run("names_stall.py", "--base", "2", "--new", "1", "--metrics", "20", "--before", "0.2")
+    for label in ("updated in place", "rebuilt (as before)"):
+        row = next(line for line in out.splitlines() if line.startswith(label))
+        # p50/p99/max before and during, when the names came, RSS (daemon, with workers), bytes per name
+        assert len(row[len(label) :].split()) == 10, out
 
 
 def test_openmetrics_hostile_runs() -> None:

@@ -219,7 +219,7 @@ class CompatTable(Table):
         out = await self._in_thread(self._fetch, request)
         self.sync_instances()
         if AGENT.notify_change and self.dispatcher is not None:
-            self.dispatcher.names_changed = True
+            self.dispatcher.names_changed = self.dispatcher.labels_changed = True  # as the binding: both
             AGENT.notify_change = False
         return out  # type: ignore[no-any-return]
 

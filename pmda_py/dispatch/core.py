@@ -11,14 +11,13 @@ import struct
 import sys
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from itertools import chain
-from operator import itemgetter
 from typing import Any, Callable, Protocol, TypeVar
 
 import attrs
 import structlog
 
 from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, event_arrays, includes_all, store_value
+from pmda_py.dispatch.fast import FastFetch
 from pmda_py.dispatch.mounts import ConfigError, Mount, MountIndex
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename, errstr
 from pmda_py.namespace import Namespace, Node
@@ -70,8 +69,6 @@ from pmda_py.wire import (
     TextReqPdu,
 )
 from pmda_py.wire.result import (
-    FIXED_CODES,
-    FixedLayout,
     PackedColumn,
     PackedRun,
     PackedRunCache,
@@ -192,6 +189,10 @@ class Dispatcher:
         self.stats = stats if stats is not None else PmdaStats()
         self._domain_labels_override = dict(domain_labels) if domain_labels is not None else None
         self._generations: list[int] = []
+        self._index = MountIndex()
+        #: full index builds, and in-place updates of tables whose generation moved
+        self.index_rebuilds = 0
+        self.index_updates = 0
         self._by_pmid: dict[int, tuple[Mount, Metric]] = {}
         self._by_indom: dict[int, tuple[Mount, InDom]] = {}
         self._by_name: dict[str, int] = {}
@@ -201,8 +202,8 @@ class Dispatcher:
         self._result_cache = SectionCache()
         #: the packed encoder's templates, by the request's PMIDs (a sweep of several fetches keeps one each)
         self._packed_caches: dict[tuple[int, ...], PackedRunCache] = {}
-        #: the layouts of repeated fetches, by the request's PMIDs (see :class:`_FastFetch`)
-        self._fast: dict[tuple[int, ...], _FastFetch | int] = {}
+        #: the layouts of repeated fetches, by the request's PMIDs (see :class:`FastFetch`)
+        self._fast: dict[tuple[int, ...], FastFetch | int] = {}
         #: the metrics of a request's PMIDs by table, by the request's PMIDs
         self._wanted: dict[tuple[int, ...], dict[int, tuple[Mount, list[Metric]]]] = {}
         #: encoded DESC replies by PMID (cleared with the index)
@@ -219,6 +220,7 @@ class Dispatcher:
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
+        self.labels_changed = False  # a table's labels changed: LABEL_CHANGE in the next RESULT
         #: tables with a check() of their own (the base one does nothing)
         self._checked = [m for m in self.mounts if type(m.table).check is not Table.check]
         #: those whose check may wait (the runner bounds it), and those whose check cannot (run inline)
@@ -246,11 +248,12 @@ class Dispatcher:
 
     # ------------------------------------------------------------ indexing
 
-    def reindex(self, strict: bool = False) -> None:
+    def reindex(self, strict: bool = False, old_names: set[str] | None = None) -> None:
         """Rebuild the PMID, indom and name indexes from the tables.
 
         With ``strict`` (start-up) any collision is a ConfigError; later a
         colliding metric of a dynamic table is dropped with a log line.
+        ``old_names``: the names served before (default: the index's).
         """
         # The index is 100 000s of new objects at 100 000 metrics: the cyclic
         # collector would walk everything several times while it is built
@@ -262,7 +265,9 @@ class Dispatcher:
         finally:
             if collecting:
                 gc.enable()
-        old_names = set(self._by_name)
+        if old_names is None:
+            old_names = set(self._by_name)
+        self._index = index
         self._by_pmid, self._by_indom, self._pmns, self._by_name = (
             index.by_pmid,
             index.by_indom,
@@ -270,6 +275,7 @@ class Dispatcher:
             index.by_name,
         )
         self._generations = index.generations
+        self.index_rebuilds += 1
         self._fast.clear()
         self._wanted.clear()
         self._desc_replies.clear()
@@ -324,10 +330,46 @@ class Dispatcher:
             ind.set_names(list(ind.instances.values()))
 
     def _refresh_index(self) -> None:
+        """Bring the index up to the tables' generations: each table whose
+        generation moved is updated in place (a cost in the names that
+        came and went; the remembered layouts and replies of other PMIDs
+        stay), or, where an update cannot give what a rebuild would, the
+        index is rebuilt."""
+        generations = self._generations
+        changed: set[int] | None = None
         for k, m in enumerate(self.mounts):
-            if m.table.generation != self._generations[k]:
-                self.reindex()
+            if m.table.generation == generations[k]:
+                continue
+            if changed is None:
+                changed = set()
+            collecting = gc.isenabled()
+            gc.disable()  # (as for a build: the collector would walk the whole index for each few new objects)
+            try:
+                done = self._index.update(k, self.mounts, self.domain, self._attach_cache)
+            finally:
+                if collecting:
+                    gc.enable()
+            if done is None:
+                gone, came = self._index.partial  # the names before the update that gave up
+                self.reindex(old_names=(set(self._by_name) - came) | gone)
                 return
+            changed |= done[0]
+            if done[1]:
+                self.names_changed = True
+        if changed is None:
+            return
+        self.index_updates += 1
+        if not changed:
+            return
+        # forget what was built from the PMIDs that came or went, and the
+        # remembered replies (their requests name PMIDs, indoms, names)
+        for cache in (self._fast, self._wanted, self._packed_caches):
+            for key in [key for key in cache if not changed.isdisjoint(key)]:
+                del cache[key]
+        for p in changed:
+            self._desc_replies.pop(p, None)
+        for memo in self._memo.values():
+            memo.clear()
 
     def metric(self, p: int) -> tuple[Mount, Metric] | None:
         """The mount and metric of PMID ``p``."""
@@ -486,11 +528,11 @@ class Dispatcher:
                 self._fetch_done(t0, packed[1])
                 return EncodedReply(PduType.RESULT, packed[0])
         fast = self._fast.get(pdu.pmids) if self.fast_fetch else None
-        if type(fast) is _FastFetch and (fast.profile is profile or fast.profile == profile):
+        if type(fast) is FastFetch and (fast.profile is profile or fast.profile == profile):
             fast.profile = profile  # pmcd resends an equal profile when it switches client contexts
-            data = fast.encode(outcomes, 0x10 if self.names_changed else 0)
+            data = fast.encode(outcomes, self._state_flags())
             if data is not None:
-                self.names_changed = False
+                self.names_changed = self.labels_changed = False
                 self._fetch_done(t0, fast.layout.nvalues)
                 return EncodedReply(PduType.RESULT, data)
         answers: dict[int, Mapping[Metric, Any]] = {}  # id(mount) -> metric -> value or exception
@@ -533,7 +575,7 @@ class Dispatcher:
         outcomes: list[Any],
         answers: dict[int, Mapping[Metric, Any]],
         data: bytes,
-        old: _FastFetch | int | None,
+        old: FastFetch | int | None,
     ) -> None:
         """After a general-path fetch: keep its layout for the next fetch
         of the same PMIDs if every value is fixed-size (else remember not to
@@ -542,10 +584,10 @@ class Dispatcher:
             return  # not eligible lately: retry later
         fast = None
         if all(type(o) is dict for o in outcomes):
-            fast = _FastFetch.build(pdu.pmids, profile, self._by_pmid, answers, data, len(outcomes))
-        if fast is None or (type(old) is _FastFetch and old.hits == 0 and old.profile == profile):
+            fast = FastFetch.build(pdu.pmids, profile, self._by_pmid, answers, data, len(outcomes))
+        if fast is None or (type(old) is FastFetch and old.hits == 0 and old.profile == profile):
             # not eligible, or the shape keeps changing: try again in a while
-            fast_or_retry: _FastFetch | int = self.stats.fetches + _FAST_RETRY
+            fast_or_retry: FastFetch | int = self.stats.fetches + _FAST_RETRY
         else:
             fast_or_retry = fast
         cache = self._fast
@@ -603,13 +645,14 @@ class Dispatcher:
         return data, cache.total
 
     def _state_flags(self) -> int:
-        """The RESULT timestamp's state flags.  NAMES_CHANGE is cleared only
-        once a RESULT carrying it is built (:meth:`_fetch_done`): an encoder
-        that fails and falls back must not lose it."""
-        return 0x10 if self.names_changed else 0  # PMDA_EXT_NAMES_CHANGE
+        """The RESULT timestamp's state flags (PMDA_EXT_NAMES_CHANGE 0x10,
+        PMDA_EXT_LABEL_CHANGE 0x8).  They are cleared only once a RESULT
+        carrying them is built (:meth:`_fetch_done`): an encoder that fails
+        and falls back must not lose them."""
+        return (0x10 if self.names_changed else 0) | (0x8 if self.labels_changed else 0)
 
     def _fetch_done(self, t0: float, nvalues: int) -> None:
-        self.names_changed = False  # the RESULT just built told pmcd
+        self.names_changed = self.labels_changed = False  # the RESULT just built told pmcd
         dt = time.perf_counter() - t0
         st = self.stats
         st.fetches += 1
@@ -886,10 +929,10 @@ class Dispatcher:
     async def _pmns_ids(self, event: Request, pdu: PmnsIdsPdu) -> Pdu:
         if len(pdu.pmids) != 1:
             return ErrorPdu(PmErr.IPC)
-        names = self._pmns.names(pdu.pmids[0])
-        if not names:
+        found = self._by_pmid.get(pdu.pmids[0])  # (one name per PMID: the index refuses a second)
+        if found is None:
             return ErrorPdu(PmErr.PMID)
-        return PmnsNamesPdu(tuple(names))
+        return PmnsNamesPdu((found[0].full(found[1]),))
 
     async def _children(self, event: Request, pdu: PmnsChildPdu) -> Pdu:
         node = self._pmns.node(pdu.name)
@@ -947,144 +990,6 @@ _MEMO_LIMIT = 1 << 16  # remembered replies per request type
 _FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
 _FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
 _EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
-_NUMBERS = frozenset((int, float))
-_DICTS = frozenset((dict,))
-_INTS = frozenset((int,))
-
-
-class _FastFetch:
-    """The layout of a repeated FETCH (same PMIDs, same profile, same
-    instances): its values come out of the tables' dicts by a few C-level
-    passes (``map``, ``chain``, ``itemgetter``) and go into the reply through
-    :class:`FixedLayout` (one precompiled ``struct`` per group, which checks
-    each value's range).  Group 0 holds the singular metrics' values, group
-    1 the ``{inst: value}`` metrics' values, each in request order.  Anything
-    unexpected (another instance list, a non-number, a value out of range)
-    answers None: the general path then encodes that fetch and reports the
-    bad value precisely."""
-
-    __slots__ = ("hits", "keys", "layout", "lens", "multis", "ntables", "pick", "profile", "singles")
-
-    def __init__(
-        self,
-        profile: ProfilePdu,
-        singles: list[Metric],
-        multis: list[Metric],
-        keys: list[tuple[Any, ...]],
-        pick: Callable[[Sequence[Any]], Any] | None,
-        layout: FixedLayout,
-        ntables: int,
-    ) -> None:
-        self.profile = profile
-        self.singles, self.multis, self.pick = singles, multis, pick
-        #: every multi metric's instance ids in order, and how many each has
-        self.keys, self.lens = list(chain.from_iterable(keys)), [len(k) for k in keys]
-        self.layout = layout
-        self.ntables = ntables
-        self.hits = 0
-
-    @classmethod
-    def build(
-        cls,
-        pmids: Sequence[int],
-        profile: ProfilePdu,
-        by_pmid: Mapping[int, tuple[Mount, Metric]],
-        answers: Mapping[int, Mapping[Metric, Any]],
-        data: bytes,
-        ntables: int,
-    ) -> _FastFetch | None:
-        """The layout of the reply ``data`` the general path made, or None
-        when some value is not a plain number of a fixed-size type."""
-        singles: list[Metric] = []
-        multis: list[Metric] = []
-        keys: list[tuple[Any, ...]] = []
-        picked: list[int] = []
-        flat = 0  # values of the {inst: value} metrics, before the profile
-        groups: list[int] = []
-        types: list[int] = []
-        for p in pmids:
-            found = by_pmid.get(p)
-            if found is None:
-                groups.append(-1)
-                types.append(0)
-                continue
-            mount, metric = found
-            if metric.type not in FIXED_CODES:
-                return None
-            value = answers[id(mount)].get(metric)
-            types.append(metric.type)
-            if metric.indom is None:
-                if type(value) not in _NUMBERS:
-                    return None
-                singles.append(metric)
-                groups.append(0)
-                continue
-            if type(value) is not dict:
-                return None
-            insts = tuple(value)
-            ind = metric.indom.id
-            if includes_all(profile, ind):
-                picked.extend(range(flat, flat + len(insts)))
-                kept = len(insts)
-            else:
-                kept = 0
-                for k, i in enumerate(insts):
-                    if type(i) is int and profile.includes(ind, i):
-                        picked.append(flat + k)
-                        kept += 1
-            multis.append(metric)
-            keys.append(insts)
-            flat += len(insts)
-            groups.append(1 if kept else -1)
-        try:
-            layout = FixedLayout(data, groups, types, 2)
-        except (ValueError, KeyError, IndexError):
-            return None  # the general path answered otherwise (e.g. an error for a bad instance)
-        if layout.nvalues != len(singles) + len(picked):
-            return None
-        pick: Callable[[Sequence[Any]], Any] | None = None
-        if len(picked) != flat:
-            pick = itemgetter(*picked) if len(picked) > 1 else (lambda v: [v[k] for k in picked])
-        return cls(profile, singles, multis, keys, pick, layout, ntables)
-
-    def encode(self, outcomes: list[Any], flags: int) -> bytes | None:
-        """The reply for these table answers, or None to take the general path."""
-        if len(outcomes) != self.ntables:
-            return None
-        if len(outcomes) == 1:
-            answer = outcomes[0]
-            if type(answer) is not dict:
-                return None
-        else:
-            answer = {}
-            for o in outcomes:
-                if type(o) is not dict:
-                    return None
-                answer.update(o)
-        get = answer.get
-        single = list(map(get, self.singles))
-        if not _NUMBERS.issuperset(map(type, single)):
-            return None
-        multi: Any = ()
-        if self.multis:
-            dicts: list[Any] = list(map(get, self.multis))
-            if (
-                not _DICTS.issuperset(map(type, dicts))
-                or list(map(len, dicts)) != self.lens
-                or list(chain.from_iterable(dicts)) != self.keys
-            ):
-                return None
-            multi = list(chain.from_iterable(map(dict.values, dicts)))
-            if self.pick is not None:
-                multi = self.pick(multi)
-            if not _NUMBERS.issuperset(map(type, multi)):
-                return None
-        try:
-            data = self.layout.encode((single, multi), flags)
-        except (struct.error, OverflowError, TypeError):
-            return None
-        self.hits += 1
-        return data
 
 
 #: the opcodes by which a coroutine's own code may suspend (await, async for, async with)

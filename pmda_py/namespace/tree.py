@@ -42,6 +42,11 @@ class Node:
         return ".".join(reversed(parts))
 
 
+#: the children of every leaf :meth:`Namespace.add` makes: one empty dict for
+#: all (a leaf never gets children: add() refuses a name below a leaf)
+_LEAF_CHILDREN: dict[str, Node] = {}
+
+
 @attrs.define(eq=False)
 class Namespace:
     """A loaded PMNS.
@@ -53,6 +58,10 @@ class Namespace:
 
     root: Node = attrs.field(factory=lambda: Node("root"))
     _by_pmid: dict[int, list[str]] = attrs.field(factory=dict, repr=False)
+    #: keep every PMID's names for :meth:`names` as names are added (False:
+    #: :meth:`names` walks the tree; a list per PMID less, for a big tree
+    #: whose owner knows each PMID's name already)
+    pmid_names: bool = attrs.field(default=True, kw_only=True)
     #: a PMID got a second name by add(): its names' order is rebuilt from
     #: the tree at the next names() (insertion order is not PMNS order)
     _stale: bool = attrs.field(default=False, repr=False)
@@ -76,10 +85,33 @@ class Namespace:
             node = nxt
         if last in node.children:
             raise ValueError(f"{name} is already in the namespace")
-        node.children[last] = Node(last, node, pmid=p)
-        names = self._by_pmid.setdefault(p, [])
-        names.append(name)
-        self._stale = self._stale or len(names) > 1
+        node.children[last] = Node(last, node, _LEAF_CHILDREN, pmid=p)
+        if self.pmid_names:
+            names = self._by_pmid.setdefault(p, [])
+            names.append(name)
+            self._stale = self._stale or len(names) > 1
+
+    def remove(self, name: str) -> None:
+        """Remove the leaf ``name``, and every non-leaf it leaves empty (the
+        tree is then what adding the other names alone makes).
+
+        Raises:
+            KeyError: ``name`` is not a leaf.
+        """
+        node = self.node(name)
+        if node is None or node.pmid is None or node.parent is None:
+            raise KeyError(name)
+        names = self._by_pmid.get(node.pmid) if self.pmid_names else None
+        if names is not None:
+            if name in names:
+                names.remove(name)
+            if not names:
+                del self._by_pmid[node.pmid]
+        parent = node.parent
+        del parent.children[node.name]
+        while not parent.children and parent.parent is not None:
+            del parent.parent.children[parent.name]
+            parent = parent.parent
 
     def _index(self) -> None:
         self._stale = False
@@ -135,6 +167,8 @@ class Namespace:
     def names(self, p: int) -> list[str]:
         """Every name of PMID ``p``, in PMNS order (libpcp's ``pmNameAll``
         lists them the other way round); empty if none."""
+        if not self.pmid_names:
+            return [n for n, nd in self._leaf_nodes(self.root) if nd.pmid == p]
         if self._stale:
             self._index()
         return list(self._by_pmid.get(p, ()))

@@ -14,10 +14,11 @@ import struct
 import sys
 from array import array
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import PmType
+from pmda_py.wire.layout import FIXED_CODES, FixedLayout
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
 __all__ = [
@@ -455,140 +456,3 @@ def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: Pac
     sets_b = built.sets
     head = _HDR.pack(24 + len(sets_b) + 12 * total, PduType.RESULT, from_, flags, 0, len(run.pmids))
     return b"".join((head, sets_b, out))
-
-
-#: struct codes of the types a :class:`FixedLayout` writes (32-bit INSITU, the rest 4/8-byte DPTR blocks)
-FIXED_CODES: Final[dict[int, str]] = {
-    PmType.I32: "i",
-    PmType.U32: "I",
-    PmType.I64: "q",
-    PmType.U64: "Q",
-    PmType.FLOAT: "f",
-    PmType.DOUBLE: "d",
-}
-
-
-def _runs(codes: Sequence[str]) -> str:
-    """``codes`` as a struct format with repeat counts (``"qqq" -> "3q"``)."""
-    out: list[str] = []
-    k = 0
-    while k < len(codes):
-        j = k
-        while j < len(codes) and codes[j] == codes[k]:
-            j += 1
-        out.append(f"{j - k}{codes[k]}" if j - k > 1 else codes[k])
-        k = j
-    return ">" + "".join(out)
-
-
-class FixedLayout:
-    """A RESULT whose values are all fixed-size, taken apart once so that a
-    repeat of it (same PMIDs, instances and types) is written by a few bulk
-    operations: one precompiled :class:`struct.Struct` per value group packs
-    (and range-checks) every value, and a short list of strided slice
-    assignments drops the packed words into a copy of the reply.
-
-    Built from a reply the general encoder made (``data``), so the constant
-    parts (PMIDs, instances, pointers, block headers) are its bytes.
-    ``groups[k]`` is the value group (``0 .. ngroups-1``) whose values fill
-    value set ``k`` in order, or -1 for a set with no values (an error);
-    ``types[k]`` its metric type (one of :data:`FIXED_CODES`).
-    """
-
-    __slots__ = ("_out", "_plan", "_src", "_template", "nvalues", "structs")
-
-    def __init__(self, data: bytes, groups: Sequence[int], types: Sequence[int], ngroups: int) -> None:
-        if len(data) % 4 or len(data) < 24:
-            raise ValueError("not a RESULT")
-        words = array("I", data)
-        if _LITTLE:
-            words.byteswap()
-        if words[1] != PduType.RESULT or words[0] != len(data) or words[5] != len(groups):
-            raise ValueError("not the RESULT of these value sets")
-        codes: list[list[str]] = [[] for _ in range(ngroups)]
-        entries: list[tuple[int, int, int]] = []  # (destination word, group, source word), hi words first
-        lows: list[tuple[int, int, int]] = []
-        used = [0] * ngroups
-        pos = 6
-        for g, t in zip(groups, types):
-            numval = words[pos + 1] if words[pos + 1] < 0x80000000 else -1
-            if g < 0 or numval <= 0:
-                if g >= 0 or numval > 0:
-                    raise ValueError("value set and layout disagree")
-                pos += 2
-                continue
-            code = FIXED_CODES[t]
-            valfmt = words[pos + 2]
-            for j in range(numval):
-                w = pos + 3 + 2 * j + 1
-                if valfmt == ValFmt.INSITU:
-                    if code not in "iI":
-                        raise ValueError("INSITU value of a non-32-bit type")
-                    dst, nw = w, 1
-                else:
-                    ptr = words[w]
-                    blen = words[ptr] & 0xFFFFFF
-                    nw = (blen - 4) // 4
-                    if code in "iI" or nw != struct.calcsize(code) // 4 or (words[ptr] >> 24) != t:
-                        raise ValueError("value block of the wrong type or size")
-                    dst = ptr + 1
-                codes[g].append(code)
-                entries.append((dst, g, used[g]))
-                if nw == 2:
-                    lows.append((dst + 1, g, used[g] + 1))
-                used[g] += nw
-            pos += 3 + 2 * numval
-        words[3] = 0  # the state flags: set per reply
-        if _LITTLE:
-            words.byteswap()
-        self._template = words  # native words holding the reply's big-endian bytes
-        self.structs = [struct.Struct(_runs(c)) for c in codes]
-        self._src = [array("I", bytes(s.size)) for s in self.structs]  # each group's packed words
-        self._out = array("I", words)  # the reply being written
-        self.nvalues = sum(len(c) for c in codes)
-        self._plan = _compress(entries + lows)
-
-    def encode(self, values: Sequence[Sequence[Any]], flags: int = 0) -> bytes:
-        """The reply with ``values[g]`` (group ``g``'s values in order).
-
-        Raises:
-            struct.error, OverflowError, TypeError: a value does not fit its
-                type (the general path then reports which one).
-        """
-        # The packed words and the reply's words go into buffers kept from
-        # the last reply: a large reply then costs no fresh memory (a new
-        # mapping per buffer and its page faults, with glibc's malloc).
-        src = self._src
-        for s, vals, a in zip(self.structs, values, src):
-            s.pack_into(a, 0, *vals)
-        out = self._out
-        out[:] = self._template
-        for d0, d1, ds, g, s0, s1, ss in self._plan:
-            out[d0:d1:ds] = src[g][s0:s1:ss]
-        if flags:
-            out[3] = _bswap(flags & 0xFFFFFFFF)
-        return out.tobytes()
-
-
-def _compress(entries: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int, int, int, int]]:
-    """(destination, group, source) word moves as strided slice moves."""
-    plan: list[tuple[int, int, int, int, int, int, int]] = []
-    k = 0
-    n = len(entries)
-    while k < n:
-        d0, g, s0 = entries[k]
-        count = 1
-        ds = ss = 1
-        if k + 1 < n and entries[k + 1][1] == g and entries[k + 1][0] > d0 and entries[k + 1][2] > s0:
-            ds, ss = entries[k + 1][0] - d0, entries[k + 1][2] - s0
-            count = 2
-            while (
-                k + count < n
-                and entries[k + count][1] == g
-                and entries[k + count][0] == d0 + count * ds
-                and entries[k + count][2] == s0 + count * ss
-            ):
-                count += 1
-        plan.append((d0, d0 + (count - 1) * ds + 1, ds, g, s0, s0 + (count - 1) * ss + 1, ss))
-        k += count
-    return plan

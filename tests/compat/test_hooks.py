@@ -155,8 +155,7 @@ Notify().run()
 def test_notify_change_flags_the_next_result_once(root: Path) -> None:
     """set_notify_change: the next RESULT carries the change flags (dbpmda
     shows them as the timestamp's seconds), once.  The binding sets names
-    (16) and labels (8); compat sets names only (docs/compat.md: the engine has no
-    labels-changed flag yet)."""
+    (16) and labels (8), and so does compat."""
     require_binding()
     env = bed(root)
     script = root / "pmdanc.python"
@@ -170,4 +169,4 @@ def test_notify_change_flags_the_next_result_once(root: Path) -> None:
         return re.findall(r"timestamp: (\d+)\.", out)
 
     assert stamps([SYSTEM_PYTHON], "real") == ["0", "24", "0", "0"]
-    assert stamps(COMPAT, "ours") == ["0", "16", "0", "0"]
+    assert stamps(COMPAT, "ours") == ["0", "24", "0", "0"]

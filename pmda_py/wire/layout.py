@@ -1,0 +1,200 @@
+"""The fast path's reply writer: :class:`FixedLayout`, a RESULT of
+fixed-size values taken apart once so that its repeats are written by a few
+bulk operations.  Sans-IO: no I/O, no logging."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from pmda_py.pmapi import PmType
+from pmda_py.wire.pdus import PduType, ValFmt
+
+__all__ = ["FIXED_CODES", "FixedLayout"]
+
+_LITTLE: Final = sys.byteorder == "little"
+
+#: struct codes of the types a :class:`FixedLayout` writes (32-bit INSITU, the rest 4/8-byte DPTR blocks)
+FIXED_CODES: Final[dict[int, str]] = {
+    PmType.I32: "i",
+    PmType.U32: "I",
+    PmType.I64: "q",
+    PmType.U64: "Q",
+    PmType.FLOAT: "f",
+    PmType.DOUBLE: "d",
+}
+
+#: a memoryview format of each value size (the moves copy bytes, whatever the type)
+_MOVE_FORMAT: Final[dict[int, Literal["I", "Q"]]] = {4: "I", 8: "Q"}
+
+
+def _runs(codes: Sequence[str]) -> str:
+    """``codes`` as a struct format with repeat counts (``"qqq" -> "3q"``)."""
+    out: list[str] = []
+    k = 0
+    while k < len(codes):
+        j = k
+        while j < len(codes) and codes[j] == codes[k]:
+            j += 1
+        out.append(f"{j - k}{codes[k]}" if j - k > 1 else codes[k])
+        k = j
+    return ">" + "".join(out)
+
+
+#: one planned move: (destination byte, count, destination stride, group, source byte, source stride, size)
+_Move = tuple[int, int, int, int, int, int, int]
+
+
+class FixedLayout:
+    """A RESULT whose values are all fixed-size, taken apart once so that a
+    repeat of it (same PMIDs, instances and types) is written by a few bulk
+    operations: each value group's big-endian bytes -- packed (and
+    range-checked) by one precompiled :class:`struct.Struct`, or, for a
+    ``raw`` group, given as bytes already -- go into the reply's buffer by a
+    short list of strided copies of whole values (memoryview slices).
+
+    Built from a reply the general encoder made (``data``), so the constant
+    parts (PMIDs, instances, pointers, block headers) are its bytes.
+    ``groups[k]`` is the value group (``0 .. ngroups-1``) whose values fill
+    value set ``k`` in order, or -1 for a set with no values (an error);
+    ``types[k]`` its metric type (one of :data:`FIXED_CODES`).  ``raw``
+    names the groups whose values :meth:`encode` gets as one bytes-like
+    object: every value of the group, big-endian, in order (4 bytes for a
+    32-bit or FLOAT value, 8 for the others).
+    """
+
+    __slots__ = ("_moves", "_out", "_raw", "_src", "nvalues", "raw_sizes", "structs")
+
+    def __init__(
+        self, data: bytes, groups: Sequence[int], types: Sequence[int], ngroups: int, raw: Sequence[int] = ()
+    ) -> None:
+        if len(data) % 4 or len(data) < 24:
+            raise ValueError("not a RESULT")
+        words = array("I", data)
+        if _LITTLE:
+            words.byteswap()
+        if words[1] != PduType.RESULT or words[0] != len(data) or words[5] != len(groups):
+            raise ValueError("not the RESULT of these value sets")
+        codes: list[list[str]] = [[] for _ in range(ngroups)]
+        entries: list[tuple[int, int, int, int]] = []  # (destination byte, group, source byte, size)
+        used = [0] * ngroups  # bytes of each group's values so far
+        pos = 6
+        for g, t in zip(groups, types):
+            numval = words[pos + 1] if words[pos + 1] < 0x80000000 else -1
+            if g < 0 or numval <= 0:
+                if g >= 0 or numval > 0:
+                    raise ValueError("value set and layout disagree")
+                pos += 2
+                continue
+            code = FIXED_CODES[t]
+            valfmt = words[pos + 2]
+            for j in range(numval):
+                w = pos + 3 + 2 * j + 1
+                if valfmt == ValFmt.INSITU:
+                    if code not in "iI":
+                        raise ValueError("INSITU value of a non-32-bit type")
+                    dst, size = 4 * w, 4
+                else:
+                    ptr = words[w]
+                    blen = words[ptr] & 0xFFFFFF
+                    size = blen - 4
+                    if code in "iI" or size != struct.calcsize(code) or (words[ptr] >> 24) != t:
+                        raise ValueError("value block of the wrong type or size")
+                    dst = 4 * (ptr + 1)
+                codes[g].append(code)
+                entries.append((dst, g, used[g], size))
+                used[g] += size
+            pos += 3 + 2 * numval
+        self._raw = frozenset(raw)
+        #: bytes each raw group's values take
+        self.raw_sizes = {g: used[g] for g in self._raw}
+        self.structs = [struct.Struct(_runs(c)) for c in codes]
+        self._src = [bytearray(s.size) for s in self.structs]  # each packed group's bytes
+        self.nvalues = sum(len(c) for c in codes)
+        words[3] = 0  # the state flags: set per reply
+        if _LITTLE:
+            words.byteswap()
+        # The reply being written: the constant parts once; every encode
+        # writes every value byte (and the flags).
+        self._out = bytearray(words.tobytes())
+        out = memoryview(self._out)
+        #: (destination view, source view of a packed group or None, group, source slice, step, format)
+        self._moves: list[tuple[memoryview, memoryview | None, int, slice, int, Literal["I", "Q"]]] = []
+        for d0, n, ds, g, s0, ss, size in _plan(entries):
+            fmt = _MOVE_FORMAT[size]
+            dview = out[d0 : d0 + (n - 1) * ds + size].cast(fmt)[:: ds // size]
+            taken = slice(s0, s0 + (n - 1) * ss + size)
+            sview = None if g in self._raw else memoryview(self._src[g])[taken].cast(fmt)[:: ss // size]
+            self._moves.append((dview, sview, g, taken, ss // size, fmt))
+
+    def encode(self, values: Sequence[Any], flags: int = 0) -> bytes:
+        """The reply with ``values[g]`` (group ``g``'s values in order; a
+        raw group's as one bytes-like object).
+
+        Raises:
+            struct.error, OverflowError, TypeError: a value does not fit its
+                type (the general path then reports which one).
+            ValueError: a raw group's bytes are not its values' size.
+        """
+        # The packed bytes and the reply go into buffers kept from the last
+        # reply: a large reply then costs no fresh memory (a new mapping per
+        # buffer and its page faults, with glibc's malloc).
+        raw = self._raw
+        views: dict[int, memoryview] = {}
+        for g in raw:
+            view = memoryview(values[g]).cast("B")
+            if view.nbytes != self.raw_sizes[g]:
+                raise ValueError("raw values of the wrong size")
+            views[g] = view
+        for g, (s, vals, a) in enumerate(zip(self.structs, values, self._src)):
+            if g not in raw:
+                s.pack_into(a, 0, *vals)
+        for dst, src, g, taken, step, fmt in self._moves:
+            dst[:] = src if src is not None else views[g][taken].cast(fmt)[::step]
+        out = self._out
+        out[12:16] = (flags & 0xFFFFFFFF).to_bytes(4, "big")
+        return bytes(out)
+
+
+def _plan(entries: list[tuple[int, int, int, int]]) -> list[_Move]:
+    """(destination byte, group, source byte, size) value moves as strided
+    moves whose strides are multiples of the value size (a run of 8-byte
+    values in 12-byte blocks becomes two runs of every other block)."""
+    runs: list[tuple[int, int, int, int, int, int, int]] = []
+    k = 0
+    n = len(entries)
+    while k < n:
+        d0, g, s0, size = entries[k]
+        count = 1
+        ds = ss = size
+        if k + 1 < n and entries[k + 1][1] == g and entries[k + 1][3] == size:
+            nd, _g, ns, _s = entries[k + 1]
+            if nd > d0 and ns > s0:
+                ds, ss = nd - d0, ns - s0
+                count = 2
+                while (
+                    k + count < n
+                    and entries[k + count][1] == g
+                    and entries[k + count][3] == size
+                    and entries[k + count][0] == d0 + count * ds
+                    and entries[k + count][2] == s0 + count * ss
+                ):
+                    count += 1
+        runs.append((d0, count, ds, g, s0, ss, size))
+        k += count
+    plan: list[_Move] = []
+    for d0, count, ds, g, s0, ss, size in runs:
+        # split until both strides are multiples of the size: m interleaved runs
+        m = 1
+        while (m * ds) % size or (m * ss) % size:
+            m += 1
+        m = min(m, count)
+        if count == 1:
+            m = 1
+        for r in range(m):
+            c = len(range(r, count, m))
+            plan.append((d0 + r * ds, c, m * ds if c > 1 else size, g, s0 + r * ss, m * ss if c > 1 else size, size))
+    return plan

@@ -1,0 +1,151 @@
+"""Every form of the table API on the fast FETCH path: ``Columns`` with a
+list, a tuple or an ``array`` (of the metric's type or another), and
+``PackedColumns`` (right or wrong), answer the general path's bytes fetch
+after fetch -- instance lists changed, changed in place, forms switched,
+profiles narrowed -- and a repeat of a well-formed answer takes the fast
+path in each form."""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmda_py.pmapi import PmType
+from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns
+from pmda_py.wire.layout import FIXED_CODES
+from tests.daemon.test_fast_fetch import DOMAIN, LIMITS, TYPES, _fetch, _pair, _Session, _value, profiles_st
+
+FORMS = ["dict", "list", "tuple", "array", "array_double", "packed", "packed_long", "packed_code"]
+
+
+def _array(code: str, values: list[Any]) -> array[Any] | None:
+    try:
+        return array(code, values)
+    except (TypeError, OverflowError):
+        return None
+
+
+def _packed(t: int, values: list[Any], extra: int = 0, code: str | None = None) -> PackedColumns | None:
+    tc = code or PACKED_TYPECODES.get(t, "Q")
+    try:
+        data = struct.pack(f">{len(values)}{tc}", *values)
+    except (struct.error, OverflowError, TypeError):
+        return None
+    return PackedColumns(array("I", range(len(values))), data + b"\0" * extra, tc)
+
+
+def _form(form: str, t: int, insts: Any, values: list[Any]) -> Any:
+    """``values`` over ``insts`` in ``form`` (a dict when the form cannot carry them)."""
+    out: Any = None
+    if form == "list":
+        out = Columns(insts if type(insts) is list else list(insts), list(values))
+    elif form == "tuple":
+        out = Columns(tuple(insts), tuple(values))
+    elif form in ("array", "array_double"):
+        vals = _array("d" if form == "array_double" else FIXED_CODES[t], values)
+        ins = insts if type(insts) is array else _array("I", list(insts))
+        out = Columns(ins, vals) if vals is not None and ins is not None else None
+    elif form.startswith("packed"):
+        p = _packed(t, values, 8 if form == "packed_long" else 0, "d" if form == "packed_code" else None)
+        if p is not None:
+            out = PackedColumns(insts, p.data, p.typecode)
+    return out if out is not None else dict(zip(insts, values))
+
+
+@st.composite
+def _values(draw: st.DrawFn, t: int, n: int, clean: bool) -> list[Any]:
+    if clean:
+        lo, hi = LIMITS.get(PmType(t), (-(2**24), 2**24))
+        v: st.SearchStrategy[Any] = st.one_of(st.sampled_from([lo, hi]), st.integers(lo, hi))
+    else:
+        v = _value(t)
+    return [draw(v) for _ in range(n)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), specs=st.lists(st.tuples(st.sampled_from(TYPES), st.booleans()), min_size=1, max_size=8))
+def test_every_form_answers_the_general_paths_bytes(data: st.DataObject, specs: list[tuple[int, bool]]) -> None:
+    fast_t, fast, gen_t, gen = _pair(specs)
+    fs, gs = _Session(), _Session()
+    pmids = tuple(m.pmid(DOMAIN) for m in fast_t.ms)
+    # each metric's instance list: an object the table keeps (and may change in place)
+    kind = data.draw(st.sampled_from(["list", "array"]), label="insts kind")
+    ids = data.draw(st.lists(st.integers(0, 40), unique=True, max_size=10), label="insts")
+    shared: dict[Metric, Any] = {m: list(ids) if kind == "list" else array("I", ids) for m in fast_t.ms}
+    forms = {m: data.draw(st.sampled_from(FORMS), label=f"form {m.name}") for m in fast_t.ms}
+    for step in range(data.draw(st.integers(2, 6), label="steps")):
+        change = data.draw(st.sampled_from(["none", "none", "none", "inplace", "insts", "form", "profile"]))
+        if change == "inplace":  # the same objects, other ids (same count)
+            for ins in shared.values():
+                ins[:] = array("I", [i + 1 for i in ins]) if type(ins) is array else [i + 1 for i in ins]
+        elif change == "insts":
+            ids = data.draw(st.lists(st.integers(0, 40), unique=True, max_size=10))
+            shared = {m: list(ids) if kind == "list" else array("I", ids) for m in fast_t.ms}
+        elif change == "form":
+            m = data.draw(st.sampled_from(fast_t.ms))
+            forms[m] = data.draw(st.sampled_from(FORMS))
+        elif change == "profile":
+            fs.prof = gs.prof = data.draw(profiles_st)
+        clean = data.draw(st.booleans(), label="clean")
+        ans: dict[Metric, Any] = {}
+        for m in fast_t.ms:
+            if m.indom is None:
+                ans[m] = data.draw(_values(m.type, 1, clean))[0]
+            else:
+                ans[m] = _form(forms[m], m.type, shared[m], data.draw(_values(m.type, len(shared[m]), clean)))
+        fast_t.answer = ans
+        gen_t.answer = dict(zip(gen_t.ms, ans.values()))
+        assert _fetch(fast, fs, pmids) == _fetch(gen, gs, pmids), step
+
+
+_TYPES = [PmType.U64, PmType.I64, PmType.DOUBLE, PmType.FLOAT, PmType.U32, PmType.I32]
+
+
+@pytest.mark.parametrize(
+    ("form", "t"),
+    [
+        (form, t)
+        for form in ("dict", "list", "tuple", "array", "packed")
+        for t in _TYPES
+        if form != "packed" or t in PACKED_TYPECODES  # PackedColumns carries 8-byte and FLOAT values only
+    ],
+)
+def test_a_repeat_takes_the_fast_path_in_every_form(form: str, t: int) -> None:
+    fast_t, fast, gen_t, gen = _pair([(t, True), (t, False), (t, True)])
+    s = _Session()
+    pmids = tuple(m.pmid(DOMAIN) for m in fast_t.ms)
+    insts = array("I", [3, 1, 4])
+    replies = []
+    for k in range(3):
+        ans = {
+            m: k + 7 if m.indom is None else _form(form, t, insts, [k * 10 + j + 1 for j in range(3)])
+            for m in fast_t.ms
+        }
+        fast_t.answer, gen_t.answer = ans, dict(zip(gen_t.ms, ans.values()))
+        replies.append(_fetch(fast, s, pmids))
+        assert replies[-1] == _fetch(gen, _Session(), pmids)
+    layout = fast._fast[pmids]
+    assert not isinstance(layout, int) and layout.hits == 2, form  # both repeats went the fast way
+    assert len(set(replies)) == 3
+
+
+@pytest.mark.parametrize("form", ["dict", "list", "array", "packed"])
+@pytest.mark.parametrize("kind", ["list", "array"])
+def test_instances_changed_in_place_are_seen(form: str, kind: str) -> None:
+    """A table that keeps one instance list and rewrites it in place (same
+    length, other ids): the reply carries the new ids."""
+    fast_t, fast, gen_t, gen = _pair([(PmType.U64, True), (PmType.U64, True)])
+    s = _Session()
+    pmids = tuple(m.pmid(DOMAIN) for m in fast_t.ms)
+    insts: Any = [1, 2, 3] if kind == "list" else array("I", [1, 2, 3])
+    for k in range(4):
+        if k == 3:
+            insts[:] = [5, 6, 7] if kind == "list" else array("I", [5, 6, 7])
+        ans = {m: _form(form, m.type, insts, [k, k + 1, k + 2]) for m in fast_t.ms}
+        fast_t.answer, gen_t.answer = ans, dict(zip(gen_t.ms, ans.values()))
+        assert _fetch(fast, s, pmids) == _fetch(gen, _Session(), pmids), k
