@@ -1,6 +1,7 @@
 """Run the benchmarks (``make bench``): FETCH by table shape and by form of
 the table API (fetch_shapes.py, with pcp.pmda and the floor), request
-latency, start-up and footprint (pdu_latency.py), MMV (mmv_fetch.py), where
+latency, start-up and footprint (pdu_latency.py), MMV (mmv_fetch.py;
+mmv_scale.py: many files, rescans, a sparse 1 GiB file), where
 a FETCH's time goes (fetch_breakdown.py), another table's FETCH while
 10 000 names appear (names_stall.py), OpenMetrics' resources under hostile
 sources (openmetrics_hostile.py) and ``pmda-py compat`` beside PCP's binding
@@ -25,6 +26,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {  # name: (full args, quick a
     "fetch_shapes": ([], ["--quick"]),
     "pdu_latency": (["--iterations", "2000"], ["--iterations", "300"]),
     "mmv_fetch": (["--iterations", "20"], ["--iterations", "5"]),
+    "mmv_scale": ([], ["--quick"]),
     "fetch_breakdown": ([], ["--shapes", "1000x0,1000x10"]),
     "openmetrics_hostile": ([], ["--quick"]),
     "compat": ([], ["--quick"]),

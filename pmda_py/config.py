@@ -368,6 +368,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mmv-compat", action="store_true", help="serve only the MMV table at 'mmv', as pmdammv does")
     p.add_argument("--mmv-dir", help="MMV directory (default $PCP_TMP_DIR/mmv)")
     p.add_argument(
+        "--mmv-allowed-users",
+        metavar="USERS",
+        help="with --mmv-compat: serve only MMV files owned by these users (comma-separated names or uids; "
+        "checked on the opened file); default any owner, as pmdammv",
+    )
+    p.add_argument(
         "--openmetrics-compat",
         action="store_true",
         help="serve only the OpenMetrics table at 'openmetrics' (domain 144), as pmdaopenmetrics does",
@@ -390,7 +396,10 @@ def parse_args(argv: Sequence[str]) -> Config:
         ConfigFileError: the config file is bad.
         SystemExit: bad command line (argparse).
     """
-    ns = build_parser().parse_args(list(argv))
+    parser = build_parser()
+    ns = parser.parse_args(list(argv))
+    if ns.mmv_allowed_users and not ns.mmv_compat:
+        parser.error("--mmv-allowed-users needs --mmv-compat (a config file sets allowed_users in the mmv table)")
     kw: dict[str, Any] = {}
     if ns.config:
         kw.update(load_file(ns.config))
@@ -399,7 +408,10 @@ def parse_args(argv: Sequence[str]) -> Config:
         kw["name"] = ns.name or "mmv"
         kw["domain"] = ns.domain if ns.domain is not None else 70
         mmv_dir = ns.mmv_dir or os.path.join(conf["PCP_TMP_DIR"], "mmv")
-        kw["tables"] = (TableSpec("mmv", "mmv", "mmv", None, {"compat": "1", "dir": mmv_dir}),)
+        mmv_options = {"compat": "1", "dir": mmv_dir}
+        if ns.mmv_allowed_users:
+            mmv_options["allowed_users"] = ns.mmv_allowed_users
+        kw["tables"] = (TableSpec("mmv", "mmv", "mmv", None, mmv_options),)
         kw["mmv_compat"] = True
         kw["domain_labels"] = {"agent": "mmv"}
     if ns.openmetrics_compat:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -29,6 +30,7 @@ from pmda_py.config import DEFAULT_NAME, Config, parse_args
 from pmda_py.daemon import load_table
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import write_fragment
+from pmda_py.safefile import atomic_write
 
 __all__ = [
     "configure_main",
@@ -180,8 +182,7 @@ def _common(prog: str, argv: Sequence[str]) -> tuple[argparse.Namespace, list[st
 
 def _write(text: str, output: str | None) -> None:
     if output:
-        with open(output, "w") as f:
-            f.write(text)
+        atomic_write(output, text.encode())
     else:
         sys.stdout.write(text)
 
@@ -252,11 +253,7 @@ def pmcdconf_main(argv: Sequence[str]) -> int:
             out.append(ln)
     if not done:
         out.append(new)
-    tmp = f"{path}.pmda_py.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write("\n".join(out) + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    atomic_write(path, ("\n".join(out) + "\n").encode(), mode=stat.S_IMODE(os.stat(path).st_mode))
     return 0
 
 
@@ -310,30 +307,28 @@ def configure_main(argv: Sequence[str]) -> int:
         print(f"usage: {prog} SRC DEST NAME DOMAIN", file=sys.stderr)
         return 2
     src, dest, name, domain = argv[0], argv[1], argv[2], int(argv[3])
-    tmp = f"{dest}.new"
-    try:
-        _mounts(["-c", src])
-        with open(src, encoding="utf-8") as f:
-            text = configured_text(f.read(), name, domain)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
+
+    def check(tmp: str) -> None:
         # a fresh interpreter: tables imported while checking SRC must load from DEST's pythonpath too
-        check = subprocess.run(
+        run = subprocess.run(
             [sys.executable, "-m", "pmda_py", "pmns", "-c", tmp],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
             check=False,
         )
-        if check.returncode:
-            why = check.stderr.strip().replace("pmda-py pmns: ", "", 1).replace(tmp, dest)
+        if run.returncode:
+            why = run.stderr.strip().replace("pmda-py pmns: ", "", 1).replace(tmp, dest)
             raise ValueError(why or f"{dest} would be bad")
-        os.replace(tmp, dest)
+
+    try:
+        _mounts(["-c", src])
+        with open(src, encoding="utf-8") as f:
+            text = configured_text(f.read(), name, domain)
+        # the checked temporary is what is put in place (never through a link)
+        atomic_write(dest, text.encode("utf-8"), check=check)
     except (Exception, SystemExit) as err:  # one clear line, nothing installed
         print(f"{prog}: {err}", file=sys.stderr)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         return 1
     return 0
 

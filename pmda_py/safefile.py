@@ -20,12 +20,14 @@ import errno
 import os
 import secrets
 import stat
+from typing import Callable
 
 __all__ = ["FileRefused", "atomic_write", "move_aside", "open_append", "open_regular", "read_regular"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
 _TRIES = 16
 
 
@@ -35,14 +37,24 @@ class FileRefused(OSError):
 
 
 def atomic_write(
-    path: str, data: bytes, *, mode: int = 0o644, makedirs: bool = False, owner: tuple[int, int] | None = None
+    path: str,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    makedirs: bool = False,
+    owner: tuple[int, int] | None = None,
+    check: Callable[[str], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` atomically and without following links.
     ``owner`` (uid, gid): the file is given to them (on the descriptor,
     before the rename; needs the privilege to do so).
 
-    Raises :class:`OSError` on failure; the target is then unchanged and no
-    temporary is left behind.
+    ``check``, if given, is called with the temporary's path once it is
+    complete, before the rename: whatever it raises leaves the target as it
+    was (a file validated by another program before it is put in place).
+
+    Raises :class:`OSError` (or what ``check`` raised) on failure; the
+    target is then unchanged and no temporary is left behind.
     """
     directory = os.path.dirname(path) or "."
     if makedirs:
@@ -70,6 +82,8 @@ def atomic_write(
             os.fsync(fd)
         finally:
             os.close(fd)
+        if check is not None:
+            check(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -80,11 +94,17 @@ def atomic_write(
 
 
 def open_regular(path: str, *, follow: bool = True, owners: frozenset[int] | None = None) -> int:
-    """A read-only descriptor on ``path`` that cannot block, checked on the
+    """A read-only descriptor on ``path`` that cannot block, never opened
+    unless ``stat`` says it is a regular file, and checked on the
     descriptor to be a regular file (and, with ``owners``, to belong to one
     of those uids).  With ``follow=False`` a symlink at ``path`` is refused.
     The caller closes the descriptor."""
-    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | (0 if follow else _NOFOLLOW)
+    # a name that is not a regular file now is not opened at all (opening a
+    # device can have effects of its own); the check on the descriptor below
+    # is the one that counts (the name may be swapped in between)
+    if not stat.S_ISREG(os.stat(path, follow_symlinks=follow).st_mode):
+        raise FileRefused(errno.EINVAL, f"{path} is not a regular file")
+    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | _NOCTTY | (0 if follow else _NOFOLLOW)
     fd = os.open(path, flags)
     try:
         st = os.fstat(fd)

@@ -72,3 +72,11 @@ def test_compat_bench_runs_beside_the_binding() -> None:
     rows = [line.split() for line in out.splitlines() if " compat " in f" {line} "]
     assert len(rows) == 2 and all(r[-1] == "yes" for r in rows), out  # the same RESULT as the binding's
     assert "inst_name_lookup" in out and "binding" in out
+
+
+def test_mmv_scale_runs_beside_pmdammv() -> None:
+    require(Path("/var/lib/pcp/pmdas/mmv/pmdammv").exists() and Path("/usr/bin/python3").exists(), "PCP's pmdammv")
+    out = _run("mmv_scale.py", "--files", "3", "--iterations", "5")
+    rows = [line for line in out.splitlines() if line.split()[:1] == ["3"]]
+    assert len(rows) == 2 and "pmdammv" in rows[0] and "pmda-py" in rows[1], out
+    assert "1 GiB sparse file" in out and out.rstrip().splitlines()[-1].startswith("pmda-py"), out

@@ -27,9 +27,9 @@ PACKAGE = REPO / "pmda_py"
 #: module (or package prefix) -> layer; the longest matching prefix wins
 LAYERS: dict[str, int] = {
     "pmda_py.errors": 0,
+    "pmda_py.safefile": 0,  # how files are written and read (os only)
     "pmda_py.pcpversion": -1,  # which PCP is installed (pcp.conf): texts and behaviour follow it
     "pmda_py.pmapi": 1,
-    "pmda_py.safefile": 1,  # files that cannot be turned against the agent (stdlib only): for every layer above
     "pmda_py.wire": 2,
     "pmda_py.namespace": 2,
     "pmda_py.helpfile": 2,

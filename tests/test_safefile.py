@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,21 @@ def test_read_checks_the_owner_and_nofollow(tmp_path: Path) -> None:
         read_regular(str(link), 10, follow=False)
     with pytest.raises(FileRefused):
         read_regular(str(f), 10, owners=frozenset({os.getuid() + 1}))
+
+
+def test_a_device_is_not_even_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening some devices has effects (a watchdog starts counting): a name
+    that is not a regular file is refused before any open."""
+    link = tmp_path / "link"
+    link.symlink_to("/dev/null")
+    opened: list[str] = []
+    real = os.open
+
+    def counting(path: Any, *args: Any, **kw: Any) -> int:
+        opened.append(os.fsdecode(path))
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(os, "open", counting)
+    with pytest.raises(FileRefused):
+        read_regular(str(link), 10)
+    assert opened == []

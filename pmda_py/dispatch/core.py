@@ -867,7 +867,8 @@ class Dispatcher:
             mount, ind = refreshed
             profile = event.profile
             sets = []
-            for inst in ind.instances:
+            # a listing that repeats an id (MMV): one set per entry, as pmdammv sends
+            for inst in ind.instances if ind.listing is None else [i for i, _ in ind.listing]:
                 if not profile.includes(ind.id, inst):
                     continue
                 inst_items = mount.table.label_items(LabelType.INSTANCES, (ind, inst))

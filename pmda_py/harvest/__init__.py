@@ -3,6 +3,9 @@
 * :mod:`pmda_py.harvest.reader` -- pure, bounds-checked parsing of one file;
 * :mod:`pmda_py.harvest.model` -- what pmdammv exports for a set of files
   (names, PMIDs, descriptors, indoms, help, labels) and a fast value reader;
+* :mod:`pmda_py.harvest.scanner` -- opening files others write (no
+  blocking, sections only, owner on the descriptor) and the scanner thread;
+* :mod:`pmda_py.harvest.watch` -- inotify on the directory;
 * :mod:`pmda_py.tables.mmv` -- the table that scans ``$PCP_TMP_DIR/mmv``.
 
 Deliberately safer than pmdammv (each logged):
@@ -13,7 +16,8 @@ Deliberately safer than pmdammv (each logged):
   * every offset is checked: a value, string or instance pointer past the end
     of the file is an error, never a read;
   * values are read with ``pread`` into a private buffer: a file truncated or
-    rewritten under us cannot raise SIGBUS;
+    rewritten under us cannot raise SIGBUS; only the sections a header names
+    are read, never through a FIFO or device, never blocking;
   * 7.x fixes followed: NaN sentinels drop the value, help needs no value
     entry, indom help text is exported.
 """

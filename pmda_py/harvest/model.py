@@ -27,6 +27,8 @@ from pmda_py.harvest.reader import (
     STRING_SIZE,
     VALUE,
     Diagnostic,
+    FileRegions,
+    Image,
     MmvFile,
     MmvFlags,
     MmvFormatError,
@@ -47,8 +49,10 @@ class FileImage:
     """One directory entry as the table read it."""
 
     name: str
-    data: bytes
+    data: Image  #: the whole file, or the regions of it that were read
     pid_alive: bool = True
+    parsed: MmvFile | None = None  #: ``data`` already parsed
+    error: MmvFormatError | None = None  #: ``data`` could not be read or parsed
 
 
 @attrs.define
@@ -99,7 +103,7 @@ class Export:
     diagnostics: list[tuple[str, Diagnostic]]
 
 
-def _text(img: bytes, off: int) -> str | int | None:
+def _text(img: Image, off: int) -> str | int | None:
     if off == 0:
         return None
     if off + STRING_SIZE > len(img):
@@ -147,11 +151,15 @@ def build(
     sticky = dict(sticky or {})
     for img in images:
         try:
-            mf = MmvFile.from_buffer(img.data)
+            failed = img.error  # (not raised here: the traceback would make a cycle through img)
+            if failed is None:
+                mf = img.parsed if img.parsed is not None else MmvFile.from_buffer(img.data)
         except MmvFormatError as err:
-            if "in flux" in str(err):
+            failed = err.with_traceback(None)
+        if failed is not None:
+            if "in flux" in str(failed):
                 reload = True
-            diags.append((img.name, Diagnostic(err.section, err.offset, f"file not loaded: {err}")))
+            diags.append((img.name, Diagnostic(failed.section, failed.offset, f"file not loaded: {failed}")))
             continue
         if mf.flags & MmvFlags.PROCESS and mf.process != 0 and not img.pid_alive:
             diags.append((img.name, Diagnostic("header", 32, f"writer pid {mf.process} is gone: file skipped")))
@@ -335,17 +343,26 @@ def _metric(
     return m
 
 
-def packed_values(image: bytes, values_offset: int, runs: Sequence[tuple[int, int]]) -> array[int] | None:
+def _section(image: Image, offset: int, length: int) -> memoryview:
+    """``length`` bytes at ``offset`` (fewer where the image ends) as a view."""
+    if isinstance(image, FileRegions):
+        return memoryview(image.read(offset, length))
+    return memoryview(image)[offset : offset + length]
+
+
+def packed_values(image: Image, values_offset: int, runs: Sequence[tuple[int, int]]) -> array[int] | None:
     """The first 8 bytes of the value slots ``runs`` (``(first, count)``
     each, consecutive slots) of a file image, big-endian, in one array: the
     encoder's bytes for 64-bit values.  None when the image no longer holds
     them (a file that shrank: :func:`read_values` says what is left)."""
     if values_offset < 0:
         return None
-    nslots = (len(image) - values_offset) // VALUE.size
+    need = max((first + n for first, n in runs), default=0)
+    raw = _section(image, values_offset, need * VALUE.size)
+    nslots = len(raw) // VALUE.size
     if any(first + n > nslots for first, n in runs):
         return None
-    section = memoryview(image)[values_offset : values_offset + nslots * VALUE.size].cast("Q")
+    section = raw[: nslots * VALUE.size].cast("Q")
     out = array("Q")
     for first, n in runs:  # one strided slice per run
         out.frombytes(section[first * 4 : (first + n) * 4 : 4].tobytes())
@@ -356,11 +373,12 @@ def packed_values(image: bytes, values_offset: int, runs: Sequence[tuple[int, in
 
 def read_values(
     m: ExportMetric,
-    image: bytes | memoryview,
+    image: Image,
     order: Sequence[int] | None = None,
     now: float | None = None,
 ) -> tuple[Sequence[int], Any]:
-    """The metric's current values from a file image (a private copy).
+    """The metric's current values from a file image (a private copy, or
+    the regions of the file read for this fetch).
 
     Returns ``(insts, values)`` in instance order (``order``: the indom's
     instance order); instances whose value entry is missing or past the end
@@ -368,9 +386,11 @@ def read_values(
     """
     if m.values_offset < 0 or not m.slots:
         return [], []
-    buf = memoryview(image)
     base = m.values_offset
-    nslots = (len(buf) - base) // VALUE.size
+    need = max(sl for _, sl in m.slots) + 1
+    raw = _section(image, base, need * VALUE.size)
+    nslots = len(raw) // VALUE.size
+    whole = raw[: nslots * VALUE.size]
     t = m.type
     if (
         order is None
@@ -381,7 +401,7 @@ def read_values(
         # the fast path: one strided cast, no per-value Python work
         first, n = m.strided
         code, per = _CODES.get(t, ("q", 4))
-        view: memoryview = buf[base : base + nslots * VALUE.size].cast(code)  # type: ignore[call-overload]
+        view: memoryview = whole.cast(code)  # type: ignore[call-overload]
         column = array(code)
         column.frombytes(view[first * per : (first + n) * per : per].tobytes())
         return m.insts_u32, column
@@ -391,7 +411,7 @@ def read_values(
         slots = [(i, pos[i]) for i in order if i in pos]
     insts = [PM_IN_NULL_ if i is None else i for i, _ in slots]
     t = m.type
-    section = buf[base : base + nslots * VALUE.size]
+    section = whole
     if m.strided is not None and order is None and m.strided[0] + m.strided[1] <= nslots:
         first, n = m.strided
         vals = _column(section, t, first, n)
@@ -407,10 +427,10 @@ def read_values(
         vals = []
         for _, s in slots:
             off = extras[4 * s + 1] if s < nslots else -1
-            if off <= 0 or off >= len(buf):
+            if off <= 0 or off >= len(image):
                 vals.append(None)
             else:
-                vals.append(cstring(buf, off, STRING_SIZE - 1).decode("utf-8", "replace"))
+                vals.append(cstring(image, off, STRING_SIZE - 1).decode("utf-8", "replace"))
     if m.elapsed:
         extras = section.cast("q")
         now_usec = (time.time() if now is None else now) * 1e6

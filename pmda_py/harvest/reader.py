@@ -9,13 +9,20 @@ record is dropped and recorded as a :class:`Diagnostic`.  Nothing here does
 I/O or logs; nothing reads outside the buffer.
 
 All integers are in the writer's native byte order ("=" structs).
+
+:class:`FileRegions` is how a file is read: only the header, the table of
+contents and the sections it names (through a ``read_at(length, offset)``
+the caller gives, ``pread`` on a descriptor it opened), anything else the
+records point at read on demand, a few KiB at a time.  A file extended with
+a sparse tail costs nothing more.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 import struct
-from typing import Final
+from typing import Any, Callable, Final, Union, overload
 
 import attrs
 
@@ -33,6 +40,7 @@ __all__ = [
     "TOC",
     "VALUE",
     "Diagnostic",
+    "FileRegions",
     "MmvFile",
     "MmvFlags",
     "MmvFormatError",
@@ -58,6 +66,9 @@ STRING_SIZE: Final = 256  #: mmv_disk_string_t
 MAX_METRICS: Final = 1023
 MAX_INDOMS: Final = 4194303
 MAX_LABELS: Final = 255
+MAX_TOCS: Final = 1024  #: a TOC with more entries is refused (libpcp_mmv writes at most 6)
+MAX_NAMED: Final = 64 << 20  #: sections naming more bytes than this: the file is refused
+_CHUNK: Final = 4096  #: what a read on demand brings in (aligned)
 
 
 class TocType(enum.IntEnum):
@@ -99,12 +110,180 @@ class Diagnostic:
     reason: str
 
 
-def cstring(buf: memoryview | bytes, off: int, maxlen: int) -> bytes:
+def cstring(buf: Image, off: int, maxlen: int) -> bytes:
     """NUL-terminated bytes at ``off`` (at most ``maxlen``, never past the end)."""
     end = min(len(buf), off + maxlen)
     raw = bytes(buf[off:end])
     nul = raw.find(b"\0")
     return raw if nul < 0 else raw[:nul]
+
+
+def _extent(ttype: int, count: int, version: int) -> int:
+    """Bytes a TOC entry's section spans."""
+    v2 = version >= 2
+    sizes: dict[int, int] = {
+        TocType.INDOMS: INDOM.size,
+        TocType.INSTANCES: INSTANCE2.size if v2 else INSTANCE1.size,
+        TocType.METRICS: METRIC2.size if v2 else METRIC1.size,
+        TocType.VALUES: VALUE.size,
+        TocType.STRINGS: STRING_SIZE,
+        TocType.LABELS: LABEL.size,
+    }
+    return sizes.get(ttype, 0) * count
+
+
+class FileRegions:
+    """A file as the parser sees it (``len`` is the file's size, slices are
+    its bytes) built from the regions actually read: ``pread`` of what the
+    header names, and of whatever else is asked for, on demand.
+
+    ``read_at`` is only used while the object is being built and read; the
+    owner sets it to None when its descriptor is closed (later reads outside
+    the regions then find nothing, as past the end).  It does no I/O itself."""
+
+    def __init__(self, read_at: Callable[[int, int], bytes] | None, size: int) -> None:
+        self.read_at = read_at
+        self.size = size
+        self._starts: list[int] = []
+        self._blocks: list[bytes] = []
+        self.read_bytes = 0  #: bytes read so far (the cost of this file)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, offset: int, length: int) -> None:
+        """Read ``[offset, offset + length)`` (clipped to the size) now;
+        regions it touches are joined into one."""
+        end = min(self.size, offset + length)
+        if offset < 0 or end <= offset or self._covered(offset, end) is not None:
+            return
+        lo = bisect.bisect_right(self._starts, offset) - 1
+        if lo >= 0 and self._starts[lo] + len(self._blocks[lo]) < offset:
+            lo += 1
+        lo = max(lo, 0)
+        hi = bisect.bisect_right(self._starts, end)  # blocks [lo, hi) touch the range
+        if lo < hi:
+            offset = min(offset, self._starts[lo])
+            end = max(end, self._starts[hi - 1] + len(self._blocks[hi - 1]))
+        data = b""
+        if self.read_at is not None:
+            try:
+                data = self.read_at(end - offset, offset)
+            except OSError:
+                data = b""
+        self.read_bytes += len(data)
+        if len(data) < end - offset:  # the file shrank under us: what is missing is past its end
+            self.size = min(self.size, offset + len(data))
+        del self._starts[lo:hi]
+        del self._blocks[lo:hi]
+        if data:
+            self._starts.insert(lo, offset)
+            self._blocks.insert(lo, data)
+
+    def prefix(self) -> bytes:
+        """The block read from offset 0 (b"" if none)."""
+        return self._blocks[0] if self._starts and self._starts[0] == 0 else b""
+
+    def _covered(self, start: int, end: int) -> bytes | None:
+        k = bisect.bisect_right(self._starts, start) - 1
+        if k >= 0:
+            base = self._starts[k]
+            block = self._blocks[k]
+            if end <= base + len(block):
+                return block[start - base : end - base]
+        return None
+
+    def read(self, offset: int, length: int) -> bytes:
+        """The file's bytes ``[offset, offset + length)``, cut at its end
+        (what is not read yet is read now, in aligned chunks)."""
+        end = min(self.size, offset + length)
+        if offset < 0 or end <= offset:
+            return b""
+        got = self._covered(offset, end)
+        if got is None:
+            first = offset - offset % _CHUNK
+            self.add(first, end - first + (-end) % _CHUNK)
+            end = min(end, self.size)
+            got = self._covered(offset, end) if end > offset else b""
+        return got or b""
+
+    @overload
+    def __getitem__(self, key: int) -> int: ...
+    @overload
+    def __getitem__(self, key: slice) -> bytes: ...
+    def __getitem__(self, key: int | slice) -> int | bytes:
+        if isinstance(key, int):
+            b = self.read(key, 1)
+            if not b:
+                raise IndexError(key)
+            return b[0]
+        start, stop, step = key.indices(self.size)
+        if step != 1:
+            raise ValueError("FileRegions slices have no step")
+        return self.read(start, stop - start)
+
+    @classmethod
+    def load(cls, read_at: Callable[[int, int], bytes], size: int) -> FileRegions:
+        """The header, TOC and every section the TOC names, read with
+        ``read_at(length, offset)`` (a file of ``size`` bytes).  Raises :class:`MmvFormatError` when the
+        TOC is absurd or names more than :data:`MAX_NAMED` bytes."""
+        img = cls(read_at, size)
+        img.add(0, HEADER.size)
+        head = img.read(0, HEADER.size)
+        if len(head) < HEADER.size:
+            return img  # the parser says why
+        version, tocs = struct.unpack_from("=i", head, 4)[0], struct.unpack_from("=i", head, 24)[0]
+        if tocs > MAX_TOCS:
+            raise MmvFormatError(f"TOC count {tocs} > {MAX_TOCS}", section="toc", offset=24)
+        if tocs <= 0:
+            return img
+        img.add(HEADER.size, TOC.size * tocs)
+        toc = img.read(HEADER.size, TOC.size * tocs)
+        spans = []
+        for t in range(len(toc) // TOC.size):
+            ttype, count, offset = TOC.unpack_from(toc, t * TOC.size)
+            length = _extent(ttype, count, version)
+            if offset >= img.size or length <= 0:
+                continue
+            spans.append((offset, min(img.size, offset + length)))
+        named = sum(e - o for o, e in spans)
+        if named > MAX_NAMED:
+            raise MmvFormatError(f"sections name {named} bytes (limit {MAX_NAMED})", section="toc", offset=40)
+        spans.sort()
+        merged: list[list[int]] = []
+        for o, e in spans:  # one read for sections that touch or nearly do
+            if merged and o <= merged[-1][1] + _CHUNK:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([o, e])
+        for o, e in merged:
+            img.add(o, e - o)
+        return img
+
+
+Image = Union[bytes, bytearray, memoryview, FileRegions]
+_I32: Final = struct.Struct("=i")
+
+
+def _unpacker(buf: Image) -> Callable[[struct.Struct, int], tuple[Any, ...]]:
+    """``unpack(record, offset)`` on a file image; on :class:`FileRegions`
+    a record the file no longer holds (it shrank under us) is a format error."""
+    if not isinstance(buf, FileRegions):
+        view = memoryview(buf)
+        return lambda st, off: st.unpack_from(view, off)
+    regions = buf
+    head = regions.prefix()  # usually the whole of what was read: one block from offset 0
+    hview, hlen = memoryview(head), len(head)
+
+    def unpack(st: struct.Struct, off: int) -> tuple[Any, ...]:
+        if off >= 0 and off + st.size <= hlen:
+            return st.unpack_from(hview, off)
+        raw = regions.read(off, st.size)
+        if len(raw) != st.size:
+            raise MmvFormatError("the file shrank while it was read", section="file", offset=off)
+        return st.unpack(raw)
+
+    return unpack
 
 
 @attrs.frozen
@@ -173,22 +352,23 @@ class MmvFile:
     diagnostics: tuple[Diagnostic, ...]
 
     @classmethod
-    def header(cls, buf: bytes | memoryview) -> tuple[bytes, int, int, int, int, int, int, int]:
+    def header(cls, buf: Image) -> tuple[bytes, int, int, int, int, int, int, int]:
         """The raw header fields; raises MmvFormatError if too short."""
         if len(buf) < HEADER.size:
             raise MmvFormatError(f"file of {len(buf)} bytes is smaller than the header")
-        return HEADER.unpack_from(buf, 0)
+        return _unpacker(buf)(HEADER, 0)
 
     @classmethod
-    def from_buffer(cls, data: bytes | memoryview) -> MmvFile:
+    def from_buffer(cls, data: Image) -> MmvFile:
         """Parse a whole file image.
 
         Raises:
             MmvFormatError: bad magic, version, generation, TOC; the file is
                 not loaded (pmdammv skips it).
         """
-        buf = memoryview(data)
+        buf = data if isinstance(data, FileRegions) else memoryview(data)
         size = len(buf)
+        unpack = _unpacker(buf)
         magic, version, g1, g2, tocs, flags, process, cluster = cls.header(buf)
         if magic != b"MMV\0":
             raise MmvFormatError(f"bad magic {magic!r}")
@@ -207,7 +387,7 @@ class MmvFile:
         v2 = version >= 2
         for t in range(tocs):
             toc_off = HEADER.size + TOC.size * t
-            ttype, count, offset = TOC.unpack_from(buf, toc_off)
+            ttype, count, offset = unpack(TOC, toc_off)
             if ttype == TocType.METRICS:
                 rec = METRIC2 if v2 else METRIC1
                 if count > MAX_METRICS:
@@ -218,7 +398,7 @@ class MmvFile:
                     continue
                 for k in range(count):
                     off = offset + k * rec.size
-                    f = rec.unpack_from(buf, off)
+                    f = unpack(rec, off)
                     if v2:
                         noff = f[0]
                         if noff + STRING_SIZE > size:
@@ -236,7 +416,7 @@ class MmvFile:
                 inst_rec = INSTANCE2 if v2 else INSTANCE1
                 for k in range(count):
                     off = offset + k * INDOM.size
-                    serial, icount, ioff, short, helpt = INDOM.unpack_from(buf, off)
+                    serial, icount, ioff, short, helpt = unpack(INDOM, off)
                     if ioff + icount * inst_rec.size > size:
                         diags.append(Diagnostic("indoms", off, f"indom {serial}: {icount} instances past end"))
                         continue
@@ -246,7 +426,7 @@ class MmvFile:
                     insts = []
                     for j in range(icount):
                         ro = ioff + j * inst_rec.size
-                        r = inst_rec.unpack_from(buf, ro)
+                        r = unpack(inst_rec, ro)
                         if v2:
                             if r[3] + 1 > size:
                                 diags.append(Diagnostic("instances", ro, f"name offset {r[3]} past end"))
@@ -266,13 +446,13 @@ class MmvFile:
                 values = []
                 for k in range(count):
                     off = offset + k * VALUE.size
-                    _v, _extra, moff, ioff = VALUE.unpack_from(buf, off)
+                    _v, _extra, moff, ioff = unpack(VALUE, off)
                     inst: int | None = None
                     if ioff:
                         if ioff + 16 > size:
                             diags.append(Diagnostic("values", off, f"instance offset {ioff} past end"))
                             continue
-                        inst = struct.unpack_from("=i", buf, ioff + 12)[0]
+                        inst = unpack(_I32, ioff + 12)[0]
                     values.append(MmvValue(off, moff, inst))
             elif ttype == TocType.LABELS:
                 if count > MAX_LABELS or offset + LABEL.size * count > size:
@@ -285,7 +465,7 @@ class MmvFile:
                 labels = []
                 for k in range(count):
                     off = offset + k * LABEL.size
-                    lf, ident, internal, payload = LABEL.unpack_from(buf, off)
+                    lf, ident, internal, payload = unpack(LABEL, off)
                     if b"\0" not in payload:
                         diags.append(
                             Diagnostic(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from typing import Optional
 
@@ -16,14 +17,35 @@ __all__ = ["Namespace", "Node"]
 # the tree
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, init=False)
 class Node:
-    """One PMNS node: a leaf has a PMID (a dynamic subtree's root is ``511.DOMAIN.0``)."""
+    """One PMNS node: a leaf has a PMID (a dynamic subtree's root is ``511.DOMAIN.0``).
+
+    The link to the parent is weak: a tree has no reference cycles, so a
+    replaced one is freed at once (a dynamic table's rescans rebuild it; as
+    cycles, old trees waited for the cyclic collector, or outlived a
+    ``gc.freeze``)."""
 
     name: str
-    parent: Optional[Node] = attrs.field(default=None, repr=False)
-    children: dict[str, Node] = attrs.field(factory=dict, repr=False)
+    _parent: Optional[weakref.ReferenceType[Node]] = attrs.field(repr=False)
+    children: dict[str, Node] = attrs.field(repr=False)
     pmid: Optional[int] = None  # leaves; a dynamic subtree is 511.DOMAIN.0
+
+    def __init__(
+        self,
+        name: str,
+        parent: Optional[Node] = None,
+        children: Optional[dict[str, Node]] = None,
+        pmid: Optional[int] = None,
+    ) -> None:
+        self.name = name
+        self._parent = None if parent is None else weakref.ref(parent)
+        self.children = {} if children is None else children
+        self.pmid = pmid
+
+    @property
+    def parent(self) -> Optional[Node]:
+        return None if self._parent is None else self._parent()
 
     @property
     def is_leaf(self) -> bool:

@@ -4,29 +4,40 @@ Mounted at ``mmv`` in domain 70 (``pmda-py run --mmv-compat``) it is a
 drop-in for pmdammv: same names, PMIDs, descriptors, indoms, help, labels and
 values (see :mod:`pmda_py.harvest` for where it is deliberately safer).
 
-Rescans happen on pmdammv's triggers, checked before every request: the
-directory's mtime changed, a loaded file's generation changed, a PROCESS
-writer died, a file was in flux at the last scan, or ``mmv.control.reload``
-was stored.  Values are read on every fetch from a private copy of the file
-(one ``read`` per file), through an index built at load time.
+Rescans happen on pmdammv's triggers -- the directory changed (inotify; its
+mtime where there is none), a loaded file's generation changed or its writer
+died (the scanner thread's sweep), a file was in flux at the last scan, or
+``mmv.control.reload`` was stored -- and run in a thread
+(:mod:`pmda_py.harvest.scanner`), swapped in whole before a request.  Values
+are read on every fetch with ``pread`` from the file's VALUES section only,
+through a descriptor opened without blocking and checked on the descriptor.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
+import gc
 import os
-import struct
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 import structlog
+import trio
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed_values, read_values
 from pmda_py.harvest.pcplabels import PcpLabelSet
+from pmda_py.harvest.reader import FileRegions
+from pmda_py.harvest.scanner import Loaded, Scanner, changed, load_file, open_mmv
+from pmda_py.harvest.watch import DirWatch
 from pmda_py.pcpversion import parse, pcp_version
 from pmda_py.pmapi import PmSem, PmType
+from pmda_py.safefile import FileRefused
 from pmda_py.table import (
     PACKED_TYPECODES,
     Columns,
@@ -66,7 +77,7 @@ _CONTROL_HELP = {
 }
 
 
-def _uids(spec: str) -> set[int] | None:
+def _uids(spec: str) -> frozenset[int] | None:
     if not spec.strip():
         return None
     import pwd
@@ -81,15 +92,27 @@ def _uids(spec: str) -> set[int] | None:
                 out.add(pwd.getpwnam(item).pw_uid)
             except KeyError:
                 log.warning("mmv_unknown_user", user=item)
-    return out
+    return frozenset(out)
 
 
 def _installed_pcp() -> tuple[int, int, int]:
     return pcp_version()
 
 
-def _pid_alive(pid: int) -> bool:
-    return os.path.exists(f"/proc/{pid}")
+@attrs.define(eq=False)
+class _State:
+    """One scan's result, built in the scanner thread, swapped in whole."""
+
+    export: Export
+    files: dict[str, Loaded]
+    dir_state: tuple[int, int]
+    indoms: dict[int, InDom] = attrs.field(factory=dict)
+    metrics: list[Metric] = attrs.field(factory=list)
+    by_metric: dict[int, ExportMetric] = attrs.field(factory=dict)
+    ordered: dict[int, bool] = attrs.field(factory=dict)
+    packed: dict[int, tuple[int, int, Any, str]] = attrs.field(factory=dict)
+    seconds: float = 0.0
+    read_bytes: int = 0
 
 
 @attrs.frozen(eq=False)
@@ -155,6 +178,9 @@ class MmvTable(Table):
         prefix_files: str = "1",
         allowed_users: str = "",
         pcp_version: str = "",
+        rescan_wait: str = "0.005",
+        inline_scan: str = "0.002",
+        sweep: str = "1",
         **_options: str,
     ) -> None:
         """``allowed_users``: comma-separated user names or uids whose files
@@ -163,7 +189,14 @@ class MmvTable(Table):
         imitate (default: the installed PCP's, from pcp.conf): 7.0 added
         ``control.metrics``, made ``control.debug`` a STRING (the pmdbg option
         names) and answers indom help text; 7.2 skips a label member with an
-        invalid name instead of the whole payload."""
+        invalid name instead of the whole payload.  ``rescan_wait``: seconds
+        the first request after a change waits for the rescan it starts (it
+        is answered from the previous scan if that is not done);
+        ``inline_scan``: a directory whose last scan took less is scanned
+        before the request itself, as pmdammv does; ``sweep``:
+        seconds between checks of the loaded files' generations and writer
+        pids (pmdammv makes them on every request; here a thread does, at
+        least this far apart and at most 2% of its time)."""
         self.dir = dir or os.path.join(pcp_conf()["PCP_TMP_DIR"], "mmv")
         self.allowed_uids = _uids(allowed_users)
         self.compat = compat not in ("0", "", "no", "false")
@@ -180,9 +213,17 @@ class MmvTable(Table):
         self._ordered: dict[int, bool] = {}
         self._packed: dict[int, tuple[int, int, Any, str]] = {}
         self._plan: _PackedPlan | None = None
-        self._files: dict[str, tuple[str, int, int, int]] = {}  # name -> (path, g1, flags, pid)
-        self._heads: dict[str, bytes] = {}  # name -> header and TOC as scanned
+        self._files: dict[str, Loaded] = {}
         self._dir_state: tuple[int, int] | None = None
+        self._problems: dict[str, str] = {}  # file -> the problem last logged for it
+        self._diag_seen: dict[tuple[str, Any], list[str]] = {}
+        self._watch: DirWatch | None = None
+        self._scanner: Scanner[_State] | None = None
+        self.rescan_wait = float(rescan_wait)
+        self.inline_scan = float(inline_scan)
+        self._scanning = threading.RLock()
+        self.sweep_interval = float(sweep)
+        self.last_scan: _State | None = None
         self._sticky: dict[str, int] = {}
         self._control()
         self.generation = 0
@@ -213,7 +254,8 @@ class MmvTable(Table):
 
     # -------------------------------------------------------------- scan
     def metrics(self) -> Sequence[Metric]:
-        self.rescan_if_changed()
+        if not self._scanned:
+            self._apply(self._scan_state())
         # drop-in mode: 6.x's pmdammv has no control.metrics (7.0 added it)
         control = [self.c_reload, self.c_debug, self.c_files] + (
             [] if self.compat and not self.pcp7 else [self.c_metrics]
@@ -234,94 +276,146 @@ class MmvTable(Table):
         return (st.st_mtime_ns, 0)
 
     async def check(self) -> None:
-        """Before every request, as pmdammv does: :meth:`rescan_if_changed`
-        (on the event loop: it never awaits, so its deadline cannot cut it)."""
-        self.rescan_if_changed()
-
-    def rescan_if_changed(self) -> None:
-        """pmdammv's rescan triggers (cheap: one stat, one header read per file)."""
+        """Before every request: take a finished scan, and notice changes
+        cheaply (pmdammv's triggers: the directory changed -- inotify, or
+        its mtime where there is none --, a file was in flux at the last
+        scan, ``mmv.control.reload`` was stored).  No file is opened here:
+        a scan runs in the scanner thread, and a request waits at most
+        ``rescan_wait`` seconds for it (the first one after a change);
+        generations and writer pids are checked by the thread's sweep.
+        A directory whose last scan took under ``inline_scan`` seconds is
+        scanned here instead, as pmdammv does, unless the thread is at it.
+        It never awaits (the dispatcher runs it inline, no cancel scope)."""
         if not self._scanned:
-            self.rescan()
+            self._apply(self._scan_state())
             return
-        if self.reload_flag or self.export.reload or self._dir_stat() != self._dir_state:
-            self.rescan()
-            return
-        for name, (path, g1, flags, pid) in self._files.items():
-            try:
-                with open(path, "rb") as f:
-                    head = f.read(24)
-            except OSError:
-                self.rescan()
+        self._take()
+        if self._changed():
+            last = self.last_scan
+            if last is not None and last.seconds <= self.inline_scan and self._scanning.acquire(blocking=False):
+                try:
+                    self._apply(self._scan_state())
+                finally:
+                    self._scanning.release()
                 return
-            if len(head) < 24 or struct.unpack_from("=QQ", head, 8) != (g1, g1):
-                log.info("mmv_generation_changed", file=name)
-                self.rescan()
-                return
-            if flags & 0x2 and pid and not _pid_alive(pid):
-                log.info("mmv_writer_gone", file=name, pid=pid)
-                self.rescan()
-                return
+            scanner = self._start_scanner()
+            scanner.request()
+            if scanner.wait(self.rescan_wait):
+                self._take()
 
-    def rescan(self) -> None:
-        self._scanned = True
-        self._dir_state = self._dir_stat()
+    def _changed(self) -> bool:
+        if self.reload_flag or self.export.reload:
+            return True
+        if self._watch is not None:
+            names, everything = self._watch.changes()
+            return bool(names) or everything
+        return self._dir_stat() != self._dir_state
+
+    def _take(self) -> None:
+        scanner = self._scanner
+        if scanner is None:
+            return
+        if scanner.error is not None:
+            err, scanner.error = scanner.error, None
+            log.error("mmv_scan_failed", dir=self.dir, error=repr(err))
+        state = scanner.take()
+        if state is not None:
+            self._apply(state)
+
+    def _start_scanner(self) -> Scanner[_State]:
+        if self._scanner is None:
+            # looked up at each call: a test may hold the scan to show it is off the request path
+            self._scanner = Scanner(lambda: self._scan_state(), lambda: self._sweep(), interval=self.sweep_interval)
+        return self._scanner
+
+    def _sweep(self) -> bool:
+        """In the scanner thread: has a loaded file changed (pmdammv's
+        per-request checks, made here instead of on every request)?"""
+        if self._watch is None and self._dir_stat() != self._dir_state:
+            return True
+        for name, loaded in list(self._files.items()):
+            why = changed(loaded, self.allowed_uids)
+            if why is not None:
+                log.info("mmv_file_changed", file=name, reason=why)
+                return True
+        return False
+
+    def _note(self, name: str, problem: str | None, event: str, **fields: Any) -> None:
+        """Log a file's problem once per change of it."""
+        if self._problems.get(name) == problem:
+            return
+        if problem is None:
+            self._problems.pop(name, None)
+            return
+        self._problems[name] = problem
+        log.warning(event, file=name, **fields)
+
+    def _scan_state(self) -> _State:
+        """A scan, start to end, touching nothing the request path reads
+        (runs in the scanner thread, or inline when cheap; :meth:`_apply`
+        swaps it in).  One at a time."""
+        with self._scanning:
+            return self._scan_locked()
+
+    def _scan_locked(self) -> _State:
+        t0 = time.monotonic()
+        dir_state = self._dir_stat()
         images: list[FileImage] = []
+        files: dict[str, Loaded] = {}
         try:
             entries = sorted(os.listdir(self.dir), key=lambda n: n.encode("utf-8", "surrogateescape"))
         except OSError as err:
             log.warning("mmv_dir_unreadable", dir=self.dir, error=err.strerror)
             entries = []
+        seen = set()
         for name in entries:
             if name.startswith("."):
                 continue
+            seen.add(name)
             path = os.path.join(self.dir, name)
             try:
-                if not os.path.isfile(path):
-                    continue
-                with open(path, "rb") as f:
-                    if self.allowed_uids is not None:
-                        owner = os.fstat(f.fileno()).st_uid
-                        if owner not in self.allowed_uids:
-                            log.warning(
-                                "mmv_file_owner_refused", file=name, uid=owner, allowed=sorted(self.allowed_uids)
-                            )
-                            continue
-                    data = f.read()
+                img, loaded = load_file(name, path, self.allowed_uids)
+            except FileRefused as err:
+                if err.errno == errno.EPERM:  # an owner not allowed (checked on the opened file)
+                    uid = int(str(err).rsplit(" ", 1)[-1])
+                    allowed = sorted(self.allowed_uids or ())
+                    self._note(name, str(err), "mmv_file_owner_refused", uid=uid, allowed=allowed)
+                continue  # not a regular file: not a candidate, as for pmdammv
             except OSError as err:
-                log.warning("mmv_file_unreadable", file=name, error=err.strerror)
+                self._note(name, str(err), "mmv_file_unreadable", error=err.strerror or str(err))
                 continue
-            alive = True
-            if len(data) >= 40:
-                flags, pid = struct.unpack_from("=Ii", data, 28)
-                alive = not (flags & 0x2 and pid and not _pid_alive(pid))
-            images.append(FileImage(name, data, alive))
+            self._note(name, None, "")
+            images.append(img)
+            if loaded is not None:
+                files[name] = loaded
+        for gone in set(self._problems) - seen:
+            self._problems.pop(gone, None)
         export = build(images, sticky=self._sticky, prefix_files=self.prefix_files, relaxed_labels=self.relaxed_labels)
+        diags: dict[str, list[str]] = {}
         for fname, d in export.diagnostics:
-            log.warning("mmv_problem", file=fname, section=d.section, offset=d.offset, problem=d.reason)
+            diags.setdefault(fname, []).append(f"{d.section}@{d.offset}: {d.reason}")
+        for fname, d in export.diagnostics:
+            key = (fname, files[fname].ident if fname in files else None)
+            if self._diag_seen.get(key) != diags[fname]:
+                log.warning("mmv_problem", file=fname, section=d.section, offset=d.offset, problem=d.reason)
+        self._diag_seen = {(f, files[f].ident if f in files else None): reasons for f, reasons in diags.items()}
         self._sticky.update(export.clusters)
-        self.export = export
-        self._files = {}
-        self._heads = {}
-        for img in images:
-            if img.name in export.clusters:
-                (g1,) = struct.unpack_from("=Q", img.data, 8)
-                flags, pid = struct.unpack_from("=Ii", img.data, 28)
-                self._files[img.name] = (os.path.join(self.dir, img.name), g1, flags, pid)
-                (tocs,) = struct.unpack_from("=i", img.data, 24)
-                self._heads[img.name] = img.data[: 40 + 16 * max(tocs, 0)]
-        self._indoms = {}
+        files = {name: ld for name, ld in files.items() if name in export.clusters}
+        state = self._derive(export, files, dir_state)
+        state.seconds = time.monotonic() - t0
+        state.read_bytes = sum(i.data.read_bytes for i in images if isinstance(i.data, FileRegions))
+        return state
+
+    def _derive(self, export: Export, files: dict[str, Loaded], dir_state: tuple[int, int]) -> _State:
+        st = _State(export, files, dir_state)
         for serial, ei in export.indoms.items():
-            one, hlp = self._indom_text(serial)
+            one, hlp = self._indom_text(serial, export)
             listing = tuple(ei.listing) if ei.listing is not None else None  # a repeated id: pmdammv lists each
-            self._indoms[serial] = InDom(serial, dict(ei.instances), oneline=one, help=hlp, listing=listing)
-        self._metrics = []
-        self._by_metric = {}
-        self._ordered = {}
-        self._packed = {}  # id(metric) -> (first slot, count, insts, type code): the packed path
+            st.indoms[serial] = InDom(serial, dict(ei.instances), oneline=one, help=hlp, listing=listing)
         for em in export.metrics:
             ind = None
             if em.indom is not None:  # a missing indom still gets one (no instances)
-                ind = self._indoms.setdefault(em.indom, InDom(em.indom))
+                ind = st.indoms.setdefault(em.indom, InDom(em.indom))
             try:
                 m = Metric(
                     em.name,
@@ -338,31 +432,47 @@ class MmvTable(Table):
             except ValueError as err:
                 log.warning("mmv_metric_refused", file=em.file, metric=em.name, error=str(err))
                 continue
-            self._metrics.append(m)
-            self._by_metric[id(m)] = em
+            st.metrics.append(m)
+            st.by_metric[id(m)] = em
             if ind is not None:
                 present = {i for i, _ in em.slots}
-                self._ordered[id(m)] = em.insts == [i for i in ind.instances if i in present]
+                # an indom listing an id twice: pmdammv fetches along the listing, each
+                # entry getting its id's (first) value, so the repeated one comes twice
+                st.ordered[id(m)] = ind.listing is None and em.insts == [i for i in ind.instances if i in present]
                 if (
-                    self._ordered[id(m)]
+                    st.ordered[id(m)]
                     and em.strided is not None
                     and not (em.sentinel or em.elapsed)
                     and em.type in (PmType.I64, PmType.U64, PmType.DOUBLE)
                 ):
                     # the packed path (packed_values), decided once per scan
-                    self._packed[id(m)] = (em.strided[0], em.strided[1], em.insts_u32, PACKED_TYPECODES[em.type])
-        self.reload_flag = 1 if export.reload else 0
-        self.generation += 1
-        log.info("mmv_scan", dir=self.dir, files=export.files, metrics=len(self._metrics))
+                    st.packed[id(m)] = (em.strided[0], em.strided[1], em.insts_u32, PACKED_TYPECODES[em.type])
+        return st
 
-    def _indom_text(self, serial: int) -> tuple[str | int | None, str | int | None]:
+    def _apply(self, st: _State) -> None:
+        """Swap a scan in (on the event loop: no request sees half of it)."""
+        self._scanned = True
+        self._dir_state = st.dir_state
+        self.export = st.export
+        self._files = st.files
+        self._indoms = st.indoms
+        self._metrics = st.metrics
+        self._by_metric = st.by_metric
+        self._ordered = st.ordered
+        self._packed = st.packed
+        self.reload_flag = 1 if st.export.reload else 0
+        self.generation += 1
+        self.last_scan = st
+        log.info("mmv_scan", dir=self.dir, files=st.export.files, metrics=len(st.metrics), seconds=round(st.seconds, 4))
+
+    def _indom_text(self, serial: int, export: Export) -> tuple[str | int | None, str | int | None]:
         """pmdammv's indom help: 6.x answers none (PM_ERR_TEXT); 7.x looks
         the indom's 22-bit PCP serial up among the serials as the files wrote
         them (mmv_lookup_stat_indom), so only a file serial equal to it finds
         text, and no match is PM_ERR_INDOM."""
         if not self.pcp7:
             return None, None
-        for ei in self.export.indoms.values():
+        for ei in export.indoms.values():
             if ei.file_serial == serial:
                 return ei.oneline, ei.help
         return PmErr.INDOM, PmErr.INDOM
@@ -372,9 +482,17 @@ class MmvTable(Table):
 
     # ------------------------------------------------------------- fetch
     async def fetch(self, request: FetchRequest) -> FetchResult:
-        images: dict[str, bytes | None] = {}
+        opened: list[int] = []
+        try:
+            return self._fetch(request, opened)
+        finally:
+            for fd in opened:
+                os.close(fd)
+
+    def _fetch(self, request: FetchRequest, opened: list[int]) -> FetchResult:
+        images: dict[str, FileRegions | None] = {}
         if len(request.metrics) > 16:  # worth a plan: the whole answer in one piece
-            whole = self._fetch_packed(request.metrics, images)
+            whole = self._fetch_packed(request.metrics, images, opened)
             if whole is not None:
                 return whole
         out: dict[Metric, Any] = {}
@@ -385,7 +503,7 @@ class MmvTable(Table):
                 out[m] = self._control_value(m)
                 continue
             f = em.file
-            img = images[f] if f in images else images.setdefault(f, self._read(f))
+            img = images[f] if f in images else images.setdefault(f, self._read(f, opened))
             if img is None:
                 out[m] = PmdaError(code=PmErr.AGAIN)
                 continue
@@ -397,7 +515,9 @@ class MmvTable(Table):
                 out[m] = self._values(m, em, img)
         return out
 
-    def _fetch_packed(self, metrics: Sequence[Metric], images: dict[str, bytes | None]) -> PackedFetch | None:
+    def _fetch_packed(
+        self, metrics: Sequence[Metric], images: dict[str, FileRegions | None], opened: list[int]
+    ) -> PackedFetch | None:
         """The whole answer in one piece when every metric asked for is one
         of a single file's packed-path metrics (the plan is made once per
         scan and request shape); None sends the request down the metric by
@@ -407,7 +527,7 @@ class MmvTable(Table):
             plan = self._plan = _PackedPlan.make(metrics, self._by_metric, self._packed, self.generation)
         if plan.file is None:
             return None
-        img = images[plan.file] = self._read(plan.file)
+        img = images[plan.file] = self._read(plan.file, opened)
         blob = None if img is None else packed_values(img, plan.values_offset, plan.runs)
         if blob is None:
             return None
@@ -424,31 +544,40 @@ class MmvTable(Table):
             return len(self._metrics)
         return PmdaError(code=PmErr.PMID)
 
-    def _read(self, name: str) -> bytes | None:
+    def _read(self, name: str, opened: list[int]) -> FileRegions | None:
+        """The file's values section (and what its string values point at,
+        on demand) as it is now, through a descriptor opened without
+        blocking and checked (regular file, owner) on the descriptor; the
+        descriptor goes into ``opened`` for the caller to close."""
         entry = self._files.get(name)
         if entry is None:
             return None
         try:
-            with open(entry[0], "rb") as f:
-                data = f.read()  # a private copy: truncation under us cannot fault
+            fd, st = open_mmv(entry.path, self.allowed_uids)
         except OSError as err:
-            log.warning("mmv_file_unreadable", file=name, error=err.strerror)
+            self._note(name, str(err), "mmv_file_unreadable", error=str(err))
+            self._start_scanner().request()
             return None
-        head = self._heads.get(name, b"")
-        if not data.startswith(head):
-            # another layout under the same name and generation (writers in one
-            # second share one): the scanned offsets no longer apply
+        opened.append(fd)
+        img = FileRegions(functools.partial(os.pread, fd), st.st_size)
+        img.add(0, len(entry.head))
+        if entry.values[0] >= 0:
+            img.add(entry.values[0], entry.values[1])
+        if img.read(0, len(entry.head)) != entry.head:
+            # another layout, or another generation, under the name (a file
+            # replaced by an identical one is read: the scanned offsets apply)
             log.info("mmv_file_changed", file=name)
-            self._dir_state = None  # rescan before the next request
+            self._start_scanner().request()
             return None
-        return data
+        return img
 
-    def _values(self, m: Metric, em: ExportMetric, img: bytes) -> Any:
+    def _values(self, m: Metric, em: ExportMetric, img: FileRegions) -> Any:
         if em.type == PmType.NOSUPPORT:
             return PmdaError(code=PmErr.APPVERSION)
         order = None
         if m.indom is not None and not self._ordered.get(id(m), False):
-            order = list(m.indom.instances)
+            listing = m.indom.listing
+            order = list(m.indom.instances) if listing is None else [i for i, _ in listing]
         insts, vals = read_values(em, img, order)
         if m.indom is None:
             if not em.slots:
@@ -485,7 +614,7 @@ class MmvTable(Table):
         return LabelText(lset.json, lset.labels)
 
     async def refresh_instances(self, indom: InDom) -> None:
-        self.rescan_if_changed()
+        """Nothing: :meth:`check` ran before the request."""
 
     async def store(self, request: StoreRequest) -> None:
         if len(request.values) != 1:
@@ -499,4 +628,23 @@ class MmvTable(Table):
             raise PmdaError(code=PmErr.PERMISSION)
 
     async def startup(self, context: TableContext) -> None:
-        self.rescan_if_changed()
+        """The first scan (unless one ran already), the directory watch
+        and the scanner thread."""
+        if self._watch is None:
+            self._watch = DirWatch.open(self.dir)
+            if self._watch is None:
+                log.info("mmv_dir_polled", dir=self.dir, reason="no inotify: its mtime is checked per request")
+        if not self._scanned:
+            self._apply(await trio.to_thread.run_sync(self._scan_state))
+        # the first scan's objects (and the index built on them) out of later
+        # collections now, once, rather than at the first rescan's (see Scanner)
+        gc.collect()
+        gc.freeze()
+        self._start_scanner()
+
+    async def shutdown(self) -> None:
+        if self._scanner is not None:
+            self._scanner.stop()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None

@@ -54,6 +54,8 @@ from pmda_py.harvest.openmetrics.model import (
     SourceModel,
     label_items,
 )
+from pmda_py.pcpversion import parse
+from pmda_py.pcpversion import pcp_version as installed_pcp_version
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType
 from pmda_py.table import (
     Columns,
@@ -83,6 +85,11 @@ DEFAULT_WORKERS = 2  #: worker processes (0: scrape in the daemon)
 WORKER_NICE = 5  #: the workers' nice(2) increment: on a busy machine the daemon's fetches go first
 NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
+
+_DEBUG_ONE = "debug flag to enable verbose log messages, to enable: pmstore openmetrics.control.debug 1"
+#: pmdaopenmetrics 7.0 shortened control.debug's one-line text, the rest went to a help text (PCP commit ae1adec444)
+_DEBUG_ONE_7 = "debug flag to enable verbose log messages"
+_DEBUG_HELP_7 = "Debugging flag to enable verbose log messages, to enable:\n> pmstore openmetrics.control.debug 1"
 
 _L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x20, 0x80
 
@@ -238,8 +245,13 @@ class OpenMetricsTable(Table):
         sort: str = "1",
         workers: str = str(DEFAULT_WORKERS),
         worker_grace: str = str(DEFAULT_WORKER_GRACE),
+        pcp_version: str = "",
         **_options: str,
     ) -> None:
+        """``pcp_version``: the pmdaopenmetrics to imitate (default: the
+        installed PCP's, from pcp.conf): before 6.1 it gives every instance
+        an optional ``instname`` label (``"N NAME"``); 6.1 dropped it.  7.0
+        shortened ``control.debug``'s one-line text (the rest is its help text)."""
         conf = pcp_conf()
         self.dir = os.path.normpath(dir or os.path.join(conf["PCP_PMDAS_DIR"], "openmetrics", "config.d"))
         #: pmdaopenmetrics' place; the daemon's --state-dir (Config.state_dir) when not given here
@@ -258,6 +270,10 @@ class OpenMetricsTable(Table):
         self.sort = _flag(sort)
         self.workers = max(0, int(workers))
         self.worker_grace = float(worker_grace)
+        version = parse(pcp_version) if pcp_version else installed_pcp_version()
+        #: pmdaopenmetrics < 6.1 labels every instance with an optional "instname" (PCP commit 84be2456fe)
+        self.instname_label = version < (6, 1, 0)
+        self.pcp7 = version >= (7, 0, 0)
         self.debug = 0
         self._level_before_debug = "info"
         self.generation = 0
@@ -299,9 +315,10 @@ class OpenMetricsTable(Table):
         self.c_sources = InDom(0)
         ms, cnt, ind = units(time=1, scale_time=2), units(count=1), self.c_sources
 
-        def ctl(name: str, item: int, type_: int, sem: int, text: str, **kw: Any) -> Metric:
-            # pmdaopenmetrics gives the one-line text as the help text too
-            return Metric(f"control.{name}", cluster=0, item=item, type=type_, sem=sem, oneline=text, help=text, **kw)
+        def ctl(name: str, item: int, type_: int, sem: int, text: str, help: str = "", **kw: Any) -> Metric:
+            # pmdaopenmetrics gives the one-line text as the help text too, unless it has a help text
+            one, full = text, help or text
+            return Metric(f"control.{name}", cluster=0, item=item, type=type_, sem=sem, oneline=one, help=full, **kw)
 
         self.c_calls = ctl(
             "calls", 1, PmType.U64, PmSem.COUNTER, "per-end-point source call counter", units=cnt, indom=ind
@@ -329,7 +346,8 @@ class OpenMetricsTable(Table):
             4,
             PmType.U32,
             PmSem.DISCRETE,
-            "debug flag to enable verbose log messages, to enable: pmstore openmetrics.control.debug 1",
+            _DEBUG_ONE_7 if self.pcp7 else _DEBUG_ONE,
+            _DEBUG_HELP_7 if self.pcp7 else "",
             writable=True,
         )
         self.c_status = ctl(
@@ -959,9 +977,9 @@ class OpenMetricsTable(Table):
             ms = found_ms
             assert ms.table is not None
             items = label_items(ms.inst_labels.get(inst, {}), _L_INSTANCES, skip="instname")
-            items.append(
-                ("instname", label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1], _L_INSTANCES | _L_OPTIONAL)
-            )
+            if self.instname_label:
+                name = label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1]
+                items.append(("instname", name, _L_INSTANCES | _L_OPTIONAL))
             return items
         return None
 

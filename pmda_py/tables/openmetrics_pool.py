@@ -196,6 +196,8 @@ class WorkerPool:
         w = self.workers[k]
         if w is None or w.uid != self._uid():
             async with self._starting[k]:
+                if self._nursery is None:  # (the pool stopped, maybe while this waited for the lock)
+                    raise WorkerFailed("no worker processes running")
                 w = self.workers[k]
                 if w is not None and w.uid != self._uid():
                     # the daemon dropped its privileges since (pmcd.conf without 'notready' starts the
@@ -203,8 +205,6 @@ class WorkerPool:
                     self._retire(w)
                     w = None
                 if w is None:
-                    if self._nursery is None:
-                        raise WorkerFailed("no worker processes running")
                     try:
                         w = await self._start(k)
                     except OSError as err:

@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 import trio
 
+from pmda_py import safefile
 from pmda_py.harvest.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
 from pmda_py.harvest.openmetrics.digest import Digest, digest
 from pmda_py.harvest.openmetrics.exposition import Limits
@@ -81,13 +82,10 @@ def read_regular(path: str, limit: int) -> bytes:
 
 
 def write_state(path: str, data: bytes) -> str | None:
-    """Write a name table file atomically; the error text if it failed."""
-    tmp = f"{path}.tmp{os.getpid()}"
+    """Write a name table file atomically, never through a link; the error
+    text if it failed (the old file is then unchanged, no temporary left)."""
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        safefile.atomic_write(path, data, makedirs=True)
     except OSError as err:
         return str(err)
     return None
@@ -223,6 +221,8 @@ class Scraper:
         except OSError as err:
             return ("fail", f"cannot read {path}: {err.strerror or type(err).__name__}", 0, 0, url, logs, None)
         code = 0
+        if not scripted and src.config.url.startswith(("http://", "https://")):
+            self._client(src)  # (its one-time set-up is not the source's time)
         try:
             with trio.fail_after(self.timeout):
                 body, code = await self._get(src, path, scripted)
@@ -274,6 +274,30 @@ class Scraper:
             tables = [(k, self.dirty.pop(k)) for k in list(self.dirty)[:most]]
         return self._save(tables)
 
+    def warm_up(self) -> None:
+        """The HTTP side's one-time set-up: imports and the TLS context,
+        ~0.1 s of CPU, which a niced worker on a busy host may take over a
+        second to get.  A worker does it before it says it is up, and a
+        scrape before its deadline starts: it is nobody's time-out."""
+        if self._httpx is None:
+            import ssl
+
+            import httpx
+
+            self._ssl = ssl.create_default_context()  # one for every source's client
+            httpx.AsyncClient(verify=self._ssl, trust_env=False)  # (what a client imports; it opens nothing)
+            self._httpx = httpx
+
+    def _client(self, src: _Src) -> Any:
+        if src.client is None:
+            self.warm_up()
+            # a client per source: keep-alive to its host (kept over the interval between scrapes), and no
+            # shared pool to search (httpcore's pool scans every connection for every request); the global
+            # cap is the table's CapacityLimiter
+            one = self._httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=self.keepalive)
+            src.client = self._httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
+        return src.client
+
     async def _get(self, src: _Src, path: str, scripted: bool) -> tuple[bytes, int]:
         limit = self.limits.max_bytes
         if scripted:
@@ -284,21 +308,9 @@ class Scraper:
             if len(data) > limit:
                 raise TooBig(f"document larger than {limit} bytes")
             return data, 0
-        if src.client is None:
-            if self._httpx is None:
-                import ssl
-
-                import httpx
-
-                self._httpx = httpx
-                self._ssl = ssl.create_default_context()  # one for every source's client
-            # a client per source: keep-alive to its host (kept over the interval between scrapes), and no
-            # shared pool to search (httpcore's pool scans every connection for every request); the global
-            # cap is the table's CapacityLimiter
-            one = self._httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=self.keepalive)
-            src.client = self._httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
+        client = self._client(src)
         headers = {"Accept-Encoding": ACCEPT_ENCODING, **src.config.headers}
-        async with src.client.stream("GET", url, headers=headers, timeout=self.timeout) as r:
+        async with client.stream("GET", url, headers=headers, timeout=self.timeout) as r:
             code = int(r.status_code)
             if code >= 400:
                 kind = "Client" if code < 500 else "Server"  # requests' raise_for_status() text
@@ -408,6 +420,7 @@ async def _serve(options: dict[str, Any]) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(flusher)
+            scraper.warm_up()  # (before the deadlines count)
             await send(0, ("ok", 0, 0, 0, None, [], None))  # up: the daemon's deadlines count from here
             buf = bytearray()
             while True:

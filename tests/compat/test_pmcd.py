@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from pmda_py.pcpversion import pcp_version
 from tests.compat import test_corpus as corpus
 from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, compiled_help, require_script
 from tests.conftest import require
@@ -136,12 +135,6 @@ def test_pminfo_under_pmcd(root: Path, name: str) -> None:
     assert _mask(ours) == _mask(real)
 
 
-@pytest.mark.xfail(
-    pcp_version() >= (6, 3, 0),
-    reason="the drop-in leaves out the instname instance label pmdaopenmetrics has since PCP 6.3 (a drop-in "
-    "difference, not compat's)",
-    strict=True,
-)
 def test_openmetrics_as_our_own_dropin(root: Path) -> None:
     """pmdaopenmetrics.python under compat answers as pmda_py's own
     OpenMetrics drop-in (``pmda-py run --openmetrics-compat``) does, but for

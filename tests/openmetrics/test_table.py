@@ -203,6 +203,42 @@ async def test_hostile_labels(tmp_path: Path, server: ControlledServer) -> None:
     await table.shutdown()
 
 
+@pytest.mark.parametrize(
+    ("version", "instname"), [("6.0.3", True), ("6.1.0", False), ("6.3.8", False), ("7.2.2", False)]
+)
+async def test_instname_label_follows_the_pcp_version(tmp_path: Path, version: str, instname: bool) -> None:
+    """pmdaopenmetrics before 6.1 gives each instance an optional
+    ``instname`` label ("N NAME"); 6.1 dropped it (PCP commit 84be2456fe)."""
+    doc = tmp_path / "doc.prom"
+    doc.write_text('d{kind="a"} 1\nd{kind="b"} 2\n')
+    write_sources(tmp_path / "config.d", {"s": f"file://{doc}\n"})
+    table = make_table(tmp_path, interval="60", pcp_version=version)
+    await table.startup(OM_CONTEXT)
+    await table.wait_ready()
+    d = next(m for m in table.metrics() if m.name == "s.d")
+    assert d.indom is not None
+    names = {name.split(" ", 1)[1]: inst for inst, name in d.indom.instances.items()}  # "N NAME"
+    got = table.label_items(0x20, (d.indom, names["kind:b"]))
+    want = [("kind", '"b"', 0x20)] + ([("instname", f'"{names["kind:b"]} kind:b"', 0xA0)] if instname else [])
+    assert got == want
+    await table.shutdown()
+
+
+@pytest.mark.parametrize("version", ["6.0.3", "6.3.8", "7.0.0", "7.2.2"])
+def test_debug_text_follows_the_pcp_version(tmp_path: Path, version: str) -> None:
+    """pmdaopenmetrics 7.0 shortened control.debug's one-line text and gave
+    it a help text of its own (PCP commit ae1adec444); before, the one-line
+    text was the help text too."""
+    table = make_table(tmp_path, pcp_version=version)
+    one = "debug flag to enable verbose log messages"
+    if version >= "7":
+        want = (one, "Debugging flag to enable verbose log messages, to enable:\n> pmstore openmetrics.control.debug 1")
+    else:
+        want = (f"{one}, to enable: pmstore openmetrics.control.debug 1",) * 2
+    assert (table.c_debug.oneline, table.c_debug.help) == want
+    assert table.c_calls.oneline == table.c_calls.help == "per-end-point source call counter"
+
+
 async def test_scripts_and_files(tmp_path: Path) -> None:
     cfg = tmp_path / "config.d"
     cfg.mkdir()

@@ -9,14 +9,18 @@ import json
 import os
 import signal
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog
 import trio
 
 from pmda_py.harvest.openmetrics import NameTable
+from pmda_py.harvest.openmetrics.exposition import Limits
 from pmda_py.tables.openmetrics import OpenMetricsTable
+from pmda_py.tables.openmetrics_scrape import Scraper
 from tests.openmetrics.servers import ControlledServer, Route
 from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
 
@@ -202,7 +206,34 @@ async def test_hung_worker_is_killed_and_replaced(tmp_path: Path) -> None:
             await table.shutdown()
     hung = [e for e in logs if e["event"] == "openmetrics_worker_hung"]
     assert len(hung) == 1 and hung[0]["pid"] == pid
-    assert [e["source"] for e in logs if e["event"] == "openmetrics_source_failed"] == ["a"]
+    assert [e["source"] for e in logs if e["event"] == "openmetrics_source_failed"] == ["a"], "\n".join(
+        str(e) for e in logs
+    )
+
+
+async def test_http_set_up_is_not_a_scrapes_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The HTTP side's one-time set-up (imports, the TLS context: ~0.1 s of
+    CPU, over a second for a niced worker on a busy host) is done before a
+    scrape's deadline starts (a worker does it before it says it is up):
+    it made the first scrape of every source time out under load."""
+    import ssl
+
+    real = ssl.create_default_context
+
+    def slow(*args: Any, **kw: Any) -> ssl.SSLContext:
+        time.sleep(0.6)  # (what a busy host makes of it)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ssl, "create_default_context", slow)
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD)
+        (tmp_path / "a.url").write_text(server.url("a") + "\n")
+        scraper = Scraper(str(tmp_path), 144, Limits(), timeout=0.3)
+        try:
+            reply = await scraper.scrape("a", 1, str(tmp_path / "a.url"), False)
+        finally:
+            await scraper.aclose()
+    assert reply[0] == "ok", reply[1]
 
 
 async def test_ids_survive_a_worker_restart(tmp_path: Path) -> None:

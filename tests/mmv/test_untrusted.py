@@ -1,0 +1,338 @@
+"""MMV files are written by other users: what they write cannot block the
+agent, cannot make it read more than the sections a header names, cannot
+make a request open every file, and (with ``allowed_users``) a file of
+another owner is never served, checked on the descriptor read."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import os
+import shutil
+import struct
+import sys
+import threading
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from pmda_py.config import parse_args
+from pmda_py.errors import PmdaError
+from pmda_py.tables.mmv import MmvTable
+from pmda_py.testing.client import PmdaClient, open_pipe_pmda
+from pmda_py.testing.harness import open_table_pmda
+from tests.conftest import require
+from tests.mmv.corpus import MMV
+
+SIMPLE = (MMV / "qa_v1_simple.mmv").read_bytes()  # cluster 123, 208 bytes
+
+
+def _with_cluster(data: bytes, cluster: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into("=i", out, 36, cluster)
+    return bytes(out)
+
+
+async def _file_values(pmda: PmdaClient, prefix: str) -> dict[str, Any]:
+    names = list(await pmda.traverse(prefix))
+    return await pmda.fetch_values(names) if names else {}
+
+
+async def _eventually(pmda: PmdaClient, prefix: str, want_present: bool) -> dict[str, Any]:
+    """The file's values once the scanner thread has (or has not) got it."""
+    for _ in range(300):
+        try:
+            got = await _file_values(pmda, prefix)
+        except Exception:
+            got = {}
+        if bool(got) == want_present:
+            return got
+        await trio.sleep(0.01)
+    raise AssertionError(f"{prefix}: never {'there' if want_present else 'gone'}")
+
+
+async def test_a_symlink_retargeted_to_a_fifo_does_not_block_the_daemon(tmp_path: Path) -> None:
+    """Issue case 3: the daemon answers every request at once (pmdammv's
+    rescan triggers included) after a loaded file's target became a FIFO."""
+    d, elsewhere = tmp_path / "mmv", tmp_path / "elsewhere"
+    d.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "real").write_bytes(SIMPLE)
+    (d / "app").symlink_to(elsewhere / "real")
+    cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "--mmv-dir", str(d), "-l", str(tmp_path / "log")]
+    async with open_pipe_pmda(cmd, timeout=3) as pmda:
+        before = await _file_values(pmda, "mmv.app")
+        assert before and not any(isinstance(v, PmdaError) for v in before.values()), before
+        os.mkfifo(elsewhere / "fifo")
+        os.replace(elsewhere / "fifo", elsewhere / "real")  # no change in the MMV directory itself
+        with trio.fail_after(5):  # a blocked daemon answers nothing
+            for _ in range(20):
+                files = (await pmda.fetch_values(["mmv.control.files"]))["mmv.control.files"]
+                try:
+                    await pmda.fetch_values(list(before))
+                except Exception:
+                    pass
+                await trio.sleep(0.05)
+        assert files == 0
+
+
+async def test_a_sparse_gigabyte_tail_costs_nothing(tmp_path: Path) -> None:
+    """Issue case 9: a valid file extended to 1 GiB with truncate (no disk
+    used): scan and fetches read only what the header names."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "app").write_bytes(SIMPLE)
+    async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+        want = await _file_values(pmda, "mmv.app")
+    assert want
+    os.truncate(d / "app", 1 << 30)
+    tracemalloc.start()
+    try:
+        table = MmvTable(dir=str(d), compat="1")
+        async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+            for _ in range(5):
+                assert await _file_values(pmda, "mmv.app") == want
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert table.last_scan is not None and table.last_scan.read_bytes < 64 * 1024
+    assert peak < 32 << 20, f"{peak} bytes allocated for a 208-byte MMV file with a sparse tail"
+
+
+async def test_a_request_opens_only_the_file_it_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue case 9: with 40 files, fetching one file's metric opens that
+    file only (pmdammv's per-request generation checks are the scanner
+    thread's sweep, here set far apart)."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    for k in range(40):
+        (d / f"f{k:02d}").write_bytes(_with_cluster(SIMPLE, 200 + k))
+    opened: list[str] = []
+    real_os_open, real_open = os.open, builtins.open
+
+    def os_open(path: Any, *args: Any, **kw: Any) -> int:
+        opened.append(os.fsdecode(path))
+        return real_os_open(path, *args, **kw)
+
+    def b_open(path: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(path, (str, bytes, os.PathLike)):
+            opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kw)
+
+    table = MmvTable(dir=str(d), compat="1", sweep="600")
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        names = list(await pmda.traverse("mmv.f07"))
+        assert names and (await pmda.fetch_values(["mmv.control.files"]))["mmv.control.files"] == 40
+        monkeypatch.setattr(os, "open", os_open)
+        monkeypatch.setattr(builtins, "open", b_open)
+        for _ in range(20):
+            await pmda.fetch_values(names[:1])
+        monkeypatch.undo()
+    ours = [p for p in opened if p.startswith(str(d))]
+    assert {os.path.basename(p) for p in ours} <= {"f07"}, sorted(set(ours))[:5]
+    assert len(ours) <= 20
+
+
+async def test_a_rescan_runs_off_the_request_path(tmp_path: Path) -> None:
+    """A scan that takes long (held here) does not hold requests: they are
+    answered from the previous scan, and the new one lands when done."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "a").write_bytes(_with_cluster(SIMPLE, 301))
+    table = MmvTable(dir=str(d), compat="1", inline_scan="0")  # every scan in the thread, as for a large directory
+    entered, release = threading.Event(), threading.Event()
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        assert await _file_values(pmda, "mmv.a")
+        real = table._scan_state
+
+        def held() -> Any:
+            entered.set()
+            release.wait(10)
+            return real()
+
+        table._scan_state = held  # type: ignore[method-assign]
+        (d / "b").write_bytes(_with_cluster(SIMPLE, 302))
+        try:
+            assert await _file_values(pmda, "mmv.a")  # noticed the change, started the scan
+            assert await trio.to_thread.run_sync(entered.wait, 5), "no scan started"
+            with trio.fail_after(2):
+                for _ in range(10):  # answered while the scan is held
+                    assert (await pmda.fetch_values(["mmv.control.files"]))["mmv.control.files"] == 1
+        finally:
+            release.set()
+        assert await _eventually(pmda, "mmv.b", True)
+        assert (await pmda.fetch_values(["mmv.control.files"]))["mmv.control.files"] == 2
+
+
+async def test_owner_is_checked_on_the_descriptor_each_fetch(tmp_path: Path) -> None:
+    """``allowed_users``: a loaded file (behind a symlink, outside the
+    watched directory) given to another user is not served from the next
+    fetch on; a symlink retargeted to another owner's file is not served."""
+    require(os.geteuid() == 0, "needs root to give a file to another user")
+    d, elsewhere = tmp_path / "mmv", tmp_path / "elsewhere"
+    d.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "mine").write_bytes(SIMPLE)
+    (elsewhere / "theirs").write_bytes(SIMPLE)
+    os.chown(elsewhere / "theirs", 4242, 4242)
+    (d / "app").symlink_to(elsewhere / "mine")
+    table = MmvTable(dir=str(d), compat="1", allowed_users=str(os.geteuid()), sweep="600")
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        good = await _file_values(pmda, "mmv.app")
+        assert good and not any(isinstance(v, PmdaError) for v in good.values())
+        os.chown(elsewhere / "mine", 4242, 4242)  # no event in the watched directory
+        now = await pmda.fetch_values(list(good))
+        assert all(isinstance(v, PmdaError) for v in now.values()), now
+        os.chown(elsewhere / "mine", os.geteuid(), os.getegid())
+        os.symlink(elsewhere / "theirs", d / ".new")
+        os.replace(d / ".new", d / "app")  # retargeted
+        assert await _eventually(pmda, "mmv.app", False) == {}
+
+
+def test_allowed_users_can_be_set_in_compat_mode() -> None:
+    config = parse_args(["--mmv-compat", "--mmv-allowed-users", "root,4242", "-l", "/dev/null"])
+    assert config.tables[0].options["allowed_users"] == "root,4242"
+    assert "allowed_users" not in parse_args(["--mmv-compat", "-l", "/dev/null"]).tables[0].options
+    with pytest.raises(SystemExit):  # a flag that would do nothing
+        parse_args(["--mmv-allowed-users", "root", "-l", "/dev/null"])
+
+
+def test_the_sections_named_are_all_that_is_read(tmp_path: Path) -> None:
+    """Every corpus file: the parse of what FileRegions read is the parse of
+    the whole file, and no more than the file's named sections and the
+    strings they point at are read."""
+    from pmda_py.harvest.reader import FileRegions, MmvFile, MmvFormatError
+    from tests.mmv.corpus import corpus_files
+
+    for path in corpus_files():
+        data = path.read_bytes()
+        big = tmp_path / path.name
+        shutil.copy(path, big)
+        with open(big, "r+b") as f:
+            f.truncate(len(data) + (1 << 30))
+        fd = os.open(big, os.O_RDONLY)
+        try:
+            try:
+                whole: Any = MmvFile.from_buffer(data)
+            except MmvFormatError as err:
+                whole = str(err)
+            img = FileRegions.load(functools.partial(os.pread, fd), os.fstat(fd).st_size)
+            try:
+                parsed: Any = MmvFile.from_buffer(img)
+            except MmvFormatError as err:
+                parsed = str(err)
+        finally:
+            os.close(fd)
+            big.unlink()
+        if isinstance(whole, MmvFile):
+            assert isinstance(parsed, MmvFile), (path.name, parsed)
+            assert (parsed.indoms, parsed.metrics, parsed.values, parsed.labels) == (
+                whole.indoms,
+                whole.metrics,
+                whole.values,
+                whole.labels,
+            ), path.name
+        assert img.read_bytes <= len(data) + 8192, (path.name, img.read_bytes)
+
+
+async def test_rescans_leave_no_garbage_behind(tmp_path: Path) -> None:
+    """Scans run with the cyclic collector paused and freeze what exists
+    after (no collection pause stalls a reply): so a replaced scan and the
+    dispatcher's replaced index must be freed by reference counting alone,
+    or they would be frozen alive and never freed: no cyclic garbage, and
+    no growth of the frozen objects over rescans."""
+    import gc
+
+    d = tmp_path / "mmv"
+    d.mkdir()
+    for k in range(20):
+        (d / f"f{k:02d}").write_bytes(_with_cluster(SIMPLE, 400 + k))
+    (d / "cut").write_bytes(SIMPLE[:100])  # refused: its sections run past its end
+    (d / "toc").write_bytes(SIMPLE[:24] + struct.pack("=i", 5000) + SIMPLE[28:])  # refused: a TOC of 5000
+    table = MmvTable(dir=str(d), compat="1", sweep="600")
+    gc.unfreeze()  # what earlier tests left (frozen by their scans) is not this test's
+    gc.collect()
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        counts = []
+        for i in range(6):
+            g = table.generation
+            (d / f"zz{i % 2}").write_bytes(_with_cluster(SIMPLE, 500 + i % 2))
+            for _ in range(500):
+                await pmda.fetch_values(["mmv.control.files"])  # takes the scan, reindexes
+                if table.generation != g:
+                    break
+                await trio.sleep(0.01)
+            assert table.generation != g
+            await pmda.traverse("mmv")
+            counts.append(gc.get_freeze_count())
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            gc.unfreeze()
+            unreachable = gc.collect()
+            ours = sorted({type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("pmda_py")})
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+    assert unreachable >= 0 and not ours, ours
+    assert counts[-1] <= counts[1] * 1.2, counts
+
+
+async def test_without_inotify_the_directory_mtime_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where inotify is missing (or out of watches) a new file is still
+    noticed: the directory's mtime, one stat per request, as pmdammv."""
+    from pmda_py.harvest.watch import DirWatch
+
+    monkeypatch.setattr(DirWatch, "open", classmethod(lambda cls, directory: None))
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "a").write_bytes(_with_cluster(SIMPLE, 601))
+    table = MmvTable(dir=str(d), compat="1", sweep="600")
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        assert table._watch is None
+        assert await _file_values(pmda, "mmv.a")
+        (d / "b").write_bytes(_with_cluster(SIMPLE, 602))
+        assert await _eventually(pmda, "mmv.b", True)
+
+
+async def test_a_file_naming_too_much_is_refused_cheaply(tmp_path: Path) -> None:
+    """A header whose sections add up to more than 64 MiB (a VALUES section
+    of 4 M entries, inside a sparse 1 GiB file) or a TOC of more than 1024
+    entries: the file is refused with a log line naming it, and nothing of
+    the claimed sections is read."""
+    from structlog.testing import capture_logs
+
+    from pmda_py.harvest.reader import HEADER, TOC, MmvFile
+
+    mf = MmvFile.from_buffer(SIMPLE)
+    data = bytearray(SIMPLE)
+    for t in range(struct.unpack_from("=i", data, 24)[0]):
+        off = HEADER.size + TOC.size * t
+        ttype, _count, sec = TOC.unpack_from(data, off)
+        if ttype == 4:  # VALUES
+            TOC.pack_into(data, off, ttype, 4 << 20, sec)
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "huge").write_bytes(bytes(data))
+    os.truncate(d / "huge", 1 << 30)
+    (d / "tocs").write_bytes(SIMPLE[:24] + struct.pack("=i", 5000) + SIMPLE[28:])
+    (d / "good").write_bytes(_with_cluster(SIMPLE, 700))
+    assert mf.values
+    tracemalloc.start()
+    try:
+        with capture_logs() as logs:
+            table = MmvTable(dir=str(d), compat="1")
+            async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+                assert await _file_values(pmda, "mmv.good")
+                names = await pmda.traverse("mmv")
+                assert not any(n.startswith(("mmv.huge.", "mmv.tocs.")) for n in names), names
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    problems = {e["file"]: e["problem"] for e in logs if e["event"] == "mmv_problem"}
+    assert "64" in problems["huge"] or str(64 << 20) in problems["huge"], problems
+    assert "TOC count 5000" in problems["tocs"], problems
+    assert table.last_scan is not None and table.last_scan.read_bytes < 64 * 1024
+    assert peak < 32 << 20, peak
