@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-__all__ = ["ScriptFailed", "kill_quietly", "run_script"]
+__all__ = ["ScriptFailed", "child_groups", "kill_quietly", "run_script"]
 
 
 class ScriptFailed(Exception):
@@ -27,9 +27,16 @@ class ScriptFailed(Exception):
 
 def kill_quietly(proc: Any) -> str | None:
     """SIGKILL ``proc`` (a trio Process); the reason if it could not be done
-    (a process of another user after the privilege drop, one gone already)."""
+    (a process of another user after the privilege drop, one gone already).
+
+    The process groups its children lead (a worker's script sources, each
+    in a session of its own) are killed first, while ``proc`` still holds
+    them as its children: a hung worker killed mid-scrape leaves no script
+    and none of a script's children behind."""
     if proc.returncode is not None:
         return None
+    for group in child_groups(proc.pid):
+        _killpg(group)
     try:
         proc.kill()
     except ProcessLookupError:
@@ -37,6 +44,28 @@ def kill_quietly(proc: Any) -> str | None:
     except OSError as err:
         return f"{type(err).__name__}: {err.strerror or err}"
     return None
+
+
+def child_groups(pid: int) -> list[int]:
+    """The process groups led by children of ``pid`` (from ``/proc``: each
+    child whose process group id is its own pid)."""
+    groups: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return groups
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read(1024)
+        except OSError:  # (gone meanwhile)
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid pgrp session ...
+        if len(fields) > 2 and int(fields[1]) == pid and int(fields[2]) == int(name):
+            groups.append(int(name))
+    return groups
 
 
 def _exited_unreaped(pid: int) -> bool:

@@ -469,3 +469,39 @@ async def test_id_file_that_cannot_be_moved_aside_is_never_written_over(
     assert (state / "144.1.py").read_bytes() == b"corrupt"
     bad = [e for e in logs if e["event"] == "openmetrics_state_unreadable"]
     assert len(bad) == 1 and "cannot move it aside" in bad[0]["error"] and "ids not saved" in bad[0]["error"]
+
+
+HUNG_WORKER = """\
+import subprocess, sys, time
+pids = sys.argv[1]
+script = f"for i in 1 2 3; do sleep 60 & echo $! >> {pids}; done; sleep 60"
+subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, start_new_session=True)
+time.sleep(60)  # hung mid-scrape
+"""
+
+
+async def test_a_hung_worker_killed_takes_its_scripts_along(tmp_path: Path) -> None:
+    """A worker the pool must SIGKILL (hung) while a script source runs:
+    the script and its children (a session of their own, out of the
+    worker's reach once it is dead) are killed with it."""
+    from pmda_py.tables.openmetrics_procs import kill_quietly
+
+    pids = tmp_path / "pids"
+    worker = await trio.lowlevel.open_process([sys.executable, "-c", HUNG_WORKER, str(pids)])
+    try:
+        with trio.fail_after(10):
+            while not pids.exists() or len(pids.read_text().split()) < 3:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        children = [int(p) for p in pids.read_text().split()]
+        assert all(_alive(p) for p in children)
+        assert kill_quietly(worker) is None
+        await worker.wait()
+        with trio.fail_after(5):
+            while [p for p in children if _alive(p)]:  # noqa: ASYNC110  # (SIGKILL is delivered at once)
+                await trio.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            worker.kill()
+        for p in [int(p) for p in pids.read_text().split()] if pids.exists() else []:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)  # (only if the test failed: started by this test)
