@@ -1,10 +1,12 @@
-"""Every code block of the README is run by a test, as written, in a fresh
-temporary directory outside the repository.
+"""Every code block of README.md and of every ``docs/*.md`` is run by a
+test, as written, in a fresh temporary directory outside the repository
+(``tests/docblocks.py`` finds the blocks).
 
 ``CLAIMS`` says which test runs which block (by a piece of its text);
-``test_every_block_is_claimed`` fails when a block is added that no test
-runs.  Blocks that change the system pmcd (``./Install``) are run by the
-named tests of ``tests/install``, which execute those very commands."""
+``test_every_block_is_claimed`` fails when a block is added, in any of those
+documents, that no test runs.  Blocks that change the system pmcd
+(``./Install``) are run by the named tests of ``tests/install``, which
+execute those very commands."""
 
 from __future__ import annotations
 
@@ -21,10 +23,11 @@ import pytest
 from pmda_py.testing.client import open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
 from tests.conftest import REPO, SYSTEM_TESTS, require, system_tests_enabled
+from tests.docblocks import README, blocks, documents, find
+from tests.docblocks import block as _block
 
 pytest_plugins = ["pmda_py.testing.fixtures"]
 
-README = REPO / "README.md"
 PYTHON_BIN = str(Path(sys.executable).parent)
 
 #: a piece of a block's text -> the test that runs that block
@@ -50,24 +53,16 @@ CLAIMS: dict[str, str] = {
 }
 
 
-def _blocks() -> list[tuple[str, str]]:
-    """``(language, text)`` of every fenced block, in order."""
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)\n(.*?)^```", README.read_text(), re.S | re.M)]
-
-
-def _block(piece: str) -> str:
-    found = [text for _, text in _blocks() if piece in text]
-    assert len(found) == 1, f"README: {len(found)} blocks contain {piece!r}"
-    return found[0]
-
-
 def test_every_block_is_claimed() -> None:
-    blocks = _blocks()
-    assert len(blocks) >= 10, "the README lost its examples"
+    assert documents()[0] == README and len(documents()) > 1, "docs/ is missing"
+    found = blocks()
+    assert len(found) >= 10, "the documents lost their examples"
     here = Path(__file__).read_text()
-    for lang, text in blocks:
-        claims = {test for piece, test in CLAIMS.items() if piece in text}
-        assert len(claims) == 1, f"README block ({lang or 'plain'}) run by {sorted(claims) or 'no test'}:\n{text}"
+    for b in found:
+        claims = {test for piece, test in CLAIMS.items() if piece in b.text}
+        assert len(claims) == 1, f"{b.name} block ({b.lang or 'plain'}) run by {sorted(claims) or 'no test'}:\n{b.text}"
+    for piece in CLAIMS:
+        find(piece)  # exactly one block of all the documents
     for test in set(CLAIMS.values()):
         path, _, name = test.rpartition("::")
         source = (REPO / path).read_text() if path else here
@@ -86,7 +81,7 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def _write_package(tmp: Path) -> None:
-    """The README's table example as ``mypkg/queues.py``."""
+    """The README's first table as ``mypkg/queues.py``."""
     (tmp / "mypkg").mkdir(exist_ok=True)
     (tmp / "mypkg" / "__init__.py").write_text("")
     (tmp / "mypkg" / "queues.py").write_text(_block("class Queues(Table):"))
@@ -169,7 +164,8 @@ def test_system_tests_are_opt_in(workdir: Path, monkeypatch: pytest.MonkeyPatch)
 
 def _table_example() -> dict[str, object]:
     ns: dict[str, object] = {"__name__": "readme_example"}
-    exec(compile(_block("class Queues(Table):"), "README.md", "exec"), ns)
+    b = find("class Queues(Table):")
+    exec(compile(b.text, b.name, "exec"), ns)
     return ns
 
 
@@ -194,7 +190,8 @@ async def test_event_example_serves() -> None:
     """The event example's records arrive as PCP event records: nanoseconds,
     flags, the parameter's PMID and value, and the missed-events record."""
     ns: dict[str, object] = {"__name__": "readme_events"}
-    exec(compile(_block("class Logins(Table):"), "README.md", "exec"), ns)
+    b = find("class Logins(Table):")
+    exec(compile(b.text, b.name, "exec"), ns)
     async with open_table_pmda(ns["Logins"](), mount="logins", domain=250) as pmda:  # type: ignore[operator]
         arr = (await pmda.fetch_values(["logins.records"]))["logins.records"]
         user = await pmda.pmid("logins.user")
@@ -248,7 +245,7 @@ async def test_config_file(workdir: Path) -> None:
 
 
 def test_testing_snippets(workdir: Path) -> None:
-    """Both snippets as a real pytest file with the README's pytest.ini, run
+    """Both snippets as a real pytest file with the documented pytest.ini, run
     by this interpreter with no virtualenv activated (its bin not on PATH)."""
     _write_package(workdir)
     (workdir / "pytest.ini").write_text(_block("trio_mode = true"))

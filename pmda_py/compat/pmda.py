@@ -5,7 +5,7 @@ The same names and call shapes as PCP's binding: ``PMDA`` (a subclass of
 friends, ``pmdaMetric``/``pmdaIndom``/``pmdaInstid``/``pmdaUnits`` as
 ctypes structures (scripts build them and read their fields), list and
 dict instance domains.  Differences from the binding are deliberate and
-listed in the README ("Running pcp.pmda PMDAs"): lookups by instance are
+listed in docs/compat.md ("Running pcp.pmda PMDAs"): lookups by instance are
 dictionary lookups, a bad callback return leaves nothing behind, and
 ``run()`` serves pmcd from pmda_py's dispatcher.
 """

@@ -24,7 +24,7 @@ here, sans-IO, so the drop-in replies byte for byte what pmdammv replies:
 Where pmdammv's own result depends on memory it does not own (a list value
 holding a list, a merge copying a value from past its text, an instance label
 count beyond the labels found, a NULL label array), :class:`PcpLabelSet`
-carries an ``unsafe`` note and what libpcp meant (see README, MMV section);
+carries an ``unsafe`` note and what libpcp meant (see docs/mmv.md);
 ``problems()`` names what pmdammv sends that clients cannot use as is.
 """
 

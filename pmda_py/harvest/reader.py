@@ -1,7 +1,8 @@
 """MMV ("Memory Mapped Values") files, v1/v2/v3: a pure, bounds-checked parser.
 
 :meth:`MmvFile.from_buffer` validates the header and table of contents and
-reads every section the way PCP's pmdammv does (``docs/MMV.md`` §2-§11),
+reads every section the way PCP's pmdammv does (PCP's ``mmv_stats.h`` and
+pmdammv's ``mmv.c``; what the drop-in keeps and changes: ``docs/mmv.md``),
 checking every offset and count against the buffer: a bad file raises
 :class:`MmvFormatError` (with the section and offset), a bad section or
 record is dropped and recorded as a :class:`Diagnostic`.  Nothing here does

@@ -2,7 +2,7 @@
 
 Sans-IO: this module turns bytes into frozen :mod:`attrs` objects and back,
 and never touches a file, socket or logger.  Every layout follows
-``docs/PROTOCOL.md`` §3 (libpcp ``p_*.c``); every object re-encodes to the
+libpcp's ``p_*.c`` (see ``docs/internals.md``); every object re-encodes to the
 bytes it was decoded from, padding included (libpcp pads with ``~``).
 
 Decoders take the *whole* PDU (header included), because value-block

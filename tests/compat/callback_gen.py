@@ -1,7 +1,7 @@
 """Generated pcp.pmda scripts for the fetch callback protocol: one
 singular metric per (type, return expression), each followed by a "pad"
 metric, so the binding's sticky exception (a bad return leaves a Python
-exception set that fails the next callback, see the README) lands on a pad
+exception set that fails the next callback, see docs/compat.md) lands on a pad
 and never on a compared metric."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def undefined(mtype: str, expr: str) -> bool:
     """Returns the binding cannot answer: for a STRING metric, ``[n, code]``
     with ``n`` a positive C int and ``code`` not 1 makes it store a value it
     never set (the agent dies reading an uninitialised pointer; pmda-py
-    compat answers PM_ERR_TYPE, see the README)."""
+    compat answers PM_ERR_TYPE, see docs/compat.md)."""
     if mtype != "STRING" or expr == "raise":
         return False
     from types import SimpleNamespace

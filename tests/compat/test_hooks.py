@@ -55,7 +55,7 @@ class Hooks(PMDA):
         return [inst, 1]
 
     def label(self, ident, kind):
-        if kind != c_api.PM_LABEL_INSTANCES:  # the binding asks, and drops the answer (README)
+        if kind != c_api.PM_LABEL_INSTANCES:  # the binding asks, and drops the answer (docs/compat.md)
             CALLS.append("label%d" % kind)
         if kind == c_api.PM_LABEL_INDOM and ident == self.indom(1):
             return '{"broken": '
@@ -116,7 +116,7 @@ def test_hooks_and_labels_as_the_binding(root: Path) -> None:
     real = mask(dbpmda([SYSTEM_PYTHON], script, COMMANDS, pmns, env, root / "real"))
     ours = mask(dbpmda(COMPAT, script, COMMANDS, pmns, env, root / "ours"))
     assert "pre" in real and "note" in real  # the binding ran the hooks
-    # listed differences (README): refresh_metrics runs before every request
+    # listed differences (docs/compat.md): refresh_metrics runs before every request
     # (the binding skips LABEL requests), and the instance hook before
     # instance labels too; the calls of the label requests are compared
     # without them

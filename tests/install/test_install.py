@@ -138,6 +138,7 @@ def _install(env: dict[str, str] | None = None, stdin: str | None = None) -> sub
 
 def test_install_fetch_store_remove_twice(system_pmcd: dict[str, int]) -> None:
     conf_before = PMCD_CONF.read_text()
+    shutil.rmtree(PMDAS / "pypmda" / "docs", ignore_errors=True)  # Remove keeps the directory: Install must copy them
     for _ in range(2):  # Install twice in a row is clean
         r = _install()
         assert re.search(r"Check pypmda metrics have appeared \.\.\. 20 metrics and \d+ values", r.stdout), r.stdout
@@ -152,6 +153,9 @@ def test_install_fetch_store_remove_twice(system_pmcd: dict[str, int]) -> None:
     assert _agents(PMCD_CONF.read_text()) == sorted([*_agents(conf_before), " ".join(lines[0].split())])
     pids = our_pids(str(PMDAS / "pypmda" / "venv"))
     assert len(pids) == 1, pids  # the first install's agent is gone
+    # the README beside the agent (systemd's Documentation=) and the docs it links
+    assert (PMDAS / "pypmda" / "README.md").read_text() == (REPO / "README.md").read_text()
+    assert (PMDAS / "pypmda" / "docs" / "installing.md").read_text() == (REPO / "docs" / "installing.md").read_text()
     out = pminfo("-f", "pypmda").stdout
     assert 'pypmda.simple.color\n    inst [0 or "red"] value' in out
     assert re.search(r'pypmda.loadavg.load\n    inst \[1 or "1 minute"\] value [\d.]+', out), out  # third-party
@@ -397,7 +401,7 @@ def test_systemd_unit_verifies(system_pmcd: dict[str, int], tmp_path: Path) -> N
 
 
 def test_systemd_unit_command_line_with_pmcd_socket_line(system_pmcd: dict[str, int]) -> None:
-    """The README's switch to the unit: Install once (files, names), start the
+    """The documented switch to the unit (docs/installing.md): Install once (files, names), start the
     unit's ExecStart verbatim as its User/Group with its UMask (no systemd
     here), and give the system pmcd a socket line without a command."""
     unit = _unit()

@@ -1,7 +1,8 @@
 """``pmda-py new``, ``pmda-py install`` and ``pmda-py remove`` as a user of a
 pip-installed pmda_py has them: a fresh virtualenv with pmda_py (this
-checkout) and pytest in it, the README's commands run verbatim in it, and
-(system test) the new project installed into the system pmcd and removed."""
+checkout) and pytest in it, the documented commands (docs/installing.md)
+run verbatim in it, and (system test) the new project installed into the
+system pmcd and removed."""
 
 from __future__ import annotations
 
@@ -18,16 +19,8 @@ import pytest
 
 from pmda_py.newproject import project_files
 from tests.conftest import REPO, require
+from tests.docblocks import block as _block
 from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, SYSCONF, has_values, our_pids, require_root_pcp, wait
-
-README = REPO / "README.md"
-
-
-def _block(piece: str) -> str:
-    found = [m.group(1) for m in re.finditer(r"^```\w*\n(.*?)^```", README.read_text(), re.S | re.M)]
-    found = [b for b in found if piece in b]
-    assert len(found) == 1, piece
-    return found[0]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +54,7 @@ def _sh(script: str, cwd: Path, venv: Path, timeout: float = 600) -> subprocess.
 
 
 def test_new_project_passes_its_tests(venv: Path, tmp_path: Path) -> None:
-    """The README's line, verbatim: the project installs and its tests pass
+    """The documented line (docs/installing.md), verbatim: the project installs and its tests pass
     (in-process and through its entry point, with pmda_py's plugin)."""
     block = _block("pmda-py new demo")
     assert block.strip() == "pmda-py new demo && cd demo && pip install -e . && pytest"
@@ -110,7 +103,7 @@ NAME, DOMAIN = "pypmdanew", "313"
 @pytest.mark.pcp
 @pytest.mark.system
 def test_pmda_py_install_puts_a_new_project_into_pmcd(venv: Path, tmp_path: Path) -> None:
-    """``pmda-py new`` then the README's ``sudo pmda-py install .``: the
+    """``pmda-py new`` then the documented ``sudo pmda-py install .``: the
     package is pip installed into the agent's virtualenv, its pmda.conf
     installed, the agent in pmcd.conf through pmdaproc.sh with values;
     ``pmda-py remove`` takes it out again."""

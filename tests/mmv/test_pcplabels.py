@@ -83,7 +83,7 @@ def _index(reply: Any) -> list[tuple[bytes, int, bytes]]:
 
 @pytest.mark.parametrize("path", [p for p in CAPTURES if _version(p) < (7, 2, 0)], ids=lambda p: p.stem)
 def test_recorded_quirks(path: Path) -> None:
-    """What the recordings show libpcp does (README, MMV section), pinned so
+    """What the recordings show libpcp does (docs/mmv.md), pinned so
     a re-recording that changes them is noticed."""
     assert FIXED[0] == b'{"item_label3":{"a":1,"b":[2,{"c":3}]}}'
     # an object inside an array: its members are labels of the enclosing map

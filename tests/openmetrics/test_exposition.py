@@ -245,7 +245,7 @@ def test_hostile_label_names_are_left_out_of_label_sets() -> None:
 
 @pytest.mark.skipif(not os.path.exists(THEIRS), reason="pmdaopenmetrics not installed")
 def test_loads_real_saved_tables() -> None:
-    """Tables pmdaopenmetrics 6.0.3 wrote (tests/data/openmetrics, see README)."""
+    """Tables pmdaopenmetrics 6.0.3 wrote (tests/data/openmetrics, see tests/data/README.md)."""
     from pathlib import Path
 
     d = Path(__file__).resolve().parents[1] / "data" / "openmetrics"
