@@ -7,7 +7,9 @@ wire codec and the tables both use them.  Imports :mod:`pmda_py.errors` only.
 from __future__ import annotations
 
 import enum
-from typing import Final
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, Literal
 
 import attrs
 
@@ -23,7 +25,10 @@ __all__ = [
     "PmType",
     "PmUnits",
     "ProfileState",
+    "TYPES",
     "TextType",
+    "TypeInfo",
+    "ValueForm",
     "indom",
     "indom_domain",
     "indom_serial",
@@ -59,6 +64,55 @@ class PmType(enum.IntEnum):
     EVENT = 9
     HIGHRES_EVENT = 10
     UNKNOWN = 255
+
+
+#: how a value travels in a pmResult: in the pmValue word itself (32-bit
+#: integers), in a fixed-size value block, or in a block of its own length
+ValueForm = Literal["insitu", "fixed", "var"]
+
+
+@attrs.frozen
+class TypeInfo:
+    """One value type, everywhere it matters: on the wire, in ``array``/
+    ``struct`` and in Python.  The single source of these facts (see
+    :data:`TYPES`); wire, dispatch, MMV and OpenMetrics read them here."""
+
+    #: ``struct``/``array`` code of one value ("" where values are not numbers)
+    code: str
+    #: bytes of one value in a value block (0 where its length varies)
+    size: int
+    #: how a value of this type travels in a pmResult
+    form: ValueForm
+    #: every ``array`` type code whose items are values of this type as they are
+    #: (``"l"`` is a C long: 32-bit codes accept it as the binding does)
+    array_codes: tuple[str, ...] = ()
+    #: the Python types a table may return for it
+    python: tuple[type, ...] = ()
+    #: the integer range, for the integer types
+    low: int | None = None
+    high: int | None = None
+
+    @property
+    def integer(self) -> bool:
+        return self.low is not None
+
+
+#: :class:`TypeInfo` of each :class:`PmType` that carries values
+TYPES: Final[Mapping[PmType, TypeInfo]] = MappingProxyType(
+    {
+        PmType.I32: TypeInfo("i", 4, "insitu", ("i", "l"), (int,), -(1 << 31), (1 << 31) - 1),
+        PmType.U32: TypeInfo("I", 4, "insitu", ("I", "L"), (int,), 0, (1 << 32) - 1),
+        PmType.I64: TypeInfo("q", 8, "fixed", ("q",), (int,), -(1 << 63), (1 << 63) - 1),
+        PmType.U64: TypeInfo("Q", 8, "fixed", ("Q",), (int,), 0, (1 << 64) - 1),
+        PmType.FLOAT: TypeInfo("f", 4, "fixed", ("f",), (float, int)),
+        PmType.DOUBLE: TypeInfo("d", 8, "fixed", ("d",), (float, int)),
+        PmType.STRING: TypeInfo("", 0, "var", (), (str, bytes)),
+        PmType.AGGREGATE: TypeInfo("", 0, "var", (), (bytes,)),
+        PmType.AGGREGATE_STATIC: TypeInfo("", 0, "var", (), (bytes,)),
+        PmType.EVENT: TypeInfo("", 0, "var", (), (list,)),
+        PmType.HIGHRES_EVENT: TypeInfo("", 0, "var", (), (list,)),
+    }
+)
 
 
 class EventFlag(enum.IntFlag):
