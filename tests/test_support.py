@@ -1,0 +1,39 @@
+"""pmda_py.testing.support: the shared test helpers do what they say."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pmda_py.testing.support import InlineRunner, pmda_py_argv, traversable_dir
+
+
+def test_pmda_py_argv_runs_this_interpreters_pmda_py() -> None:
+    argv = pmda_py_argv("--help")
+    assert argv[:3] == [sys.executable, "-m", "pmda_py"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "run" in out.stdout
+
+
+def test_traversable_dir_is_0755_and_removed() -> None:
+    with traversable_dir() as d:
+        (d / "sub").mkdir()
+        (d / "sub" / "f").write_text("x")
+        assert os.stat(d).st_mode & 0o777 == 0o755
+    assert not d.exists()
+
+
+@pytest.mark.trio
+async def test_inline_runner_returns_exceptions_as_results() -> None:
+    async def ok() -> int:
+        return 1
+
+    async def bad() -> int:
+        raise ValueError("x")
+
+    got = await InlineRunner().gather([(None, "a", ok), (None, "b", bad)])
+    assert got[0] == 1 and isinstance(got[1], ValueError)
+    assert await InlineRunner().call(None, "a", ok) == 1
