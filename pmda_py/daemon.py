@@ -82,7 +82,7 @@ _T = TypeVar("_T")
 BUILTIN_TABLES: dict[str, str] = {
     "simple": "pmda_py.tables.simple:SimpleTable",
     "control": "pmda_py.tables.control:ControlTable",
-    "mmv": "pmda_py.tables.mmv:MmvTable",
+    "mmv": "pmda_py.mmv.table:MmvTable",
     "openmetrics": "pmda_py.tables.openmetrics:OpenMetricsTable",
 }
 

@@ -36,6 +36,9 @@ LAYERS: dict[str, int] = {
     "pmda_py.config": 2,
     "pmda_py.logconfig": 2,
     "pmda_py.harvest": 2,
+    "pmda_py.pcplabels": 1,  # libpcp's label parser (MMV label records, compat scripts' labels)
+    "pmda_py.mmv": 2,  # MMV files, pmdammv's model, the scanner thread and watcher: below dispatch, no trio
+    "pmda_py.mmv.table": 4,  # the drop-in table sits with the tables
     "pmda_py.stats": 2,
     "pmda_py.pmdacache": 2,  # libpcp_pmda's instance-cache files (the table API's persistent indoms)
     "pmda_py.session": 3,
@@ -59,6 +62,11 @@ NO_TRIO = (
     "pmda_py.wire",
     "pmda_py.session",
     "pmda_py.harvest",
+    "pmda_py.pcplabels",
+    "pmda_py.mmv.reader",
+    "pmda_py.mmv.model",
+    "pmda_py.mmv.scanner",
+    "pmda_py.mmv.watch",
     "pmda_py.table",
     "pmda_py.dispatch",
     "pmda_py.namespace",

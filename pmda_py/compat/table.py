@@ -39,7 +39,7 @@ from pmda_py.compat.agent import AGENT
 from pmda_py.compat.callbacks import convert, int32
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.harvest.pcplabels import level_labels
+from pmda_py.pcplabels import level_labels
 from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, PmType, pmid_cluster, pmid_item
 from pmda_py.table import (
     Columns,

@@ -147,7 +147,7 @@ def test_how_each_kind_of_check_runs() -> None:
     """A plain check goes to a thread, an async one that awaits under a
     cancel scope, one that never awaits (MMV's) inline: it cannot suspend,
     so a deadline could not cut it."""
-    from pmda_py.tables.mmv import MmvTable
+    from pmda_py.mmv.table import MmvTable
 
     assert check_kind(BlockingCheck.check) == "thread"
     assert check_kind(RaisingCheck.check) == "thread"

@@ -1,5 +1,5 @@
 """The MMV table freezes what exists after its scans out of the cyclic
-collector (``gc.freeze``, see pmda_py.harvest.scanner); in the test process
+collector (``gc.freeze``, see pmda_py.mmv.scanner); in the test process
 that would hide objects from tools that look at referrers (hypothesis does):
 each test gives them back."""
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pmda_py.errors import PmdaError, errstr
+from pmda_py.mmv.table import MmvTable
 from pmda_py.pmapi import LabelType, TextType
-from pmda_py.tables.mmv import MmvTable
 from pmda_py.testing.client import PmdaClient, PmdaReplyError
 from pmda_py.testing.harness import open_table_pmda
 from tests.conftest import MMV_DATA

@@ -537,7 +537,7 @@ def classify(
 def unsafe_notes(s: Subject, relaxed: bool) -> tuple[str, ...]:
     """Where our transcription says pmdammv relies on memory it does not
     own for this subject (its reply then depends on addresses)."""
-    from pmda_py.harvest.pcplabels import instance_labels, level_labels
+    from pmda_py.pcplabels import instance_labels, level_labels
 
     got = (
         instance_labels(s.records, relaxed=relaxed)

@@ -16,7 +16,7 @@ import trio
 import trio.lowlevel
 
 from pmda_py.errors import PmdaError
-from pmda_py.tables.mmv import MmvTable
+from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.harness import open_table_pmda
 from tests.integration.pcpbed import require_pcp
 

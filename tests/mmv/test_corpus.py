@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from pmda_py.errors import PmErr
+from pmda_py.mmv.table import MmvTable
 from pmda_py.pmapi import LabelType
-from pmda_py.tables.mmv import MmvTable
 from pmda_py.testing.client import PmdaReplyError
 from pmda_py.testing.harness import open_table_pmda
 from tests.mmv.corpus import MMV, compare, corpus_files, install

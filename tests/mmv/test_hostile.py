@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmda_py.harvest.model import FileImage, build, read_values
-from pmda_py.harvest.reader import MmvFile, MmvFormatError
+from pmda_py.mmv.model import FileImage, build, read_values
+from pmda_py.mmv.reader import MmvFile, MmvFormatError
 from tests.conftest import require
 from tests.mmv.corpus import corpus_files
 
@@ -85,7 +85,7 @@ async def test_files_of_other_owners_are_skipped_when_configured(tmp_path: Path)
 
     from structlog.testing import capture_logs
 
-    from pmda_py.tables.mmv import MmvTable
+    from pmda_py.mmv.table import MmvTable
     from pmda_py.testing.harness import open_table_pmda
     from tests.mmv.corpus import MMV
 
@@ -110,7 +110,7 @@ async def test_packed_fast_path_matches_the_plain_path(tmp_path: Path) -> None:
     must equal those of single-metric fetches (the plain path)."""
     import shutil
 
-    from pmda_py.tables.mmv import MmvTable
+    from pmda_py.mmv.table import MmvTable
     from pmda_py.testing.harness import open_table_pmda
     from tests.mmv.corpus import MMV
 

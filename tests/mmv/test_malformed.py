@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from pmda_py.errors import PmdaError
-from pmda_py.tables.mmv import MmvTable
+from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.harness import open_table_pmda
 from tests.mmv.corpus import MMV, RECORDED_WITH
 

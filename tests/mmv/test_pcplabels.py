@@ -1,4 +1,4 @@
-"""The transcription of libpcp's label parser (pmda_py.harvest.pcplabels)
+"""The transcription of libpcp's label parser (pmda_py.pcplabels)
 against real pmdammv's LABEL replies, recorded per PCP version under
 tests/data/mmv/labels/ (see the README there): for every recorded subject
 (its label records in file order), the set we build is the one pmdammv sent,
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pmda_py.harvest.pcplabels import PcpLabelSet, instance_labels, level_labels
+from pmda_py.pcplabels import PcpLabelSet, instance_labels, level_labels
 from tests.mmv.labelgen import FIXED, INSTANCES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mmv" / "labels"
@@ -107,7 +107,7 @@ def test_recorded_quirks(path: Path) -> None:
 def test_unsafe_and_invalid_sets_are_diagnosed(tmp_path: Path) -> None:
     """A set pmdammv builds from memory it does not own, and one whose text
     is not JSON, come with a diagnostic (logged as mmv_problem)."""
-    from pmda_py.harvest.model import FileImage, build
+    from pmda_py.mmv.model import FileImage, build
     from tests.mmv.labelgen import write_file
 
     recs = [(0x10, 1, -1, b'{"a":[[1]]}'), (0x10, 2, -1, b'{"a":1,"b":'), (0x10, 3, -1, b'{"a":1}')]

@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 from pmda_py.dispatch import Dispatcher, Mount, MountIndex
-from pmda_py.tables.mmv import MmvTable
+from pmda_py.mmv.table import MmvTable
 from tests.daemon.test_fast_fetch import _Runner
 from tests.mmv.corpus import MMV
 

@@ -21,7 +21,7 @@ import trio
 
 from pmda_py.config import parse_args
 from pmda_py.errors import PmdaError
-from pmda_py.tables.mmv import MmvTable
+from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.client import PmdaClient, open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
 from tests.conftest import require
@@ -204,7 +204,7 @@ def test_the_sections_named_are_all_that_is_read(tmp_path: Path) -> None:
     """Every corpus file: the parse of what FileRegions read is the parse of
     the whole file, and no more than the file's named sections and the
     strings they point at are read."""
-    from pmda_py.harvest.reader import FileRegions, MmvFile, MmvFormatError
+    from pmda_py.mmv.reader import FileRegions, MmvFile, MmvFormatError
     from tests.mmv.corpus import corpus_files
 
     for path in corpus_files():
@@ -283,7 +283,7 @@ async def test_rescans_leave_no_garbage_behind(tmp_path: Path) -> None:
 async def test_without_inotify_the_directory_mtime_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where inotify is missing (or out of watches) a new file is still
     noticed: the directory's mtime, one stat per request, as pmdammv."""
-    from pmda_py.harvest.watch import DirWatch
+    from pmda_py.mmv.watch import DirWatch
 
     monkeypatch.setattr(DirWatch, "open", classmethod(lambda cls, directory: None))
     d = tmp_path / "mmv"
@@ -304,7 +304,7 @@ async def test_a_file_naming_too_much_is_refused_cheaply(tmp_path: Path) -> None
     the claimed sections is read."""
     from structlog.testing import capture_logs
 
-    from pmda_py.harvest.reader import HEADER, TOC, MmvFile
+    from pmda_py.mmv.reader import HEADER, TOC, MmvFile
 
     mf = MmvFile.from_buffer(SIMPLE)
     data = bytearray(SIMPLE)

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pmda_py.mmv.table import MmvTable
 from pmda_py.pmapi import LabelType, TextType
-from pmda_py.tables.mmv import MmvTable
 from pmda_py.testing.client import PmdaClient
 from pmda_py.testing.harness import open_table_pmda
 from pmda_py.wire import decode_pdu

@@ -22,8 +22,7 @@ from typing import Any
 import attrs
 
 from pmda_py.errors import PmErr
-from pmda_py.harvest.pcplabels import PcpLabelSet, instance_labels, level_labels
-from pmda_py.harvest.reader import (
+from pmda_py.mmv.reader import (
     STRING_SIZE,
     VALUE,
     Diagnostic,
@@ -35,6 +34,7 @@ from pmda_py.harvest.reader import (
     MmvMetric,
     cstring,
 )
+from pmda_py.pcplabels import PcpLabelSet, instance_labels, level_labels
 from pmda_py.pmapi import PmSem, PmType, PmUnits
 
 __all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "build", "read_values"]

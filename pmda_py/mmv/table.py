@@ -2,13 +2,13 @@
 
 Mounted at ``mmv`` in domain 70 (``pmda-py run --mmv-compat``) it is a
 drop-in for pmdammv: same names, PMIDs, descriptors, indoms, help, labels and
-values (see :mod:`pmda_py.harvest` for where it is deliberately safer).
+values (see :mod:`pmda_py.mmv` for where it is deliberately safer).
 
 Rescans happen on pmdammv's triggers -- the directory changed (inotify; its
 mtime where there is none), a loaded file's generation changed or its writer
 died (the scanner thread's sweep), a file was in flux at the last scan, or
 ``mmv.control.reload`` was stored -- and run in a thread
-(:mod:`pmda_py.harvest.scanner`), swapped in whole before a request.  Values
+(:mod:`pmda_py.mmv.scanner`), swapped in whole before a request.  Values
 are read on every fetch with ``pread`` from the file's VALUES section only,
 through a descriptor opened without blocking and checked on the descriptor.
 """
@@ -30,11 +30,11 @@ import trio
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed_values, read_values
-from pmda_py.harvest.pcplabels import PcpLabelSet
-from pmda_py.harvest.reader import FileRegions
-from pmda_py.harvest.scanner import Loaded, Scanner, changed, load_file, open_mmv
-from pmda_py.harvest.watch import DirWatch
+from pmda_py.mmv.model import Export, ExportMetric, FileImage, build, packed_values, read_values
+from pmda_py.mmv.reader import FileRegions
+from pmda_py.mmv.scanner import Loaded, Scanner, changed, load_file, open_mmv
+from pmda_py.mmv.watch import DirWatch
+from pmda_py.pcplabels import PcpLabelSet
 from pmda_py.pcpversion import parse, pcp_version
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.safefile import FileRefused
@@ -645,7 +645,7 @@ class MmvTable(Table):
 
     def label_items(self, level: int, subject: Any) -> LabelText | None:
         """Label sets exactly as pmdammv's libpcp builds them (see
-        :mod:`pmda_py.harvest.pcplabels`): no set where pmdammv sends none,
+        :mod:`pmda_py.pcplabels`): no set where pmdammv sends none,
         and an empty one per instance without labels."""
         lset: PcpLabelSet | None = None
         if level == 0x08:  # cluster

@@ -25,8 +25,8 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from pmda_py.harvest.model import FileImage
-from pmda_py.harvest.reader import HEADER, FileRegions, MmvFile, MmvFormatError
+from pmda_py.mmv.model import FileImage
+from pmda_py.mmv.reader import HEADER, FileRegions, MmvFile, MmvFormatError
 from pmda_py.safefile import open_regular
 
 __all__ = ["Loaded", "Scanner", "changed", "load_file", "open_mmv"]
@@ -75,7 +75,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[FileImage, Loaded | None]:
-    """One file, read as :mod:`pmda_py.harvest.reader` needs it (raises
+    """One file, read as :mod:`pmda_py.mmv.reader` needs it (raises
     OSError if it cannot be opened)."""
     fd, st = open_mmv(path, owners)
     img = FileRegions(None, st.st_size)
