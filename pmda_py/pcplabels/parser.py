@@ -1,41 +1,25 @@
-"""libpcp's label parser, as pmdammv runs it on MMV label payloads.
-
-pmdammv hands every label record's payload to ``__pmAddLabels`` (libpcp
-``labels.c``), which feeds it through the jsonsl streaming parser
-(``vendor/github.com/mnunberg/jsonsl``) and builds the label set from the
-parser's push/pop callbacks: the JSON text with whitespace removed, one
-index entry per value found at a key's level, nested maps flattened into
+"""__pmParseLabels(): one label payload into a label set, as libpcp
+``labels.c`` builds it from the jsonsl tokenizer's push/pop callbacks (see
+:mod:`pmda_py.pcplabels.jsonsl`): the JSON text with whitespace removed,
+one index entry per value found at a key's level, nested maps flattened into
 COMPOUND labels whose full ``a.b.c`` name lives only in a side hash (the
 index points at the innermost name), names sorted with ``qsort_r`` (glibc:
-a merge sort) and duplicates refused; a second payload for the same subject
-is merged into the first (``__pmMergeLabelSets``), which rewrites the text
-as ``"full.name":value`` pairs.  Every step, quirk included, is transcribed
-here, sans-IO, so the drop-in replies byte for byte what pmdammv replies:
+a merge sort) and duplicates refused.
 
-* values of a key holding an array of objects "leak" the objects' members as
-  labels; members after a nested map keep their place; a list value's index
-  entry spans the *input* text (whitespace included) but points into the
-  compacted output;
-* nothing is checked once the top-level object ends early or the text is cut
-  (the labels found so far are kept, the text may be invalid JSON);
-* PCP 7.2+ (``relaxed``) skips a member with an invalid name instead of
-  refusing the payload, and accepts names starting with a digit or ``_``.
-
-Where pmdammv's own result depends on memory it does not own (a list value
-holding a list, a merge copying a value from past its text, an instance label
-count beyond the labels found, a NULL label array), :class:`PcpLabelSet`
-carries an ``unsafe`` note and what libpcp meant (see docs/mmv.md);
-``problems()`` names what pmdammv sends that clients cannot use as is.
+Also the pieces the merge of a second payload shares (:mod:`.labelset`):
+the index entry (:class:`Label`), the side hash (:class:`LabelHash`) and
+the name comparison.
 """
 
 from __future__ import annotations
 
-import json as _json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import attrs
 
-__all__ = ["PcpLabelSet", "add_labels", "level_labels", "instance_labels", "parse_labels"]
+from pmda_py.pcplabels.jsonsl import EINVAL, PUSH, T_HKEY, T_LIST, T_OBJECT, T_STRING, State, feed
+
+__all__ = ["Label", "LabelHash", "Unsafe", "cstr", "name_of", "namecmp6", "parse_labels"]
 
 PM_LABEL_COMPOUND = 0x40
 PM_LABEL_OPTIONAL = 0x80
@@ -43,340 +27,10 @@ PM_LABEL_INSTANCES = 0x20
 PM_MAXLABELS = 255
 PM_MAXLABELJSONLEN = 65535
 MAXLABELNAMELEN = 255
-MAX_RECURSION_DEPTH = 256
-MAX_DESCENT_LEVEL = 64
-EINVAL = -22
 E2BIG = -7
 
-# ------------------------------------------------------------------ jsonsl
 
-_STRINGY = 0xFFFF00
-T_ROOT = 0
-T_STRING = ord('"') | _STRINGY
-T_HKEY = ord("#") | _STRINGY
-T_OBJECT = ord("{")
-T_LIST = ord("[")
-T_SPECIAL = ord("^")
-
-S_SIGNED = 1 << 0
-S_UNSIGNED = 1 << 1
-S_TRUE = 1 << 2
-S_FALSE = 1 << 3
-S_NULL = 1 << 4
-S_FLOAT = 1 << 5
-S_EXPONENT = 1 << 6
-S_INF = 1 << 9
-S_ZERO = 1 << 11 | S_UNSIGNED
-S_DASH = 1 << 12
-S_NUMERIC = S_SIGNED | S_UNSIGNED
-
-_SPECIAL = [0] * 256
-_SPECIAL[ord("-")] = S_DASH
-_SPECIAL[ord("0")] = S_ZERO
-for _c in b"123456789":
-    _SPECIAL[_c] = S_UNSIGNED
-_SPECIAL[ord("f")] = S_FALSE
-_SPECIAL[ord("n")] = S_NULL  # JSONSL_PARSE_NAN is not defined in PCP builds
-_SPECIAL[ord("t")] = S_TRUE
-_SPECIAL_END = frozenset(b'\t\n\r ",:[\\]{}')
-_WHITESPACE = frozenset(b" \t\n\r")
-_NO_PASSTHROUGH = frozenset(range(0x14)) | {ord('"'), ord("\\")}
-_ESCAPES = frozenset(b'"/\\bfnrtu')
-_DIGITS = frozenset(b"0123456789")
-_LITERALS = {S_TRUE: b"true\0", S_FALSE: b"false\0", S_NULL: b"null\0"}
-
-PUSH, POP = 1, 2
-
-
-@attrs.define
-class _State:
-    level: int
-    type: int = T_ROOT
-    nelem: int = 0
-    special_flags: int = 0
-    nescapes: int = 0
-    pos_begin: int = 0
-
-
-def _jsonsl_feed(s: bytes, callback: _Parser) -> None:
-    """jsonsl_feed() over the whole of ``s`` with every callback enabled,
-    ``max_callback_level`` 64 and 256 levels; the error callback stops it."""
-    stack = [_State(0)]  # jsonsl_new() callocs 256 levels: grown on demand here
-    level = 0
-    tok_last = 0
-    can_insert = True
-    expecting = 0
-    in_escape = False
-    n = len(s)
-    i = 0
-
-    def cb(action: int, st: _State, at: int) -> None:
-        if st.level < MAX_DESCENT_LEVEL:
-            callback.token_callback(action, st, at)
-
-    def error() -> None:
-        callback.error = EINVAL
-
-    def push(level: int, at: int, new_type: int) -> _State | None:
-        """jsonsl's STACK_PUSH: the state one level down, begun at ``at``
-        as ``new_type``; None past the recursion limit (an error)."""
-        if level >= MAX_RECURSION_DEPTH - 1:
-            return None
-        level += 1
-        if level == len(stack):
-            stack.append(_State(level))
-        pushed = stack[level]
-        pushed.pos_begin = at
-        pushed.type = new_type
-        return pushed
-
-    while i < n:
-        c = s[i]
-        state = stack[level]
-        stype = state.type
-        goto = ""
-        if stype & _STRINGY:
-            if in_escape:
-                in_escape = False
-                if c not in _ESCAPES:
-                    return error()
-                i += 1
-                continue
-            while i < n and s[i] not in _NO_PASSTHROUGH:
-                i += 1
-            if i == n:
-                return
-            c = s[i]
-            if c == 0x22:
-                goto = "quote"
-            elif c == 0x5C:
-                goto = "escape"
-            else:
-                return error()
-        elif stype == T_SPECIAL:
-            flags = state.special_flags
-            numeric = False
-            if flags in (S_UNSIGNED, S_SIGNED):
-                while i < n and s[i] in _DIGITS:
-                    i += 1
-                if i == n:
-                    return
-                c = s[i]
-                numeric = True
-            elif flags == S_DASH:
-                if c not in _DIGITS:
-                    return error()
-                state.special_flags = S_ZERO | S_SIGNED if c == 0x30 else S_SIGNED
-                i += 1
-                continue
-            elif flags == S_ZERO:
-                if c in _DIGITS:
-                    return error()
-                state.special_flags = S_UNSIGNED
-                numeric = True
-            flags = state.special_flags
-            pop = False
-            if numeric or (flags & S_NUMERIC and not flags & S_INF):
-                if c in _DIGITS:
-                    tok_last = 0x31
-                    i += 1
-                    continue
-                if c == 0x2E:
-                    if flags & S_FLOAT:
-                        return error()
-                    state.special_flags |= S_FLOAT
-                    tok_last = 0x2E
-                    i += 1
-                    continue
-                if c in (0x65, 0x45):
-                    if flags & S_EXPONENT:
-                        return error()
-                    state.special_flags |= S_EXPONENT
-                    tok_last = 0x65
-                    i += 1
-                    continue
-                if c in (0x2D, 0x2B):
-                    if tok_last != 0x65:
-                        return error()
-                    tok_last = 0x2D
-                    i += 1
-                    continue
-                if c not in _SPECIAL_END:
-                    return error()
-                pop = True
-            if not pop and c not in _SPECIAL_END:
-                state.nescapes += 1
-                lit = _LITERALS.get(flags)
-                if lit is not None:
-                    k = i - state.pos_begin
-                    if k >= len(lit) or c != lit[k]:
-                        return error()
-                i += 1
-                continue
-            # GT_SPECIAL_POP
-            can_insert = False
-            flags = state.special_flags
-            if flags in (S_UNSIGNED, S_SIGNED):
-                pass
-            elif flags in (S_ZERO, S_ZERO | S_SIGNED):
-                state.special_flags = S_UNSIGNED
-            elif flags == S_DASH:
-                return error()
-            elif flags & S_NUMERIC:
-                if tok_last != 0x31:
-                    return error()
-            elif flags in (S_TRUE, S_NULL):
-                if state.nescapes != 4:
-                    return error()
-            elif flags == S_FALSE and state.nescapes != 5:
-                return error()
-            cb(POP, state, i)
-            if callback.stop:
-                return
-            state.nescapes = 0
-            level -= 1
-            state = stack[level]
-            expecting = 0x2C
-            tok_last = 0
-            if c in _WHITESPACE:
-                i += 1
-                continue
-            goto = "structural"
-        elif c in _WHITESPACE:
-            i += 1
-            continue
-        elif _SPECIAL[c]:
-            goto = "special"
-
-        if not goto and c == 0x22:
-            goto = "quote"
-        elif not goto and c == 0x5C:
-            goto = "escape"
-        if goto == "quote":
-            can_insert = False
-            if stype in (T_STRING, T_HKEY):
-                cb(POP, state, i)
-                state.nescapes = 0
-                level -= 1
-                i += 1
-                continue
-            if stype == T_OBJECT:
-                state.nelem += 1
-                if (state.nelem - 1) % 2:
-                    if tok_last != 0x3A:
-                        return error()
-                    expecting = 0x2C
-                    tok_last = 0
-                    new_type = T_STRING
-                else:
-                    if expecting != 0x22:
-                        return error()
-                    tok_last = 0
-                    expecting = 0x3A
-                    new_type = T_HKEY
-            elif stype == T_LIST:
-                state.nelem += 1
-                expecting = 0x2C
-                tok_last = 0
-                new_type = T_STRING
-            else:
-                return error()
-            pushed = push(level, i, new_type)
-            if pushed is None:
-                return error()
-            state, level = pushed, pushed.level
-            cb(PUSH, state, i)
-            i += 1
-            continue
-        if goto == "escape":
-            if not state.type & _STRINGY:
-                return error()
-            state.nescapes += 1
-            in_escape = True
-            i += 1
-            continue
-        if goto != "special":
-            # GT_STRUCTURAL_TOKEN
-            if c == 0x3A:
-                if expecting != c:
-                    return error()
-                tok_last = 0x3A
-                can_insert = True
-                expecting = 0x22
-                i += 1
-                continue
-            if c == 0x2C:
-                if expecting != c:
-                    return error()
-                if state.type != T_OBJECT:
-                    can_insert = True
-                tok_last = 0x2C
-                expecting = 0x22
-                i += 1
-                continue
-            if c in (0x7B, 0x5B):
-                if not can_insert:
-                    return error()
-                if state.nelem % 2 == 0 and state.type == T_OBJECT:
-                    return error()
-                state.nelem += 1
-                pushed = push(level, i, c)
-                if pushed is None:
-                    return error()
-                state, level = pushed, pushed.level
-                state.nelem = 0
-                can_insert = True
-                if c == 0x7B:
-                    expecting = 0x22
-                cb(PUSH, state, i)
-                tok_last = 0
-                i += 1
-                continue
-            if c in (0x7D, 0x5D):
-                if tok_last == 0x2C:
-                    return error()
-                can_insert = False
-                level -= 1
-                expecting = 0x2C
-                tok_last = 0
-                if c == 0x5D:
-                    if state.type != T_LIST:
-                        return error()
-                else:
-                    if state.type != T_OBJECT:
-                        return error()
-                    if state.nelem and state.nelem % 2 != 0:
-                        return error()
-                cb(POP, state, i)
-                if level < 0:  # unreachable: the root is never a container
-                    return error()
-                i += 1
-                continue
-        # GT_SPECIAL_BEGIN
-        if state.type != T_SPECIAL:
-            flags = _SPECIAL[c]
-            if not flags:
-                return error()
-            if state.nelem % 2 == 0 and state.type == T_OBJECT:
-                return error()
-            state.nelem += 1
-            if not can_insert:
-                return error()
-            pushed = push(level, i, T_SPECIAL)
-            if pushed is None:
-                return error()
-            state, level = pushed, pushed.level
-            state.special_flags = flags
-            state.nescapes = 1
-            tok_last = 0x31 if flags == S_UNSIGNED else 0x2D
-            cb(PUSH, state, i)
-        i += 1
-
-
-# ------------------------------------------------------------------ hash
-
-
-class _Hash:
+class LabelHash:
     """__pmHashCtl: chained buckets, growth and walk order as hash.c has them
     (duplicate keys are possible; search finds the newest)."""
 
@@ -418,19 +72,16 @@ class _Hash:
         self.hsize = 0
         self.buckets = []
 
-    def duplicate(self) -> _Hash:
-        out = _Hash()
+    def duplicate(self) -> LabelHash:
+        out = LabelHash()
         for chain in self.buckets:
             for key, data in chain:
                 out.add(key, data)
         return out
 
 
-# ------------------------------------------------------------------ labels
-
-
 @attrs.define
-class _Label:
+class Label:
     """pmLabel, with its bitfield widths applied on assignment."""
 
     name: int
@@ -447,7 +98,7 @@ class _Label:
         self.valuelen &= 0xFFFF
 
 
-def _cstr(buf: bytes, off: int) -> bytes | None:
+def cstr(buf: bytes, off: int) -> bytes | None:
     """The C string at ``buf + off`` (None: outside the text libpcp wrote)."""
     if off > len(buf):
         return None
@@ -455,19 +106,19 @@ def _cstr(buf: bytes, off: int) -> bytes | None:
     return buf[off:] if end < 0 else buf[off:end]
 
 
-class _Unsafe(Exception):
+class Unsafe(Exception):
     """pmdammv reads or writes memory it does not own here."""
 
 
-def _name_of(lp: _Label, json: bytes, lc: _Hash | None) -> tuple[bytes, int]:
+def name_of(lp: Label, json: bytes, lc: LabelHash | None) -> tuple[bytes, int]:
     """label_name_length(): the name (a C string from its start) and length."""
     if lp.flags & PM_LABEL_COMPOUND and lc is not None:
         full = lc.search(lp.name)
         if full is not None:
             return full, len(full)
-    s = _cstr(json, lp.name)
+    s = cstr(json, lp.name)
     if s is None:
-        raise _Unsafe("label name outside the JSON text")
+        raise Unsafe("label name outside the JSON text")
     return s, lp.namelen
 
 
@@ -476,20 +127,21 @@ def _strncmp(a: bytes, b: bytes, n: int) -> int:
     return (x > y) - (x < y)
 
 
-def _namecmp6(ap: _Label, a_s: bytes, ac: _Hash | None, bp: _Label, b_s: bytes, bc: _Hash | None) -> int:
+def namecmp6(ap: Label, a_s: bytes, ac: LabelHash | None, bp: Label, b_s: bytes, bc: LabelHash | None) -> int:
+    """namecmp6(): two labels' names, each from its own text and hash."""
     if ap.namelen > bp.namelen:
-        name, length = _name_of(bp, b_s, bc)
-        sts = _strncmp(_name_of(ap, a_s, ac)[0], name, length)
+        name, length = name_of(bp, b_s, bc)
+        sts = _strncmp(name_of(ap, a_s, ac)[0], name, length)
         return sts if sts else 1
     if ap.namelen < bp.namelen:
-        name, length = _name_of(ap, a_s, ac)
-        sts = _strncmp(name, _name_of(bp, b_s, bc)[0], length)
+        name, length = name_of(ap, a_s, ac)
+        sts = _strncmp(name, name_of(bp, b_s, bc)[0], length)
         return sts if sts else -1
-    name, length = _name_of(ap, a_s, ac)
-    return _strncmp(name, _name_of(bp, b_s, bc)[0], length)
+    name, length = name_of(ap, a_s, ac)
+    return _strncmp(name, name_of(bp, b_s, bc)[0], length)
 
 
-def _msort(items: list[_Label], compare: Callable[[_Label, _Label], int]) -> list[_Label]:
+def _msort(items: list[Label], compare: Callable[[Label, Label], int]) -> list[Label]:
     """glibc's qsort_r for small arrays: a top-down merge sort (msort.c)."""
     n = len(items)
     if n <= 1:
@@ -497,7 +149,7 @@ def _msort(items: list[_Label], compare: Callable[[_Label, _Label], int]) -> lis
     n1 = n // 2
     b1 = _msort(items[:n1], compare)
     b2 = _msort(items[n1:], compare)
-    out: list[_Label] = []
+    out: list[Label] = []
     i = j = 0
     while i < len(b1) and j < len(b2):
         if compare(b1[i], b2[j]) <= 0:
@@ -512,6 +164,7 @@ def _msort(items: list[_Label], compare: Callable[[_Label, _Label], int]) -> lis
 
 
 def _verify_label_name(name: bytes, nested: bool, relaxed: bool) -> int:
+    """__pmVerifyLabelName(): negative refused, 1 a dotted (nested) name."""
     if not name:
         return EINVAL
     if len(name) >= MAXLABELNAMELEN:
@@ -533,16 +186,17 @@ def _verify_label_name(name: bytes, nested: bool, relaxed: bool) -> int:
 
 
 class _Parser:
-    """parser_t and labels_token_callback()."""
+    """parser_t and labels_token_callback(): the compacted text, the label
+    index, the stack of enclosing map names; in relaxed mode (PCP 7.2+) a
+    member with an invalid name is skipped, nested values included."""
 
-    def __init__(self, s: bytes, flags: int, maxlabels: int, compound: _Hash, relaxed: bool) -> None:
+    def __init__(self, s: bytes, flags: int, maxlabels: int, compound: LabelHash, relaxed: bool) -> None:
         self.s = s
         self.error = 0
-        self.stop = False
         self.nlabels = 0
         self.maxlabels = maxlabels
         self.compound = compound
-        self.labels: list[_Label] = []
+        self.labels: list[Label] = []
         self.out = bytearray()
         self.buflen = PM_MAXLABELJSONLEN
         self.comma = 0
@@ -622,61 +276,53 @@ class _Parser:
                 full = (self.c_stack() if self.stack is not None else b"(null)") + b"." + self.s_name()
                 self.compound.add(self.name, full[: self.stacklen + self.namelen + 1])
             flags = self.labelflags | (PM_LABEL_COMPOUND if self.compound_style else 0)
-            self.labels.append(_Label(self.name, self.namelen, flags, value, valuelen))
+            self.labels.append(Label(self.name, self.namelen, flags, value, valuelen))
             self.nlabels += 1
         self.name = self.namelen = 0
 
-    def token_callback(self, action: int, state: _State, at: int) -> None:
+    def token_callback(self, action: int, state: State, at: int) -> None:
         t = state.type
         if action == PUSH:
             if t in (T_OBJECT, T_LIST):
-                if self.skipping:
-                    self.skipping += 1
-                    return
-                if self.comma:
-                    self.stash(b",")
-                if t == T_OBJECT:
-                    self.stash(b"{")
-                    self.push_label_name()
-                else:
-                    self.lists.append(len(self.out))
-                    self.stash(b"[")
-                    self.array = at
-                self.comma = 0
+                self._open(t, at)
             elif t == T_HKEY:
-                if self.skipping:
-                    return
-                self.rewind = (len(self.out), self.buflen, self.comma)
-                if self.comma:
-                    self.stash(b",")
-                self.token = at
-                self.comma = 0
+                self._key_begins(at)
             else:  # STRING, SPECIAL
-                if self.skipping:
-                    return
-                if self.comma:
-                    self.stash(b",")
-                self.token = at
-                self.comma = 1
+                self._value_begins(at)
+        elif t in (T_OBJECT, T_LIST):
+            self._close(state, at)
+        elif t == T_HKEY:
+            self._key_ends(state, at)
+        else:
+            self._value_ends(state, at)
+
+    def _open(self, t: int, at: int) -> None:
+        if self.skipping:
+            self.skipping += 1
             return
-        # POP
+        if self.comma:
+            self.stash(b",")
         if t == T_OBJECT:
-            if self.skipping:
-                self.skipping -= 1
-                if self.skipping == 1:
-                    self.skipping = 0
-                return
+            self.stash(b"{")
+            self.push_label_name()
+        else:
+            self.lists.append(len(self.out))
+            self.stash(b"[")
+            self.array = at
+        self.comma = 0
+
+    def _close(self, state: State, at: int) -> None:
+        if self.skipping:
+            self.skipping -= 1
+            if self.skipping == 1:
+                self.skipping = 0
+            return
+        if state.type == T_OBJECT:
             self.stash(b"}")
             if self.namelevel == state.level and self.name != 0:
                 self.add_label_value(2, True)
             self.pop_label_name()
-            self.comma = 1
-        elif t == T_LIST:
-            if self.skipping:
-                self.skipping -= 1
-                if self.skipping == 1:
-                    self.skipping = 0
-                return
+        else:
             self.stash(b"]")
             start = self.lists.pop() if self.lists else len(self.out)
             if self.namelevel == state.level and self.name != 0:
@@ -688,50 +334,69 @@ class _Parser:
                 else:
                     self.add_label_value(at - self.array + 1, False)
             self.array = None
-            self.comma = 1
-        elif t == T_HKEY:
-            if self.skipping:
-                return
-            assert self.token is not None
-            string = self.s[self.token + 1 : at]
-            sts = _verify_label_name(string, bool(self.labelflags & PM_LABEL_COMPOUND), self.relaxed)
-            if sts < 0:
-                if self.relaxed:
-                    self.skipping = 1
-                    self.skipped += 1
-                    out_len, self.buflen, self.comma = self.rewind
-                    del self.out[out_len:]
-                    self.token = None
-                    return
-                self.error = sts
-            self.name = len(self.out) + 1
-            if sts > 0:
-                self.compound.add(self.name, string)
-            self.namelen = len(string)
-            self.namelevel = state.level
-            self.stash(self.s[self.token : at])
-            self.stash(b'":')
-            self.token = None
-        else:  # STRING, SPECIAL
-            if self.skipping:
-                if self.skipping == 1:
-                    self.skipping = 0
+        self.comma = 1
+
+    def _key_begins(self, at: int) -> None:
+        if self.skipping:
+            return
+        self.rewind = (len(self.out), self.buflen, self.comma)
+        if self.comma:
+            self.stash(b",")
+        self.token = at
+        self.comma = 0
+
+    def _key_ends(self, state: State, at: int) -> None:
+        if self.skipping:
+            return
+        assert self.token is not None
+        string = self.s[self.token + 1 : at]
+        sts = _verify_label_name(string, bool(self.labelflags & PM_LABEL_COMPOUND), self.relaxed)
+        if sts < 0:
+            if self.relaxed:
+                self.skipping = 1
+                self.skipped += 1
+                out_len, self.buflen, self.comma = self.rewind
+                del self.out[out_len:]
                 self.token = None
                 return
-            assert self.token is not None
-            length = at - self.token + (1 if t == T_STRING else 0)
-            self.stash(self.s[self.token : self.token + length])
-            if self.namelevel == state.level and self.name != 0:
-                self.add_label_value(length, False)
+            self.error = sts
+        self.name = len(self.out) + 1
+        if sts > 0:
+            self.compound.add(self.name, string)
+        self.namelen = len(string)
+        self.namelevel = state.level
+        self.stash(self.s[self.token : at])
+        self.stash(b'":')
+        self.token = None
+
+    def _value_begins(self, at: int) -> None:
+        if self.skipping:
+            return
+        if self.comma:
+            self.stash(b",")
+        self.token = at
+        self.comma = 1
+
+    def _value_ends(self, state: State, at: int) -> None:
+        if self.skipping:
+            if self.skipping == 1:
+                self.skipping = 0
             self.token = None
+            return
+        assert self.token is not None
+        length = at - self.token + (1 if state.type == T_STRING else 0)
+        self.stash(self.s[self.token : self.token + length])
+        if self.namelevel == state.level and self.name != 0:
+            self.add_label_value(length, False)
+        self.token = None
 
 
 def parse_labels(
-    s: bytes, flags: int, compound: _Hash, *, maxlabels: int = PM_MAXLABELS, relaxed: bool = False
-) -> tuple[int, bytes, list[_Label], list[str]]:
+    s: bytes, flags: int, compound: LabelHash, *, maxlabels: int = PM_MAXLABELS, relaxed: bool = False
+) -> tuple[int, bytes, list[Label], list[str]]:
     """__pmParseLabels(): (count or -errno, JSON text, sorted labels, unsafe notes)."""
     p = _Parser(s, flags, maxlabels, compound, relaxed)
-    _jsonsl_feed(s, p)
+    feed(s, p)
     if p.error:
         compound.clear()
         return p.error, b"", [], p.unsafe
@@ -740,183 +405,12 @@ def parse_labels(
         return (EINVAL if relaxed and p.skipped else 0), b"", [], p.unsafe
     out = bytes(p.out)
     try:
-        labels = _msort(p.labels, lambda a, b: _namecmp6(a, out, compound, b, out, compound))
+        labels = _msort(p.labels, lambda a, b: namecmp6(a, out, compound, b, out, compound))
         for k in range(len(labels) - 1):
-            if _namecmp6(labels[k], out, compound, labels[k + 1], out, compound) == 0:
+            if namecmp6(labels[k], out, compound, labels[k + 1], out, compound) == 0:
                 compound.clear()
                 return EINVAL, b"", [], p.unsafe
-    except _Unsafe as err:
+    except Unsafe as err:
         p.unsafe.append(str(err))
         labels = p.labels
     return len(labels), out, labels, p.unsafe
-
-
-def _stash_label(
-    lp: _Label, json: bytes, lc: _Hash | None, out: bytearray, olabels: list[_Label], unsafe: list[str]
-) -> int:
-    name, namelen = _name_of(lp, json, lc)
-    if namelen + 2 + 1 + lp.valuelen + 1 >= PM_MAXLABELJSONLEN - len(out):
-        return E2BIG
-    start = len(out)
-    if lp.valuelen:
-        value = _cstr(json, lp.value)
-        if value is None:
-            # libpcp copies from memory past the text (a value offset that
-            # wrapped below 0): we copy nothing, and say so
-            unsafe.append("a merged label's value lies past its text: pmdammv copies memory it does not own")
-            value = b""
-        out += b'"' + name[:namelen] + b'":' + value[: lp.valuelen] + b","
-        valuelen = lp.valuelen
-    else:
-        out += b'"' + name[:namelen] + b'":null,'
-        valuelen = 4
-    olabels.append(_Label(start + 1, namelen, lp.flags, start + 1 + namelen + 2, valuelen))
-    return 0
-
-
-def _merge(
-    a: list[_Label],
-    abuf: bytes,
-    ac: _Hash | None,
-    b: list[_Label],
-    bbuf: bytes,
-    bc: _Hash | None,
-    unsafe: list[str],
-) -> tuple[int, bytes, list[_Label]]:
-    """__pmMergeLabelSets() with no filter: (length or -errno, text, labels)."""
-    out = bytearray(b"{")
-    olabels: list[_Label] = []
-    na, nb = len(a), len(b)
-    i = j = 0
-    while True:
-        # an a-label before the current b-label (or after the last), unless
-        # the previous b-label has its name
-        if i < na and (j >= nb or _namecmp6(a[i], abuf, ac, b[j], bbuf, bc) < 0):
-            if j and _namecmp6(a[i], abuf, ac, b[j - 1], bbuf, bc) == 0:
-                i += 1
-            else:
-                if _stash_label(a[i], abuf, ac, out, olabels, unsafe) < 0:
-                    return E2BIG, b"", []
-                i += 1
-        if j < nb and (i >= na or _namecmp6(a[i], abuf, ac, b[j], bbuf, bc) >= 0):
-            if _stash_label(b[j], bbuf, bc, out, olabels, unsafe) < 0:
-                return E2BIG, b"", []
-            j += 1
-        if not (i < na or j < nb):
-            break
-    if na or nb:
-        del out[-1:]
-    out += b"}"
-    return len(out), bytes(out), olabels
-
-
-@attrs.define
-class _LabelSet:
-    """pmLabelSet as __pmAddLabels keeps it."""
-
-    nlabels: int = 0
-    json: bytes = b""
-    labels: list[_Label] = attrs.field(factory=list)
-    hash: _Hash | None = None
-    unsafe: list[str] = attrs.field(factory=list)
-
-
-def add_labels(
-    lsp: _LabelSet | None, extras: bytes, flags: int, *, relaxed: bool = False
-) -> tuple[_LabelSet | None, int]:
-    """__pmAddLabels(): parse ``extras`` into a new set, or merge it into ``lsp``."""
-    if len(extras) + 1 >= PM_MAXLABELJSONLEN:
-        return lsp, E2BIG
-    compound = _Hash()
-    sts, buffer, inp, unsafe = parse_labels(extras, flags, compound, relaxed=relaxed)
-    if sts < 0:
-        if lsp is not None:
-            lsp.unsafe += unsafe
-        return lsp, sts
-    if lsp is not None:
-        try:
-            size, result, output = _merge(lsp.labels, lsp.json, lsp.hash, inp, buffer, compound, unsafe)
-        except _Unsafe as err:
-            unsafe.append(str(err))
-            size, result, output = len(lsp.json), lsp.json, lsp.labels  # what libpcp meant is unknowable
-        compound.clear()
-        if size < 0:
-            return lsp, size
-        if size >= PM_MAXLABELJSONLEN:
-            return lsp, E2BIG
-        if len(output) > PM_MAXLABELS:
-            unsafe.append(f"{len(output)} merged labels overflow libpcp's array of {PM_MAXLABELS}")
-        lsp.nlabels, lsp.json, lsp.labels = len(output), result, output
-        lsp.unsafe += unsafe
-        return lsp, len(output)
-    new = _LabelSet(sts, buffer, inp, None, unsafe)
-    if compound.hsize > 0 and compound.nodes > 0:
-        new.hash = compound.duplicate()
-    return new, sts
-
-
-@attrs.frozen
-class PcpLabelSet:
-    """One label set as pmdammv sends it: the JSON text (``jsonlen`` bytes)
-    and the index entries ``(name, namelen, flags, value, valuelen)``.
-    ``unsafe`` says where pmdammv itself relies on memory it does not own
-    (the set then holds what libpcp meant)."""
-
-    json: bytes
-    labels: tuple[tuple[int, int, int, int, int], ...]
-    unsafe: tuple[str, ...] = ()
-
-    def problems(self) -> list[str]:
-        """What pmdammv sends here that a client cannot use as is."""
-        out: list[str] = []
-        if self.json:
-            try:
-                _json.loads(self.json.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                out.append(f"label text {self.json[:80]!r} is not valid JSON")
-        for name, namelen, _, value, valuelen in self.labels:
-            if name + namelen > len(self.json) or value + valuelen > len(self.json):
-                out.append("a label index entry reaches past the JSON text")
-                break
-        return out
-
-
-def _export(lsp: _LabelSet, count: int, flags: int, unsafe: list[str]) -> PcpLabelSet:
-    labels = [(lb.name, lb.namelen, (lb.flags | flags) & 0xFF, lb.value, lb.valuelen) for lb in lsp.labels[:count]]
-    return PcpLabelSet(lsp.json, tuple(labels), tuple(dict.fromkeys(unsafe)))
-
-
-def level_labels(payloads: Sequence[tuple[bytes, int]], level: int, *, relaxed: bool = False) -> PcpLabelSet | None:
-    """mmv_label_lookup() then pmdaLabel() for a DOMAIN/INDOM/CLUSTER/ITEM
-    request: the payloads (with their record flags) in pmdammv's order; None
-    when pmdammv sends no set."""
-    lsp: _LabelSet | None = None
-    for payload, flags in payloads:
-        lsp, _ = add_labels(lsp, payload, flags, relaxed=relaxed)
-    if lsp is None:
-        return None
-    level &= ~(PM_LABEL_COMPOUND | PM_LABEL_OPTIONAL)
-    return _export(lsp, lsp.nlabels, level, list(lsp.unsafe))
-
-
-def instance_labels(payloads: Sequence[tuple[bytes, int]], *, relaxed: bool = False) -> PcpLabelSet:
-    """mmv_labelCallBack() then pmdaLabel() for one instance: the set's label
-    count is the number of payloads libpcp accepted, not of labels."""
-    lsp = _LabelSet()
-    count = 0
-    for payload, flags in payloads:
-        lsp2, sts = add_labels(lsp, payload, flags, relaxed=relaxed)
-        assert lsp2 is not None
-        lsp = lsp2
-        if sts >= 0:
-            count += 1
-    unsafe = list(lsp.unsafe)
-    if count > len(lsp.labels):
-        unsafe.append(
-            f"{count} payloads accepted but {len(lsp.labels)} labels: pmdammv "
-            + ("dereferences a NULL label array" if not lsp.labels else "reads past its label array")
-        )
-        count = len(lsp.labels)
-    if count == 0:
-        return PcpLabelSet(lsp.json, (), tuple(unsafe))
-    return _export(lsp, count, PM_LABEL_INSTANCES, unsafe)

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pmda_py.pcplabels import PcpLabelSet, instance_labels, level_labels
 from tests.mmv.labelgen import FIXED, INSTANCES
@@ -132,3 +134,45 @@ def test_sets_pcp_decoders_refuse_become_toobig() -> None:
     wrapped = LabelSet(-1 & 0xFFFFFFFF, b'{"a":[1]}', (Label(2, 1, 0x10, 65533, 23),))
     assert _label_fits(LabelPdu(1, 0x10, (ok,))) == LabelPdu(1, 0x10, (ok,))
     assert _label_fits(LabelPdu(1, 0x10, (wrapped,))) == ErrorPdu(PmErr.TOOBIG)
+
+
+_NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,20}", fullmatch=True)
+_SCALARS = (
+    st.integers(-(2**63), 2**64)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.none()
+    | st.text(max_size=20)
+)
+_FLAT = st.dictionaries(_NAMES, _SCALARS, min_size=1, max_size=30)
+
+
+@given(_FLAT, st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\t")]))
+@settings(max_examples=300)
+def test_a_flat_object_round_trips(labels: dict[str, object], separators: tuple[str, str]) -> None:
+    """labels.c on a plain map of valid names to scalars: the set's text is
+    the same JSON with the whitespace gone, the index is in name order (by
+    bytes, as strncmp) and each entry names its key and its value's text."""
+    payload = json.dumps(labels, separators=separators).encode()
+    got = level_labels([(payload, 0x10)], 0x10)
+    assert got is not None and got.unsafe == () and got.problems() == []
+    assert got.json == json.dumps(labels, separators=(",", ":")).encode()
+    assert json.loads(got.json) == labels
+    names = [got.json[n : n + nl] for n, nl, _, _, _ in got.labels]
+    assert names == sorted(k.encode() for k in labels)
+    for n, nl, flags, v, vl in got.labels:
+        assert flags == 0x10
+        key = got.json[n : n + nl].decode()
+        assert got.json[v : v + vl] == json.dumps(labels[key]).encode()
+
+
+@given(_FLAT, _FLAT)
+@settings(max_examples=200)
+def test_a_second_payload_overrides_the_first(first: dict[str, object], second: dict[str, object]) -> None:
+    """__pmMergeLabelSets: two payloads on one subject make one set, the
+    second's value winning for a name both have."""
+    records = [(json.dumps(p).encode(), 0x10) for p in (first, second)]
+    got = level_labels(records, 0x10)
+    assert got is not None and got.unsafe == ()
+    assert json.loads(got.json) == {**first, **second}
+    assert [got.json[n : n + nl] for n, nl, _, _, _ in got.labels] == sorted(k.encode() for k in {**first, **second})
