@@ -17,7 +17,7 @@ import sys
 import time
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Final, Literal, Union, cast
 
 import attrs
 
@@ -35,9 +35,12 @@ from pmda_py.mmv.reader import (
     cstring,
 )
 from pmda_py.pcplabels import PcpLabelSet, instance_labels, level_labels
-from pmda_py.pmapi import PmSem, PmType, PmUnits
+from pmda_py.pmapi import TYPES, PmSem, PmType, PmUnits
 
-__all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "build", "read_values"]
+__all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "MmvValue", "build", "read_values"]
+
+#: one value as read from a file
+MmvValue = Union[int, float, str]
 
 MMV_TYPE_ELAPSED = 9
 _KNOWN_TYPES = {-1, 0, 1, 2, 3, 4, 5, 6, MMV_TYPE_ELAPSED}
@@ -376,7 +379,7 @@ def read_values(
     image: Image,
     order: Sequence[int] | None = None,
     now: float | None = None,
-) -> tuple[Sequence[int], Any]:
+) -> tuple[Sequence[int], Sequence[MmvValue]]:
     """The metric's current values from a file image (a private copy, or
     the regions of the file read for this fetch).
 
@@ -400,10 +403,9 @@ def read_values(
     ):
         # the fast path: one strided cast, no per-value Python work
         first, n = m.strided
-        code, per = _CODES.get(t, ("q", 4))
-        view: memoryview = whole.cast(code)  # type: ignore[call-overload]
-        column = array(code)
-        column.frombytes(view[first * per : (first + n) * per : per].tobytes())
+        code, per = _COLUMNS.get(t, _OTHER_COLUMN)
+        column: array[int] | array[float] = array(code)
+        column.frombytes(whole.cast(code)[first * per : (first + n) * per : per].tobytes())
         return m.insts_u32, column
     slots = m.slots
     if order is not None and m.indom is not None:
@@ -412,64 +414,84 @@ def read_values(
     insts = [PM_IN_NULL_ if i is None else i for i, _ in slots]
     t = m.type
     section = whole
+    nums: Sequence[int | float]
     if m.strided is not None and order is None and m.strided[0] + m.strided[1] <= nslots:
         first, n = m.strided
-        vals = _column(section, t, first, n)
+        nums = _column(section, t, first, n)
     else:
         idx = [s for _, s in slots]
         keep = [k for k, s in enumerate(idx) if s < nslots]
         if len(keep) != len(idx):
             insts = [insts[k] for k in keep]
             idx = [idx[k] for k in keep]
-        vals = [_column(section, t, s, 1)[0] for s in idx]
+        nums = [_column(section, t, s, 1)[0] for s in idx]
     if t == PmType.STRING:
-        extras = section.cast("q")
-        vals = []
-        for _, s in slots:
-            off = extras[4 * s + 1] if s < nslots else -1
-            if off <= 0 or off >= len(image):
-                vals.append(None)
-            else:
-                vals.append(cstring(image, off, STRING_SIZE - 1).decode("utf-8", "replace"))
+        return _present(m, insts, slots, _strings(image, section, slots, nslots), section)
     if m.elapsed:
         extras = section.cast("q")
         now_usec = (time.time() if now is None else now) * 1e6
-        vals = [v + int(now_usec + extras[4 * s + 1]) if extras[4 * s + 1] < 0 else v for v, (_, s) in zip(vals, slots)]
-    if m.sentinel or t == PmType.STRING:
-        out_i, out_v = [], []
-        raw = section.cast("Q")
-        for k, v in enumerate(vals):
-            s = slots[k][1]
-            if v is None:
+        nums = [v + int(now_usec + extras[4 * s + 1]) if extras[4 * s + 1] < 0 else v for v, (_, s) in zip(nums, slots)]
+    if m.sentinel:
+        return _present(m, insts, slots, nums, section)
+    return insts, nums
+
+
+def _strings(
+    image: Image, section: memoryview, slots: Sequence[tuple[int | None, int]], nslots: int
+) -> list[str | None]:
+    """STRING values: each record's second word is the offset of its text."""
+    extras = section.cast("q")
+    vals: list[str | None] = []
+    for _, s in slots:
+        off = extras[4 * s + 1] if s < nslots else -1
+        if off <= 0 or off >= len(image):
+            vals.append(None)
+        else:
+            vals.append(cstring(image, off, STRING_SIZE - 1).decode("utf-8", "replace"))
+    return vals
+
+
+def _present(
+    m: ExportMetric,
+    insts: Sequence[int],
+    slots: Sequence[tuple[int | None, int]],
+    vals: Sequence[MmvValue | None],
+    section: memoryview,
+) -> tuple[list[int], list[MmvValue]]:
+    """The values a client sees: no string where none is written, and with
+    SENTINEL set, no NaN, empty string or all-ones word."""
+    t = m.type
+    out_i: list[int] = []
+    out_v: list[MmvValue] = []
+    raw = section.cast("Q")
+    for k, v in enumerate(vals):
+        s = slots[k][1]
+        if v is None:
+            continue
+        if m.sentinel:
+            if t in (PmType.FLOAT, PmType.DOUBLE) and isinstance(v, float) and math.isnan(v):
                 continue
-            if m.sentinel:
-                if t in (PmType.FLOAT, PmType.DOUBLE) and isinstance(v, float) and math.isnan(v):
-                    continue
-                if t == PmType.STRING and v == "":
-                    continue
-                if t not in (PmType.FLOAT, PmType.DOUBLE, PmType.STRING) and raw[4 * s] == 0xFFFFFFFFFFFFFFFF:
-                    continue
-            out_i.append(insts[k])
-            out_v.append(v)
-        return out_i, out_v
-    return insts, vals
+            if t == PmType.STRING and v == "":
+                continue
+            if t not in (PmType.FLOAT, PmType.DOUBLE, PmType.STRING) and raw[4 * s] == 0xFFFFFFFFFFFFFFFF:
+                continue
+        out_i.append(insts[k])
+        out_v.append(v)
+    return out_i, out_v
 
 
 PM_IN_NULL_ = -1
-_CODES: dict[int, tuple[str, int]] = {
-    PmType.I32: ("i", 8),
-    PmType.U32: ("I", 8),
-    PmType.FLOAT: ("f", 8),
-    PmType.I64: ("q", 4),
-    PmType.U64: ("Q", 4),
-    PmType.DOUBLE: ("d", 4),
-    PmType.STRING: ("q", 4),
-    PmType.NOSUPPORT: ("q", 4),
+_NumberCode = Literal["i", "I", "q", "Q", "f", "d"]
+#: a value record's first word read as each numeric type: the ``array`` code
+#: (pmapi.TYPES) and the record's length in such words, the stride of a column
+#: of records; any other type (STRING, NOSUPPORT) reads the first 8 bytes as
+#: a signed word
+_COLUMNS: Final[Mapping[int, tuple[_NumberCode, int]]] = {
+    t: (cast(_NumberCode, info.code), VALUE.size // info.size) for t, info in TYPES.items() if info.code
 }
+_OTHER_COLUMN: Final[tuple[_NumberCode, int]] = ("q", VALUE.size // 8)
 
 
-def _column(section: memoryview, t: int, first: int, n: int) -> list[Any]:
-    code, per = _CODES.get(t, ("q", 4))
-    view: memoryview = section.cast(code)  # type: ignore[call-overload]
-    out: list[Any] = view[first * per : (first + n) * per : per].tolist()
-    return out
+def _column(section: memoryview, t: int, first: int, n: int) -> list[int] | list[float]:
+    code, per = _COLUMNS.get(t, _OTHER_COLUMN)
+    return section.cast(code)[first * per : (first + n) * per : per].tolist()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import enum
 import struct
-from typing import Any, Callable, Final, Union, overload
+from typing import Any, Callable, Final, Literal, Union, overload
 
 import attrs
 
@@ -90,12 +90,16 @@ class MmvFlags(enum.IntFlag):
     SENTINEL = 0x4
 
 
+#: the part of a file a problem is in
+Section = Literal["header", "toc", "file", "metrics", "indoms", "instances", "values", "labels"]
+
+
 class MmvFormatError(PmdaError, ValueError):
     """The whole file is unusable; ``section`` and ``offset`` say where."""
 
     code = PmErr.GENERIC
 
-    def __init__(self, message: str, *, section: str = "header", offset: int = 0) -> None:
+    def __init__(self, message: str, *, section: Section = "header", offset: int = 0) -> None:
         super().__init__(f"{section} at offset {offset}: {message}")
         self.section = section
         self.offset = offset
@@ -105,7 +109,7 @@ class MmvFormatError(PmdaError, ValueError):
 class Diagnostic:
     """A section, record or label that was dropped, and why."""
 
-    section: str
+    section: Section
     offset: int
     reason: str
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 import functools
 import os
 import struct
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ctypes
 
 __all__ = ["DirWatch"]
 
@@ -29,7 +32,7 @@ MASK = IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN
 
 
 @functools.cache
-def _libc() -> Any:
+def _libc() -> ctypes.CDLL:
     """libc through ctypes, loaded once (a CDLL is a reference cycle)."""
     import ctypes
     import ctypes.util

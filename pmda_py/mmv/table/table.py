@@ -21,25 +21,24 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Union
 
-import attrs
 import structlog
 import trio
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.mmv.model import Export, ExportMetric, FileImage, build, packed_values, read_values
+from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvValue, build, packed_values, read_values
 from pmda_py.mmv.reader import FileRegions
 from pmda_py.mmv.scanner import Loaded, Scanner, changed, load_file, open_mmv
+from pmda_py.mmv.table.state import PackedPlan, PackedSlots, ScanState, derive
 from pmda_py.mmv.watch import DirWatch
 from pmda_py.pcplabels import PcpLabelSet
 from pmda_py.pcpversion import parse, pcp_version
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.safefile import FileRefused
 from pmda_py.table import (
-    PACKED_TYPECODES,
     Columns,
     FetchRequest,
     FetchResult,
@@ -57,6 +56,8 @@ __all__ = ["MmvTable"]
 
 log = structlog.get_logger("pmda_py.mmv")
 _NO_LABELS = LabelText(b"")  #: an instance without label records
+#: one metric's answer to a fetch
+_Answer = Union[MmvValue, Columns, PackedColumns, PmdaError, None]
 
 _CONTROL_HELP = {
     "reload": (
@@ -97,73 +98,6 @@ def _uids(spec: str) -> frozenset[int] | None:
 
 def _installed_pcp() -> tuple[int, int, int]:
     return pcp_version()
-
-
-@attrs.define(eq=False)
-class _State:
-    """One scan's result, built in the scanner thread, swapped in whole."""
-
-    export: Export
-    files: dict[str, Loaded]
-    dir_state: tuple[int, int]
-    indoms: dict[int, InDom] = attrs.field(factory=dict)
-    metrics: list[Metric] = attrs.field(factory=list)
-    by_metric: dict[int, ExportMetric] = attrs.field(factory=dict)
-    ordered: dict[int, bool] = attrs.field(factory=dict)
-    packed: dict[int, tuple[int, int, Any, str]] = attrs.field(factory=dict)
-    #: each metric by what it was made of (see MmvTable._derive)
-    reuse: dict[tuple[Any, ...], Metric] = attrs.field(factory=dict)
-    seconds: float = 0.0
-    read_bytes: int = 0
-
-
-@attrs.frozen(eq=False)
-class _PackedPlan:
-    """What a request shape needs for :meth:`MmvTable._fetch_packed`
-    (``file`` None: the shape cannot take that path)."""
-
-    metrics: Sequence[Metric]
-    generation: int
-    file: str | None = None
-    values_offset: int = 0
-    runs: tuple[tuple[int, int], ...] = ()  # (first slot, count), slots consecutive within a run
-    vtypes: tuple[int, ...] = ()
-    insts: tuple[Any, ...] = ()
-    indoms: frozenset[int] = frozenset()
-
-    @classmethod
-    def make(
-        cls,
-        metrics: Sequence[Metric],
-        by_metric: Mapping[int, ExportMetric],
-        packed: Mapping[int, tuple[int, int, Any, str]],
-        generation: int,
-    ) -> _PackedPlan:
-        files: set[str] = set()
-        runs: list[tuple[int, int]] = []
-        vtypes: list[int] = []
-        insts: list[Any] = []
-        indoms: set[int] = set()
-        offset = 0
-        for m in metrics:
-            em, fast = by_metric.get(id(m)), packed.get(id(m))
-            if em is None or fast is None or m.indom is None:
-                return cls(metrics, generation)
-            files.add(em.file)
-            offset = em.values_offset
-            first, n, ins, _code = fast
-            if runs and runs[-1][0] + runs[-1][1] == first:
-                runs[-1] = (runs[-1][0], runs[-1][1] + n)
-            else:
-                runs.append((first, n))
-            vtypes.append(em.type)
-            insts.append(ins)
-            indoms.add(m.indom.id)
-        if len(files) != 1 or offset < 0:
-            return cls(metrics, generation)
-        return cls(
-            metrics, generation, files.pop(), offset, tuple(runs), tuple(vtypes), tuple(insts), frozenset(indoms)
-        )
 
 
 class MmvTable(Table):
@@ -213,23 +147,23 @@ class MmvTable(Table):
         self._indoms: dict[int, InDom] = {}
         self._by_metric: dict[int, ExportMetric] = {}
         self._ordered: dict[int, bool] = {}
-        self._packed: dict[int, tuple[int, int, Any, str]] = {}
-        self._plan: _PackedPlan | None = None
+        self._packed: dict[int, PackedSlots] = {}
+        self._plan: PackedPlan | None = None
         self._files: dict[str, Loaded] = {}
         self._dir_state: tuple[int, int] | None = None
         self._problems: dict[str, str] = {}  # file -> the problem last logged for it
-        self._diag_seen: dict[tuple[str, Any], list[str]] = {}
+        self._diag_seen: dict[tuple[str, tuple[int, int] | None], list[str]] = {}
         self._watch: DirWatch | None = None
-        self._scanner: Scanner[_State] | None = None
+        self._scanner: Scanner[ScanState] | None = None
         self.rescan_wait = float(rescan_wait)
         self.inline_scan = float(inline_scan)
         self._scanning = threading.RLock()
         self.sweep_interval = float(sweep)
-        self.last_scan: _State | None = None
+        self.last_scan: ScanState | None = None
         #: the last scan made (applied or not): its objects are reused by the next
-        self._prev: _State | None = None
+        self._prev: ScanState | None = None
         #: scans swapped out, for the scanner thread to take apart (see _dismantle)
-        self._retired: list[_State] = []
+        self._retired: list[ScanState] = []
         self._sticky: dict[str, int] = {}
         self._control()
         self.generation = 0
@@ -328,7 +262,7 @@ class MmvTable(Table):
         if state is not None:
             self._apply(state)
 
-    def _start_scanner(self) -> Scanner[_State]:
+    def _start_scanner(self) -> Scanner[ScanState]:
         if self._scanner is None:
             # looked up at each call: a test may hold the scan to show it is off the request path
             self._scanner = Scanner(lambda: self._scan_state(), lambda: self._sweep(), interval=self.sweep_interval)
@@ -363,7 +297,7 @@ class MmvTable(Table):
                 return True
         return False
 
-    def _note(self, name: str, problem: str | None, event: str, **fields: Any) -> None:
+    def _note(self, name: str, problem: str | None, event: str, **fields: object) -> None:
         """Log a file's problem once per change of it."""
         if self._problems.get(name) == problem:
             return
@@ -373,14 +307,14 @@ class MmvTable(Table):
         self._problems[name] = problem
         log.warning(event, file=name, **fields)
 
-    def _scan_state(self) -> _State:
+    def _scan_state(self) -> ScanState:
         """A scan, start to end, touching nothing the request path reads
         (runs in the scanner thread, or inline when cheap; :meth:`_apply`
         swaps it in).  One at a time."""
         with self._scanning:
             return self._scan_locked()
 
-    def _scan_locked(self) -> _State:
+    def _scan_locked(self) -> ScanState:
         self._dismantle()
         t0 = time.monotonic()
         dir_state = self._dir_stat()
@@ -425,84 +359,14 @@ class MmvTable(Table):
         self._diag_seen = {(f, files[f].ident if f in files else None): reasons for f, reasons in diags.items()}
         self._sticky.update(export.clusters)
         files = {name: ld for name, ld in files.items() if name in export.clusters}
-        state = self._prev = self._derive(export, files, dir_state)
+        state = self._prev = derive(export, files, dir_state, self._prev, self.pcp7)
         state.seconds = time.monotonic() - t0
         state.read_bytes = sum(i.data.read_bytes for i in images if isinstance(i.data, FileRegions))
         while images:  # freed one by one: the event loop may take the interpreter between two
             images.pop()
         return state
 
-    def _derive(self, export: Export, files: dict[str, Loaded], dir_state: tuple[int, int]) -> _State:
-        """The table's metrics and indoms for ``export``.  A metric or indom
-        equal to one of the previous scan's (every field a client sees, its
-        indom the same object) is that object again: the dispatcher's index
-        update then costs the names of the files that changed, not of every
-        file (a new object is a name that went and came)."""
-        st = _State(export, files, dir_state)
-        prev = self._prev
-        old_indoms = prev.indoms if prev is not None else {}
-        old_metrics = prev.reuse if prev is not None else {}
-        for serial, ei in export.indoms.items():
-            one, hlp = self._indom_text(serial, export)
-            listing = tuple(ei.listing) if ei.listing is not None else None  # a repeated id: pmdammv lists each
-            was = old_indoms.get(serial)
-            if (
-                was is not None
-                and was.instances == ei.instances
-                and was.listing == listing
-                and was.oneline == one
-                and was.help == hlp
-            ):
-                st.indoms[serial] = was
-            else:
-                st.indoms[serial] = InDom(serial, dict(ei.instances), oneline=one, help=hlp, listing=listing)
-        for em in export.metrics:
-            ind = None
-            if em.indom is not None:  # a missing indom still gets one (no instances)
-                ind = st.indoms.get(em.indom)
-                if ind is None:
-                    was = old_indoms.get(em.indom)
-                    if was is None or was.instances or was.listing is not None or was.oneline or was.help:
-                        was = InDom(em.indom)
-                    ind = st.indoms[em.indom] = was
-            key = (em.name, em.cluster, em.item, em.type, em.sem, em.units, id(ind), em.oneline, em.help)
-            m: Metric | None = None if key in st.reuse else old_metrics.get(key)
-            if m is None or m.indom is not ind:
-                try:
-                    m = Metric(
-                        em.name,
-                        cluster=em.cluster,
-                        item=em.item,
-                        type=em.type,
-                        sem=em.sem,
-                        units=em.units,
-                        indom=ind,
-                        oneline=em.oneline,  # an int: pmdammv's error (PM_ERR_PMID for NOSUPPORT)
-                        help=em.help,
-                        keep_sem=True,  # a NOSUPPORT metric keeps the file's semantics, as in pmdammv
-                    )
-                except ValueError as err:
-                    log.warning("mmv_metric_refused", file=em.file, metric=em.name, error=str(err))
-                    continue
-            st.reuse[key] = m
-            st.metrics.append(m)
-            st.by_metric[id(m)] = em
-            if ind is not None:
-                present = {i for i, _ in em.slots}
-                # an indom listing an id twice: pmdammv fetches along the listing, each
-                # entry getting its id's (first) value, so the repeated one comes twice
-                st.ordered[id(m)] = ind.listing is None and em.insts == [i for i in ind.instances if i in present]
-                if (
-                    st.ordered[id(m)]
-                    and em.strided is not None
-                    and not (em.sentinel or em.elapsed)
-                    and em.type in (PmType.I64, PmType.U64, PmType.DOUBLE)
-                ):
-                    # the packed path (packed_values), decided once per scan
-                    st.packed[id(m)] = (em.strided[0], em.strided[1], em.insts_u32, PACKED_TYPECODES[em.type])
-        return st
-
-    def _apply(self, st: _State) -> None:
+    def _apply(self, st: ScanState) -> None:
         """Swap a scan in (on the event loop: no request sees half of it).
         The scan it replaces is taken apart in the scanner thread (freeing
         its 100 000s of objects at once here stopped the loop for 40 ms at
@@ -523,18 +387,6 @@ class MmvTable(Table):
         self.last_scan = st
         log.info("mmv_scan", dir=self.dir, files=st.export.files, metrics=len(st.metrics), seconds=round(st.seconds, 4))
 
-    def _indom_text(self, serial: int, export: Export) -> tuple[str | int | None, str | int | None]:
-        """pmdammv's indom help: 6.x answers none (PM_ERR_TEXT); 7.x looks
-        the indom's 22-bit PCP serial up among the serials as the files wrote
-        them (mmv_lookup_stat_indom), so only a file serial equal to it finds
-        text, and no match is PM_ERR_INDOM."""
-        if not self.pcp7:
-            return None, None
-        for ei in export.indoms.values():
-            if ei.file_serial == serial:
-                return ei.oneline, ei.help
-        return PmErr.INDOM, PmErr.INDOM
-
     def mmv_metric(self, m: Metric) -> ExportMetric | None:
         return self._by_metric.get(id(m))
 
@@ -553,7 +405,7 @@ class MmvTable(Table):
             whole = self._fetch_packed(request.metrics, images, opened)
             if whole is not None:
                 return whole
-        out: dict[Metric, Any] = {}
+        out: dict[Metric, _Answer] = {}
         by_metric, packed = self._by_metric, self._packed
         for m in request.metrics:
             em = by_metric.get(id(m))
@@ -566,9 +418,9 @@ class MmvTable(Table):
                 out[m] = PmdaError(code=PmErr.AGAIN)
                 continue
             fast = packed.get(id(m))
-            words = None if fast is None else packed_values(img, em.values_offset, (fast[:2],))
+            words = None if fast is None else packed_values(img, em.values_offset, ((fast.first, fast.count),))
             if fast is not None and words is not None:
-                out[m] = PackedColumns(fast[2], words.tobytes(), fast[3])
+                out[m] = PackedColumns(fast.insts, words.tobytes(), fast.typecode)
             else:
                 out[m] = self._values(m, em, img)
         return out
@@ -582,7 +434,7 @@ class MmvTable(Table):
         metric path (``images`` keeps the file read here)."""
         plan = self._plan
         if plan is None or plan.metrics != metrics or plan.generation != self.generation:
-            plan = self._plan = _PackedPlan.make(metrics, self._by_metric, self._packed, self.generation)
+            plan = self._plan = PackedPlan.make(metrics, self._by_metric, self._packed, self.generation)
         if plan.file is None:
             return None
         img = images[plan.file] = self._read(plan.file, opened)
@@ -591,7 +443,7 @@ class MmvTable(Table):
             return None
         return PackedFetch(metrics, plan.vtypes, plan.insts, blob, plan.indoms, plan)
 
-    def _control_value(self, m: Metric) -> Any:
+    def _control_value(self, m: Metric) -> int | str | PmdaError:
         if m is self.c_reload:
             return self.reload_flag
         if m is self.c_debug:
@@ -629,7 +481,7 @@ class MmvTable(Table):
             return None
         return img
 
-    def _values(self, m: Metric, em: ExportMetric, img: FileRegions) -> Any:
+    def _values(self, m: Metric, em: ExportMetric, img: FileRegions) -> _Answer:
         if em.type == PmType.NOSUPPORT:
             return PmdaError(code=PmErr.APPVERSION)
         order = None
@@ -643,7 +495,7 @@ class MmvTable(Table):
             return vals[0] if vals else None
         return Columns(insts, vals)
 
-    def label_items(self, level: int, subject: Any) -> LabelText | None:
+    def label_items(self, level: int, subject: object) -> LabelText | None:
         """Label sets exactly as pmdammv's libpcp builds them (see
         :mod:`pmda_py.pcplabels`): no set where pmdammv sends none,
         and an empty one per instance without labels."""
@@ -656,12 +508,12 @@ class MmvTable(Table):
         elif level == 0x10:  # item
             found = self._by_metric.get(id(subject))
             lset = found.item_labels if found is not None else None
-        elif level == 0x04:  # indom
+        elif level == 0x04 and isinstance(subject, InDom):  # indom
             ei = self.export.indoms.get(subject.serial)
             lset = ei.labels if ei is not None else None
-        elif level == 0x20:  # instances
+        elif level == 0x20 and isinstance(subject, tuple):  # instances: (InDom, instance)
             ind, inst = subject
-            ei = self.export.indoms.get(ind.serial)
+            ei = self.export.indoms.get(ind.serial) if isinstance(ind, InDom) else None
             lset = ei.instance_labels.get(inst) if ei is not None else None
             if lset is None:
                 return _NO_LABELS
