@@ -24,15 +24,15 @@ import argparse
 import json
 import os
 import random
-import shutil
 import struct
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from pmda_py.testing.support import pmda_py_argv, traversable_dir
 
 MAX_PAYLOAD = 243  #: the payload field is 244 bytes with its NUL
 ITEM, CLUSTER, INDOM, INSTANCES, OPTIONAL = 0x10, 0x08, 0x04, 0x20, 0x80
@@ -437,7 +437,7 @@ async def _run(root: Path, layout: Layout) -> tuple[dict[str, Any], dict[str, An
     env = {"PCP_TMP_DIR": str(root)}
     async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
         theirs = await label_replies(ref, layout)
-    cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+    cmd = pmda_py_argv("run", "--mmv-compat", "-l", str(root / "ours.log"))
     async with open_pipe_pmda(cmd, env=env) as pmda:
         ours = await label_replies(pmda, layout)
     return theirs, ours
@@ -454,9 +454,7 @@ def compare(all_payloads: Sequence[bytes]) -> tuple[Layout, dict[str, Any], dict
     where PCP's decoders refuse the item reply)."""
     import trio
 
-    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvlabgen-"))
-    root.chmod(0o755)  # pmdammv drops to the pcp user
-    try:
+    with traversable_dir("pmda_py-mmvlabgen-") as root:  # pmdammv drops to the pcp user
         (root / "items").mkdir(mode=0o755)
         layout = write_items(root / "items", all_payloads)
         theirs, ours = trio.run(_run, root / "items", layout)
@@ -471,8 +469,6 @@ def compare(all_payloads: Sequence[bytes]) -> tuple[Layout, dict[str, Any], dict
         (root / "insts").mkdir(mode=0o755)
         layout2 = write_insts(root / "insts", safe)
         theirs2, ours2 = trio.run(_run, root / "insts", layout2)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     return Layout({**layout.files, **layout2.files}), {**theirs, **theirs2}, {**ours, **ours2}
 
 

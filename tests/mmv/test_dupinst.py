@@ -6,10 +6,7 @@ a dict that would fold the repeated instance)."""
 from __future__ import annotations
 
 import os
-import shutil
 import struct
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ import pytest
 
 from pmda_py.pmapi import LabelType
 from pmda_py.testing.client import PmdaClient, PmdaReplyError, open_pipe_pmda
+from pmda_py.testing.support import pmda_py_argv, traversable_dir
 from tests.integration.pcpbed import require_pcp
 
 pytestmark = pytest.mark.pcp
@@ -109,32 +107,27 @@ async def snapshot(pmda: PmdaClient) -> dict[str, Any]:
     return out
 
 
-def _private_dir() -> Path:
+def _private_dir(root: Path) -> None:
     require_pcp()
     if not os.path.exists(PMDAMMV):
         pytest.fail("PCP's pmdammv is missing")
-    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvdup-"))
-    root.chmod(0o755)  # pmdammv drops to the pcp user
     (root / "mmv").mkdir(mode=0o755)
     write_dup(root / "mmv" / "dup")
     (root / "mmv" / "dup").chmod(0o644)
-    return root
 
 
 async def test_duplicate_instance_ids_match_pmdammv() -> None:
     """Issue 22 item 6: pmdammv fetches along the indom's listing (the
     repeated id's first value once per entry) and sends one instance label
     set per entry; a lookup by id finds the first entry."""
-    root = _private_dir()
-    try:
+    with traversable_dir("pmda_py-mmvdup-") as root:  # pmdammv drops to the pcp user
+        _private_dir(root)
         env = {"PCP_TMP_DIR": str(root)}
         async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
             theirs = await snapshot(ref)
-        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        cmd = pmda_py_argv("run", "--mmv-compat", "-l", str(root / "ours.log"))
         async with open_pipe_pmda(cmd, env=env) as pmda:
             ours = await snapshot(pmda)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     m1 = {n: v for n, v, _e in theirs["fetch"]}["mmv.dup.m1"]
     assert [i for i, _ in m1].count(0) == 2, theirs["fetch"]  # pmdammv: the repeated id's value twice
     assert ours.keys() == theirs.keys()

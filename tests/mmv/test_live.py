@@ -6,10 +6,7 @@ the harness, and ``pminfo -fdTtl --labels mmv`` under a private pmcd."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +15,7 @@ import pytest
 
 from pmda_py.pmapi import LabelType, TextType
 from pmda_py.testing.client import PmdaClient, PmdaReplyError, open_pipe_pmda
+from pmda_py.testing.support import pmda_py_argv, traversable_dir
 from pmda_py.wire import LabelReqPdu
 from tests.integration.pcpbed import PrivatePmcd, require_pcp
 
@@ -32,27 +30,25 @@ def tmp_pcp() -> Iterator[Path]:
     require_pcp()
     if not os.path.exists(PMDAMMV):
         pytest.fail("PCP's pmdammv is missing")
-    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvlive-"))
-    root.chmod(0o755)  # pmdammv drops to the pcp user
-    (root / "mmv").mkdir()
-    (root / "mmv").chmod(0o755)
-    writer = ["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py")]  # pcp.mmv lives there
-    for name, args in (
-        ("app", ["--metrics", "12", "--instances", "5", "--strings", "--cluster", "0"]),
-        ("single", ["--metrics", "3", "--instances", "0", "--cluster", "9"]),
-        ("np", ["--metrics", "2", "--instances", "3", "--flags", "1", "--cluster", "11", "--name", "npx"]),
-    ):
-        subprocess.run(
-            [*writer, str(root / "mmv" / name), *args, "--name", name]
-            if name != "np"
-            else [*writer, str(root / "mmv" / name), *args],
-            check=True,
-            capture_output=True,
-        )
-    for f in (root / "mmv").iterdir():
-        f.chmod(0o644)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
+    with traversable_dir("pmda_py-mmvlive-") as root:  # pmdammv drops to the pcp user
+        (root / "mmv").mkdir()
+        (root / "mmv").chmod(0o755)
+        writer = ["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py")]  # pcp.mmv lives there
+        for name, args in (
+            ("app", ["--metrics", "12", "--instances", "5", "--strings", "--cluster", "0"]),
+            ("single", ["--metrics", "3", "--instances", "0", "--cluster", "9"]),
+            ("np", ["--metrics", "2", "--instances", "3", "--flags", "1", "--cluster", "11", "--name", "npx"]),
+        ):
+            subprocess.run(
+                [*writer, str(root / "mmv" / name), *args, "--name", name]
+                if name != "np"
+                else [*writer, str(root / "mmv" / name), *args],
+                check=True,
+                capture_output=True,
+            )
+        for f in (root / "mmv").iterdir():
+            f.chmod(0o644)
+        yield root
 
 
 async def _export(pmda: PmdaClient) -> dict[str, Any]:
@@ -86,7 +82,7 @@ async def test_full_export_matches_pmdammv(tmp_pcp: Path) -> None:
     env = {"PCP_TMP_DIR": str(tmp_pcp)}
     async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(tmp_pcp / "pmdammv.log")], env=env) as ref:
         theirs = await _export(ref)
-    cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(tmp_pcp / "ours.log")]
+    cmd = pmda_py_argv("run", "--mmv-compat", "-l", str(tmp_pcp / "ours.log"))
     async with open_pipe_pmda(cmd, env=env) as pmda:
         ours = await _export(pmda)
     assert len(theirs) >= 20, theirs.keys()  # 12 + 3 + 2 file metrics and 3 control metrics
@@ -108,8 +104,8 @@ def test_pminfo_identical_under_pmcd(tmp_pcp: Path) -> None:
     try:
         pmcd.wait("mmv.control.files", desc_only=True)
         ref = pmcd.tool("pminfo", "-fdTtl", "--labels", "mmv").stdout
-        ours_line = (
-            f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat -l {tmp_pcp / 'pmcd' / 'ours.log'}"
+        ours_line = "mmv 70 pipe binary " + " ".join(
+            pmda_py_argv("run", "--mmv-compat", "-l", str(tmp_pcp / "pmcd" / "ours.log"))
         )
         pmcd.reconfigure([ours_line], "mmv.control.files", desc_only=True)
         ours = pmcd.tool("pminfo", "-fdTtl", "--labels", "mmv").stdout
@@ -119,10 +115,8 @@ def test_pminfo_identical_under_pmcd(tmp_pcp: Path) -> None:
     assert ours == ref
 
 
-def _write_case(options: list[str]) -> Path:
+def _write_case(root: Path, options: list[str]) -> None:
     require_pcp()
-    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvcase-"))
-    root.chmod(0o755)  # pmdammv drops to the pcp user
     (root / "mmv").mkdir(mode=0o755)
     writer = ["/usr/bin/python3", str(REPO / "scripts" / "write_mmv.py")]
     subprocess.run(
@@ -143,7 +137,6 @@ def _write_case(options: list[str]) -> Path:
         capture_output=True,
     )
     (root / "mmv" / "cases").chmod(0o644)
-    return root
 
 
 @pytest.mark.parametrize(
@@ -158,16 +151,14 @@ async def test_fidelity_cases_match_pmdammv(options: list[str]) -> None:
     """Files pmdammv exports in its own way: a NOSUPPORT metric (semantics
     from the file, PM_ERR_PMID for its help), an indom listing one instance
     id twice; written by libpcp_mmv, compared live with the installed pmdammv."""
-    root = _write_case(options)
-    try:
+    with traversable_dir("pmda_py-mmvcase-") as root:
+        _write_case(root, options)
         env = {"PCP_TMP_DIR": str(root)}
         async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
             theirs = await _export(ref)
-        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        cmd = pmda_py_argv("run", "--mmv-compat", "-l", str(root / "ours.log"))
         async with open_pipe_pmda(cmd, env=env) as pmda:
             ours = await _export(pmda)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     assert any(n.startswith("mmv.cases.") for n in theirs), theirs.keys()
     assert set(ours) == set(theirs)
     for name in theirs:
@@ -205,7 +196,7 @@ async def _label_export(pmda: PmdaClient) -> dict[str, Any]:
     return out
 
 
-def _write_patched(case: str) -> Path:
+def _write_patched(root: Path, case: str) -> None:
     require_pcp()
     data = (REPO / "tests" / "data" / "mmv" / "qa_v3_labels.mmv").read_bytes()
     for old, new in LABEL_PATCHES[case]:
@@ -214,12 +205,9 @@ def _write_patched(case: str) -> Path:
         if len(new) > len(old):  # the payload field is 244 bytes, NUL-padded: drop the NULs we pushed along
             at = data.index(new) + len(new)
             data = data[:at] + data[at + len(new) - len(old) :]
-    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvlabel-"))
-    root.chmod(0o755)
     (root / "mmv").mkdir(mode=0o755)
     (root / "mmv" / "labels").write_bytes(data)
     (root / "mmv" / "labels").chmod(0o644)
-    return root
 
 
 @pytest.mark.parametrize(
@@ -232,16 +220,14 @@ def _write_patched(case: str) -> Path:
 async def test_label_texts_match_pmdammv(case: str) -> None:
     """Label values written as any valid JSON text (exponent forms, objects):
     pmdammv's LABEL replies, JSON text and label index, byte for byte."""
-    root = _write_patched(case)
-    try:
+    with traversable_dir("pmda_py-mmvlabel-") as root:
+        _write_patched(root, case)
         env = {"PCP_TMP_DIR": str(root)}
         async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
             theirs = await _label_export(ref)
-        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        cmd = pmda_py_argv("run", "--mmv-compat", "-l", str(root / "ours.log"))
         async with open_pipe_pmda(cmd, env=env) as pmda:
             ours = await _label_export(pmda)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     texts = b"".join(s[1] for sets in theirs.values() for s in sets)
     assert b"1E+3" in texts or b"plain" in texts, theirs  # the patched payloads were read
     assert ours.keys() == theirs.keys()
@@ -273,17 +259,16 @@ def test_generated_label_payloads_match_pmdammv() -> None:
     assert refused, "FIXED's list with wide inner whitespace: pmdammv's set has its value offset below 0"
 
 
-def _write_records(recs: list[tuple[int, int, int, bytes]], n_items: int = 1, split: int | None = None) -> Path:
+def _write_records(
+    root: Path, recs: list[tuple[int, int, int, bytes]], n_items: int = 1, split: int | None = None
+) -> None:
     """A private PCP_TMP_DIR whose mmv/u holds the label records (labelgen's writer)."""
     from tests.mmv.labelgen import write_file
 
     require_pcp()
-    root = Path(tempfile.mkdtemp(prefix="pmda_py-mmvunsafe-"))
-    root.chmod(0o755)
     (root / "mmv").mkdir(mode=0o755)
     write_file(root / "mmv" / "u", 9, n_items, 2, recs, split)
     (root / "mmv" / "u").chmod(0o644)
-    return root
 
 
 async def test_label_cases_where_pmdammv_is_unsafe() -> None:
@@ -291,19 +276,17 @@ async def test_label_cases_where_pmdammv_is_unsafe() -> None:
     pmdammv sends index entries read past its label array (heap bytes), or
     dies on a NULL one; the drop-in sends the labels it has and logs why."""
     recs = [(0x20, 1, 0, b'{"a":1}'), (0x20, 1, 0, b'{"a":2}'), (0x20, 1, 1, b"{}")]
-    root = _write_records(recs)
-    try:
+    with traversable_dir("pmda_py-mmvunsafe-") as root:
+        _write_records(root, recs)
         env = {"PCP_TMP_DIR": str(root)}
         async with open_pipe_pmda([PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")], env=env) as ref:
             indom = (await ref.desc(await ref.pmid("mmv.u.m1"))).indom
             with pytest.raises(EOFError):  # instance 1's "{}": a NULL label array
                 await ref.request_raw(LabelReqPdu(indom, LabelType.INSTANCES, 0).encode())
-        cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        cmd = pmda_py_argv("run", "--mmv-compat", "-l", str(root / "ours.log"))
         async with open_pipe_pmda(cmd, env=env) as pmda:
             sets = (await pmda.label(indom, LabelType.INSTANCES)).sets
         log = (root / "ours.log").read_text()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     assert [(s.inst, s.json, len(s.labels)) for s in sets] == [(0, b'{"a":2}', 1), (1, b"{}", 0)]
     assert log.count("pmdammv is unsafe here") >= 2, log
 
@@ -313,13 +296,13 @@ async def test_last_label_section_wins() -> None:
     its label pointer per section); two payloads on one item are merged into
     one set whose text libpcp rewrites."""
     recs = [(0x10, 1, -1, b'{"a":1}'), (0x10, 2, -1, b'{"b": 2}'), (0x10, 2, -1, b'{"c":{"d":3}}')]
-    root = _write_records(recs, n_items=2, split=1)
-    try:
+    with traversable_dir("pmda_py-mmvunsafe-") as root:
+        _write_records(root, recs, n_items=2, split=1)
         env = {"PCP_TMP_DIR": str(root)}
         out = []
         for cmd in (
             [PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")],
-            [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")],
+            pmda_py_argv("run", "--mmv-compat", "-l", str(root / "ours.log")),
         ):
             async with open_pipe_pmda(cmd, env=env) as pmda:
                 out.append(
@@ -328,8 +311,6 @@ async def test_last_label_section_wins() -> None:
                         for i in (1, 2)
                     ]
                 )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     theirs, ours = out
     assert theirs[0] == [] and theirs[1][0][1] == b'{"b":2,"c.d":3}', theirs
     assert ours == theirs

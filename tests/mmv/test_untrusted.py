@@ -10,7 +10,6 @@ import functools
 import os
 import shutil
 import struct
-import sys
 import threading
 import tracemalloc
 from pathlib import Path
@@ -24,6 +23,7 @@ from pmda_py.errors import PmdaError
 from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.client import PmdaClient, open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
+from pmda_py.testing.support import pmda_py_argv
 from tests.conftest import require
 from tests.mmv.corpus import MMV
 
@@ -62,7 +62,7 @@ async def test_a_symlink_retargeted_to_a_fifo_does_not_block_the_daemon(tmp_path
     elsewhere.mkdir()
     (elsewhere / "real").write_bytes(SIMPLE)
     (d / "app").symlink_to(elsewhere / "real")
-    cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "--mmv-dir", str(d), "-l", str(tmp_path / "log")]
+    cmd = pmda_py_argv("run", "--mmv-compat", "--mmv-dir", str(d), "-l", str(tmp_path / "log"))
     async with open_pipe_pmda(cmd, timeout=3) as pmda:
         before = await _file_values(pmda, "mmv.app")
         assert before and not any(isinstance(v, PmdaError) for v in before.values()), before
