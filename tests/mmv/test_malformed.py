@@ -37,7 +37,11 @@ def _rows() -> dict[str, dict[str, tuple[int, int, int, int] | None]]:
         # only the first entry under a heading is that file's (later ones describe mutations without a file)
         if m and name and m.group(1) not in rows[name]:
             nums = re.match(r"files=(\d+) reload=(\d+) metrics=(\d+) with_values=(\d+)", m.group(2))
-            rows[name][m.group(1)] = tuple(int(x) for x in nums.groups()) if nums else None  # type: ignore[assignment]
+            if nums:
+                files, reload, metrics, with_values = (int(x) for x in nums.groups())
+                rows[name][m.group(1)] = (files, reload, metrics, with_values)
+            else:
+                rows[name][m.group(1)] = None
     return rows
 
 

@@ -21,6 +21,7 @@ import trio
 from pmda_py.config import parse_args
 from pmda_py.errors import PmdaError
 from pmda_py.mmv.table import MmvTable
+from pmda_py.mmv.table.state import ScanState
 from pmda_py.testing.client import PmdaClient, open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
 from pmda_py.testing.support import pmda_py_argv
@@ -136,7 +137,7 @@ async def test_a_request_opens_only_the_file_it_reads(tmp_path: Path, monkeypatc
     assert len(ours) <= 20
 
 
-async def test_a_rescan_runs_off_the_request_path(tmp_path: Path) -> None:
+async def test_a_rescan_runs_off_the_request_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A scan that takes long (held here) does not hold requests: they are
     answered from the previous scan, and the new one lands when done."""
     d = tmp_path / "mmv"
@@ -148,12 +149,12 @@ async def test_a_rescan_runs_off_the_request_path(tmp_path: Path) -> None:
         assert await _file_values(pmda, "mmv.a")
         real = table._scan_state
 
-        def held() -> Any:
+        def held() -> ScanState:
             entered.set()
             release.wait(10)
             return real()
 
-        table._scan_state = held  # type: ignore[method-assign]
+        monkeypatch.setattr(table, "_scan_state", held)
         (d / "b").write_bytes(_with_cluster(SIMPLE, 302))
         try:
             assert await _file_values(pmda, "mmv.a")  # noticed the change, started the scan
