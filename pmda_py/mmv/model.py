@@ -37,10 +37,10 @@ from pmda_py.mmv.reader import (
 from pmda_py.pcplabels import PcpLabelSet, instance_labels, level_labels
 from pmda_py.pmapi import TYPES, PmSem, PmType, PmUnits
 
-__all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "MmvValue", "build", "read_values"]
+__all__ = ["Export", "ExportIndom", "ExportMetric", "FileImage", "MmvScalar", "build", "read_values"]
 
 #: one value as read from a file
-MmvValue = Union[int, float, str]
+MmvScalar = Union[int, float, str]
 
 MMV_TYPE_ELAPSED = 9
 _KNOWN_TYPES = {-1, 0, 1, 2, 3, 4, 5, 6, MMV_TYPE_ELAPSED}
@@ -145,13 +145,46 @@ def build(
     names as PCP 7.2+ checks them (an invalid member is skipped, not the
     payload).
     """
-    relaxed = relaxed_labels
     diags: list[tuple[str, Diagnostic]] = []
+    loaded, clusters, reload = _admit(images, dict(sticky or {}), diags)
+    metrics: list[ExportMetric] = []
+    indoms: dict[int, ExportIndom] = {}
+    names: set[str] = set()
+    for img, mf, c in loaded:
+        labels = _FileLabels(mf, img.name, relaxed_labels, diags)
+        _add_indoms(img.data, mf, c, labels, indoms)
+
+        def cluster_pred(f: int, i: int, n: int, c: int = c) -> bool:
+            return bool(f & 0x08) and i == c
+
+        cluster_labels = labels.find(cluster_pred, 0x08, f"cluster {c}")
+        index = _value_index(mf)
+        seen_items: set[int] = set()
+        for rec in mf.metrics:
+            dup = rec.item in seen_items
+            seen_items.add(rec.item)
+            if not rec.name:
+                continue
+            rel = rec.name.decode("latin-1")
+            full = "mmv." + (f"{img.name}." if prefix_files and not mf.flags & MmvFlags.NOPREFIX else "") + rel
+            why = _refused(rec, full, names, dup)
+            if why is not None:
+                diags.append((img.name, Diagnostic("metrics", rec.offset, why)))
+                continue
+            names.add(full)
+            metrics.append(_metric(img, mf, c, rec, full[4:], index, cluster_labels, labels.find))
+    return Export(metrics, indoms, clusters, len(loaded), reload, diags)
+
+
+def _admit(
+    images: Sequence[FileImage], sticky: Mapping[str, int], diags: list[tuple[str, Diagnostic]]
+) -> tuple[list[tuple[FileImage, MmvFile, int]], dict[str, int], bool]:
+    """The files pmdammv loads, in scan order, each with its cluster (and
+    file name -> cluster); whether a file was in flux (a rescan is due)."""
     clusters: dict[str, int] = {}
     loaded: list[tuple[FileImage, MmvFile, int]] = []
     reload = False
     used: set[int] = set()
-    sticky = dict(sticky or {})
     for img in images:
         try:
             failed = img.error  # (not raised here: the traceback would make a cycle through img)
@@ -167,138 +200,142 @@ def build(
         if mf.flags & MmvFlags.PROCESS and mf.process != 0 and not img.pid_alive:
             diags.append((img.name, Diagnostic("header", 32, f"writer pid {mf.process} is gone: file skipped")))
             continue
-        want = mf.cluster
-        if want < 0 or want > 4095:
-            diags.append((img.name, Diagnostic("header", 36, f"cluster {want} out of range: file skipped")))
+        c = _cluster(img.name, mf.cluster, sticky, used, clusters, diags)
+        if c is None:
             continue
-        if want == 0:
-            c = sticky.get(img.name, 0)
-            if c == 0 or c in used:
-                c = 1
-                while c in used:
-                    c += 1
-            if c > 4095:
-                diags.append((img.name, Diagnostic("header", 36, "no free cluster: file skipped")))
-                continue
-        else:
-            c = want
-            if c in used:
-                other = next(n for n, k in clusters.items() if k == c)
-                diags.append(
-                    (
-                        img.name,
-                        Diagnostic(
-                            "header",
-                            36,
-                            f"cluster {c} already taken by {other}: file rejected (pmdammv would mix them)",
-                        ),
-                    )
-                )
-                continue
         used.add(c)
         clusters[img.name] = c
         loaded.append((img, mf, c))
         for d in mf.diagnostics:
             diags.append((img.name, d))
+    return loaded, clusters, reload
 
-    metrics: list[ExportMetric] = []
-    indoms: dict[int, ExportIndom] = {}
-    names: set[str] = set()
-    for img, mf, c in loaded:
-        data = img.data
 
-        # labels of this file, as libpcp's __pmAddLabels builds them from each
-        # matching record in file order (mmv_label_lookup, mmv_labelCallBack)
-        def lab(
-            pred: Callable[[int, int, int], bool], level: int, where: str, mf: MmvFile = mf, fname: str = img.name
-        ) -> PcpLabelSet | None:
-            recs = [lb for lb in mf.labels if pred(lb.flags, lb.identity, lb.internal)]
-            if not recs:
-                return None
-            payloads = [(lb.payload, lb.flags) for lb in recs]
-            if level == 0x20:
-                lset: PcpLabelSet | None = instance_labels(payloads, relaxed=relaxed)
-            else:
-                lset = level_labels(payloads, level, relaxed=relaxed)
-            local: list[Diagnostic] = []
-            _label_diags(lset, where, recs[0].offset, local)
-            diags.extend((fname, d) for d in local)
-            return lset
+def _cluster(
+    name: str,
+    want: int,
+    sticky: Mapping[str, int],
+    used: set[int],
+    clusters: Mapping[str, int],
+    diags: list[tuple[str, Diagnostic]],
+) -> int | None:
+    """The file's cluster: the one it asks for, or (0: automatic) the one
+    it had, else the lowest free; None (and why, in ``diags``) if none."""
+    if want < 0 or want > 4095:
+        diags.append((name, Diagnostic("header", 36, f"cluster {want} out of range: file skipped")))
+        return None
+    if want == 0:
+        c = sticky.get(name, 0)
+        if c == 0 or c in used:
+            c = 1
+            while c in used:
+                c += 1
+        if c > 4095:
+            diags.append((name, Diagnostic("header", 36, "no free cluster: file skipped")))
+            return None
+        return c
+    if want in used:
+        other = next(n for n, k in clusters.items() if k == want)
+        why = f"cluster {want} already taken by {other}: file rejected (pmdammv would mix them)"
+        diags.append((name, Diagnostic("header", 36, why)))
+        return None
+    return want
 
-        for ind in mf.indoms:
-            serial = ((c << 11) | ind.serial) & 0x3FFFFF
-            insts: dict[int, str] = {}
-            entries = [(inst.internal, inst.name.decode("utf-8", "replace")) for inst in ind.instances]
-            for k, v in entries:
-                insts.setdefault(k, v)
-            one, hlp = _text(data, ind.shorttext), _text(data, ind.helptext)
-            existing = indoms.get(serial)
-            if existing is not None:
-                for k, v in insts.items():
-                    existing.instances.setdefault(k, v)
-                continue
 
-            def indom_pred(f: int, i: int, n: int, serial: int = serial, c: int = c) -> bool:
-                return bool(f & 0x04) and ((c << 11) | i) & 0xFFFFFFFF == serial
+#: a label record's (flags, identity, internal instance id) -> whether it is for the subject
+_LabelPred = Callable[[int, int, int], bool]
 
-            inst_labels: dict[int, PcpLabelSet] = {}
-            for k in insts:
 
-                def inst_pred(f: int, i: int, n: int, serial: int = serial, k: int = k, c: int = c) -> bool:
-                    return (
-                        bool(f & 0x20) and n & 0xFFFFFFFF == k & 0xFFFFFFFF and ((c << 11) | i) & 0xFFFFFFFF == serial
-                    )
+@attrs.define
+class _FileLabels:
+    """One file's label sets, as libpcp's __pmAddLabels builds them from
+    each matching record in file order (mmv_label_lookup, mmv_labelCallBack);
+    what pmdammv gets wrong in them goes into ``diags``."""
 
-                got = lab(inst_pred, 0x20, f"instance {k} of indom {ind.serial}")
-                if got is not None:
-                    inst_labels[k] = got
-            indoms[serial] = ExportIndom(
-                serial,
-                insts,
-                one if isinstance(one, str) else None,
-                hlp if isinstance(hlp, str) else None,
-                lab(indom_pred, 0x04, f"indom {ind.serial}"),
-                inst_labels,
-                ind.serial,
-                entries if len(entries) != len(insts) else None,
-            )
+    mf: MmvFile
+    fname: str
+    relaxed: bool
+    diags: list[tuple[str, Diagnostic]]
 
-        def cluster_pred(f: int, i: int, n: int, c: int = c) -> bool:
-            return bool(f & 0x08) and i == c
+    def find(self, pred: _LabelPred, level: int, where: str) -> PcpLabelSet | None:
+        recs = [lb for lb in self.mf.labels if pred(lb.flags, lb.identity, lb.internal)]
+        if not recs:
+            return None
+        payloads = [(lb.payload, lb.flags) for lb in recs]
+        if level == 0x20:
+            lset: PcpLabelSet | None = instance_labels(payloads, relaxed=self.relaxed)
+        else:
+            lset = level_labels(payloads, level, relaxed=self.relaxed)
+        local: list[Diagnostic] = []
+        _label_diags(lset, where, recs[0].offset, local)
+        self.diags.extend((self.fname, d) for d in local)
+        return lset
 
-        cluster_labels = lab(cluster_pred, 0x08, f"cluster {c}")
-        # value index: metric record offset -> {instance id | None: value slot}
-        index: dict[int, dict[int | None, int]] = {}
-        if mf.values_offset >= 0:
-            for val in mf.values:
-                slot = (val.offset - mf.values_offset) // VALUE.size
-                index.setdefault(val.metric, {}).setdefault(val.instance, slot)
-        seen_items: set[int] = set()
-        for rec in mf.metrics:
-            dup = rec.item in seen_items
-            seen_items.add(rec.item)
-            if not rec.name:
-                continue
-            rel = rec.name.decode("latin-1")
-            full = "mmv." + (f"{img.name}." if prefix_files and not mf.flags & MmvFlags.NOPREFIX else "") + rel
-            if not _name_ok(full.encode("latin-1")):
-                diags.append((img.name, Diagnostic("metrics", rec.offset, f"invalid metric name {full!r}")))
-                continue
-            if full in names:
-                diags.append((img.name, Diagnostic("metrics", rec.offset, f"duplicate metric name {full}")))
-                continue
-            if rec.item > 1023:
-                diags.append((img.name, Diagnostic("metrics", rec.offset, f"item {rec.item} > 1023")))
-                continue
-            if dup:
-                diags.append((img.name, Diagnostic("metrics", rec.offset, f"duplicate item {rec.item}")))
-                continue
-            if rec.type not in _KNOWN_TYPES:
-                diags.append((img.name, Diagnostic("metrics", rec.offset, f"unsupported type {rec.type}")))
-                continue
-            names.add(full)
-            metrics.append(_metric(img, mf, c, rec, full[4:], index, cluster_labels, lab))
-    return Export(metrics, indoms, clusters, len(loaded), reload, diags)
+
+def _add_indoms(data: Image, mf: MmvFile, c: int, labels: _FileLabels, indoms: dict[int, ExportIndom]) -> None:
+    """The file's indoms under their 22-bit PCP serials (an indom a file
+    repeats gains the new instance ids only)."""
+    for ind in mf.indoms:
+        serial = ((c << 11) | ind.serial) & 0x3FFFFF
+        insts: dict[int, str] = {}
+        entries = [(inst.internal, inst.name.decode("utf-8", "replace")) for inst in ind.instances]
+        for k, v in entries:
+            insts.setdefault(k, v)
+        one, hlp = _text(data, ind.shorttext), _text(data, ind.helptext)
+        existing = indoms.get(serial)
+        if existing is not None:
+            for k, v in insts.items():
+                existing.instances.setdefault(k, v)
+            continue
+
+        def indom_pred(f: int, i: int, n: int, serial: int = serial, c: int = c) -> bool:
+            return bool(f & 0x04) and ((c << 11) | i) & 0xFFFFFFFF == serial
+
+        inst_labels: dict[int, PcpLabelSet] = {}
+        for k in insts:
+
+            def inst_pred(f: int, i: int, n: int, serial: int = serial, k: int = k, c: int = c) -> bool:
+                return bool(f & 0x20) and n & 0xFFFFFFFF == k & 0xFFFFFFFF and ((c << 11) | i) & 0xFFFFFFFF == serial
+
+            got = labels.find(inst_pred, 0x20, f"instance {k} of indom {ind.serial}")
+            if got is not None:
+                inst_labels[k] = got
+        indoms[serial] = ExportIndom(
+            serial,
+            insts,
+            one if isinstance(one, str) else None,
+            hlp if isinstance(hlp, str) else None,
+            labels.find(indom_pred, 0x04, f"indom {ind.serial}"),
+            inst_labels,
+            ind.serial,
+            entries if len(entries) != len(insts) else None,
+        )
+
+
+def _value_index(mf: MmvFile) -> dict[int, dict[int | None, int]]:
+    """metric record offset -> {instance id | None: value slot} (the first
+    value record of each pair)."""
+    index: dict[int, dict[int | None, int]] = {}
+    if mf.values_offset >= 0:
+        for val in mf.values:
+            slot = (val.offset - mf.values_offset) // VALUE.size
+            index.setdefault(val.metric, {}).setdefault(val.instance, slot)
+    return index
+
+
+def _refused(rec: MmvMetric, full: str, names: set[str], dup: bool) -> str | None:
+    """Why pmdammv does not export a metric record (None: it does)."""
+    if not _name_ok(full.encode("latin-1")):
+        return f"invalid metric name {full!r}"
+    if full in names:
+        return f"duplicate metric name {full}"
+    if rec.item > 1023:
+        return f"item {rec.item} > 1023"
+    if dup:
+        return f"duplicate item {rec.item}"
+    if rec.type not in _KNOWN_TYPES:
+        return f"unsupported type {rec.type}"
+    return None
 
 
 def _metric(
@@ -309,7 +346,7 @@ def _metric(
     name: str,
     index: dict[int, dict[int | None, int]],
     cluster_labels: PcpLabelSet | None,
-    lab: Callable[..., PcpLabelSet | None],
+    lab: Callable[[_LabelPred, int, str], PcpLabelSet | None],
 ) -> ExportMetric:
     elapsed = rec.type == MMV_TYPE_ELAPSED
     serial = None if rec.indom in (0, -1) else ((c << 11) | (rec.indom & 0xFFFFFFFF)) & 0x3FFFFF
@@ -379,7 +416,7 @@ def read_values(
     image: Image,
     order: Sequence[int] | None = None,
     now: float | None = None,
-) -> tuple[Sequence[int], Sequence[MmvValue]]:
+) -> tuple[Sequence[int], Sequence[MmvScalar]]:
     """The metric's current values from a file image (a private copy, or
     the regions of the file read for this fetch).
 
@@ -455,14 +492,14 @@ def _present(
     m: ExportMetric,
     insts: Sequence[int],
     slots: Sequence[tuple[int | None, int]],
-    vals: Sequence[MmvValue | None],
+    vals: Sequence[MmvScalar | None],
     section: memoryview,
-) -> tuple[list[int], list[MmvValue]]:
+) -> tuple[list[int], list[MmvScalar]]:
     """The values a client sees: no string where none is written, and with
     SENTINEL set, no NaN, empty string or all-ones word."""
     t = m.type
     out_i: list[int] = []
-    out_v: list[MmvValue] = []
+    out_v: list[MmvScalar] = []
     raw = section.cast("Q")
     for k, v in enumerate(vals):
         s = slots[k][1]

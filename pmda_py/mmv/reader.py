@@ -269,7 +269,11 @@ Image = Union[bytes, bytearray, memoryview, FileRegions]
 _I32: Final = struct.Struct("=i")
 
 
-def _unpacker(buf: Image) -> Callable[[struct.Struct, int], tuple[Any, ...]]:
+#: ``unpack(record, offset)``: the record's fields (as ``struct`` gives them)
+_Unpack = Callable[[struct.Struct, int], tuple[Any, ...]]
+
+
+def _unpacker(buf: Image) -> _Unpack:
     """``unpack(record, offset)`` on a file image; on :class:`FileRegions`
     a record the file no longer holds (it shrank under us) is a format error."""
     if not isinstance(buf, FileRegions):
@@ -382,108 +386,9 @@ class MmvFile:
             raise MmvFormatError(f"generation in flux (g1={g1:#x} g2={g2:#x})", offset=8)
         if tocs < 2 or HEADER.size + TOC.size * tocs > size:
             raise MmvFormatError(f"bad TOC count {tocs}", section="toc", offset=24)
-        diags: list[Diagnostic] = []
-        indoms: list[MmvIndom] = []
-        metrics: list[MmvMetric] = []
-        values: list[MmvValue] = []
-        labels: list[MmvLabel] = []
-        values_offset, values_count = -1, 0
-        v2 = version >= 2
+        sections = _Sections(buf, unpack, version >= 2)
         for t in range(tocs):
-            toc_off = HEADER.size + TOC.size * t
-            ttype, count, offset = unpack(TOC, toc_off)
-            if ttype == TocType.METRICS:
-                rec = METRIC2 if v2 else METRIC1
-                if count > MAX_METRICS:
-                    diags.append(Diagnostic("metrics", offset, f"metrics count {count} > {MAX_METRICS}"))
-                    continue
-                if offset + count * rec.size > size:
-                    diags.append(Diagnostic("metrics", offset, f"{count} metrics past end of file"))
-                    continue
-                for k in range(count):
-                    off = offset + k * rec.size
-                    f = unpack(rec, off)
-                    if v2:
-                        noff = f[0]
-                        if noff + STRING_SIZE > size:
-                            name = b""
-                            diags.append(Diagnostic("metrics", off, f"name offset {noff} past end of file"))
-                        else:
-                            name = cstring(buf, noff, STRING_SIZE - 1)
-                    else:
-                        name = cstring(f[0], 0, 63)
-                    metrics.append(MmvMetric(off, name, f[1], f[2], f[3], f[4], f[5], f[7], f[8]))
-            elif ttype == TocType.INDOMS:
-                if count > MAX_INDOMS or offset + INDOM.size * count > size:
-                    diags.append(Diagnostic("indoms", offset, f"bad indom section ({count} entries)"))
-                    continue
-                inst_rec = INSTANCE2 if v2 else INSTANCE1
-                for k in range(count):
-                    off = offset + k * INDOM.size
-                    serial, icount, ioff, short, helpt = unpack(INDOM, off)
-                    if ioff + icount * inst_rec.size > size:
-                        diags.append(Diagnostic("indoms", off, f"indom {serial}: {icount} instances past end"))
-                        continue
-                    if serial > MAX_INDOMS:
-                        diags.append(Diagnostic("indoms", off, f"invalid serial {serial}"))
-                        continue
-                    insts = []
-                    for j in range(icount):
-                        ro = ioff + j * inst_rec.size
-                        r = unpack(inst_rec, ro)
-                        if v2:
-                            if r[3] + 1 > size:
-                                diags.append(Diagnostic("instances", ro, f"name offset {r[3]} past end"))
-                                continue
-                            nm = cstring(buf, r[3], STRING_SIZE - 1)
-                        else:
-                            nm = cstring(r[3], 0, 63)
-                        insts.append(MmvInstance(r[2], nm))
-                    indoms.append(MmvIndom(serial, tuple(insts), short, helpt, off))
-            elif ttype == TocType.VALUES:
-                if offset + VALUE.size * count > size:
-                    diags.append(Diagnostic("values", offset, f"{count} values past end of file"))
-                    values_offset, values_count = -1, 0
-                    values = []
-                    continue
-                values_offset, values_count = offset, count
-                values = []
-                for k in range(count):
-                    off = offset + k * VALUE.size
-                    _v, _extra, moff, ioff = unpack(VALUE, off)
-                    inst: int | None = None
-                    if ioff:
-                        if ioff + 16 > size:
-                            diags.append(Diagnostic("values", off, f"instance offset {ioff} past end"))
-                            continue
-                        inst = unpack(_I32, ioff + 12)[0]
-                    values.append(MmvValue(off, moff, inst))
-            elif ttype == TocType.LABELS:
-                if count > MAX_LABELS or offset + LABEL.size * count > size:
-                    diags.append(Diagnostic("labels", offset, f"bad label section ({count} labels)"))
-                    continue
-                # pmdammv keeps the last good LABELS section, copies each record
-                # to its stack and reads the payload with strlen(): one filling
-                # all 244 bytes runs on into stack memory, and is kept or refused
-                # as that memory happens to read (both seen): skipped here
-                labels = []
-                for k in range(count):
-                    off = offset + k * LABEL.size
-                    lf, ident, internal, payload = unpack(LABEL, off)
-                    if b"\0" not in payload:
-                        diags.append(
-                            Diagnostic(
-                                "labels",
-                                off,
-                                "label payload not NUL-terminated (pmdammv reads on into its stack): record skipped",
-                            )
-                        )
-                        continue
-                    labels.append(MmvLabel(lf, ident, internal, cstring(payload, 0, 243), off))
-            elif ttype in (TocType.INSTANCES, TocType.STRINGS):
-                continue
-            else:
-                diags.append(Diagnostic("toc", toc_off, f"bad TOC type {ttype}"))
+            sections.read(HEADER.size + TOC.size * t)
         return cls(
             size,
             version,
@@ -492,11 +397,137 @@ class MmvFile:
             flags,
             process,
             cluster,
-            tuple(indoms),
-            tuple(metrics),
-            tuple(values),
-            values_offset,
-            values_count,
-            tuple(labels),
-            tuple(diags),
+            tuple(sections.indoms),
+            tuple(sections.metrics),
+            tuple(sections.values),
+            sections.values_offset,
+            sections.values_count,
+            tuple(sections.labels),
+            tuple(sections.diags),
         )
+
+
+class _Sections:
+    """The sections a file's TOC names, read in TOC order: the records kept
+    (METRICS and INDOMS sections add up, the last good VALUES and LABELS
+    section wins, as in pmdammv) and what was dropped, and why."""
+
+    def __init__(self, buf: Image, unpack: _Unpack, v2: bool) -> None:
+        self.buf = buf
+        self.size = len(buf)
+        self.unpack = unpack
+        self.v2 = v2
+        self.diags: list[Diagnostic] = []
+        self.indoms: list[MmvIndom] = []
+        self.metrics: list[MmvMetric] = []
+        self.values: list[MmvValue] = []
+        self.labels: list[MmvLabel] = []
+        self.values_offset, self.values_count = -1, 0
+
+    def read(self, toc_off: int) -> None:
+        """The section of the TOC entry at ``toc_off``."""
+        ttype, count, offset = self.unpack(TOC, toc_off)
+        if ttype == TocType.METRICS:
+            self._metrics(count, offset)
+        elif ttype == TocType.INDOMS:
+            self._indoms(count, offset)
+        elif ttype == TocType.VALUES:
+            self._values(count, offset)
+        elif ttype == TocType.LABELS:
+            self._labels(count, offset)
+        elif ttype not in (TocType.INSTANCES, TocType.STRINGS):
+            self.diags.append(Diagnostic("toc", toc_off, f"bad TOC type {ttype}"))
+
+    def _metrics(self, count: int, offset: int) -> None:
+        rec = METRIC2 if self.v2 else METRIC1
+        if count > MAX_METRICS:
+            self.diags.append(Diagnostic("metrics", offset, f"metrics count {count} > {MAX_METRICS}"))
+            return
+        if offset + count * rec.size > self.size:
+            self.diags.append(Diagnostic("metrics", offset, f"{count} metrics past end of file"))
+            return
+        for k in range(count):
+            off = offset + k * rec.size
+            f = self.unpack(rec, off)
+            if self.v2:
+                noff = f[0]
+                if noff + STRING_SIZE > self.size:
+                    name = b""
+                    self.diags.append(Diagnostic("metrics", off, f"name offset {noff} past end of file"))
+                else:
+                    name = cstring(self.buf, noff, STRING_SIZE - 1)
+            else:
+                name = cstring(f[0], 0, 63)
+            self.metrics.append(MmvMetric(off, name, f[1], f[2], f[3], f[4], f[5], f[7], f[8]))
+
+    def _indoms(self, count: int, offset: int) -> None:
+        if count > MAX_INDOMS or offset + INDOM.size * count > self.size:
+            self.diags.append(Diagnostic("indoms", offset, f"bad indom section ({count} entries)"))
+            return
+        for k in range(count):
+            off = offset + k * INDOM.size
+            serial, icount, ioff, short, helpt = self.unpack(INDOM, off)
+            if ioff + icount * (INSTANCE2 if self.v2 else INSTANCE1).size > self.size:
+                self.diags.append(Diagnostic("indoms", off, f"indom {serial}: {icount} instances past end"))
+                continue
+            if serial > MAX_INDOMS:
+                self.diags.append(Diagnostic("indoms", off, f"invalid serial {serial}"))
+                continue
+            self.indoms.append(MmvIndom(serial, self._instances(icount, ioff), short, helpt, off))
+
+    def _instances(self, icount: int, ioff: int) -> tuple[MmvInstance, ...]:
+        inst_rec = INSTANCE2 if self.v2 else INSTANCE1
+        insts = []
+        for j in range(icount):
+            ro = ioff + j * inst_rec.size
+            r = self.unpack(inst_rec, ro)
+            if self.v2:
+                if r[3] + 1 > self.size:
+                    self.diags.append(Diagnostic("instances", ro, f"name offset {r[3]} past end"))
+                    continue
+                nm = cstring(self.buf, r[3], STRING_SIZE - 1)
+            else:
+                nm = cstring(r[3], 0, 63)
+            insts.append(MmvInstance(r[2], nm))
+        return tuple(insts)
+
+    def _values(self, count: int, offset: int) -> None:
+        self.values = []
+        if offset + VALUE.size * count > self.size:
+            self.diags.append(Diagnostic("values", offset, f"{count} values past end of file"))
+            self.values_offset, self.values_count = -1, 0
+            return
+        self.values_offset, self.values_count = offset, count
+        for k in range(count):
+            off = offset + k * VALUE.size
+            _v, _extra, moff, ioff = self.unpack(VALUE, off)
+            inst: int | None = None
+            if ioff:
+                if ioff + 16 > self.size:
+                    self.diags.append(Diagnostic("values", off, f"instance offset {ioff} past end"))
+                    continue
+                inst = self.unpack(_I32, ioff + 12)[0]
+            self.values.append(MmvValue(off, moff, inst))
+
+    def _labels(self, count: int, offset: int) -> None:
+        if count > MAX_LABELS or offset + LABEL.size * count > self.size:
+            self.diags.append(Diagnostic("labels", offset, f"bad label section ({count} labels)"))
+            return
+        # pmdammv keeps the last good LABELS section, copies each record
+        # to its stack and reads the payload with strlen(): one filling
+        # all 244 bytes runs on into stack memory, and is kept or refused
+        # as that memory happens to read (both seen): skipped here
+        self.labels = []
+        for k in range(count):
+            off = offset + k * LABEL.size
+            lf, ident, internal, payload = self.unpack(LABEL, off)
+            if b"\0" not in payload:
+                self.diags.append(
+                    Diagnostic(
+                        "labels",
+                        off,
+                        "label payload not NUL-terminated (pmdammv reads on into its stack): record skipped",
+                    )
+                )
+                continue
+            self.labels.append(MmvLabel(lf, ident, internal, cstring(payload, 0, 243), off))

@@ -29,7 +29,7 @@ import trio
 
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvValue, build, packed_values, read_values
+from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvScalar, build, packed_values, read_values
 from pmda_py.mmv.reader import FileRegions
 from pmda_py.mmv.scanner import Loaded, Scanner, changed, load_file, open_mmv
 from pmda_py.mmv.table.state import PackedPlan, PackedSlots, ScanState, derive
@@ -57,7 +57,7 @@ __all__ = ["MmvTable"]
 log = structlog.get_logger("pmda_py.mmv")
 _NO_LABELS = LabelText(b"")  #: an instance without label records
 #: one metric's answer to a fetch
-_Answer = Union[MmvValue, Columns, PackedColumns, PmdaError, None]
+_Answer = Union[MmvScalar, Columns, PackedColumns, PmdaError, None]
 
 _CONTROL_HELP = {
     "reload": (
