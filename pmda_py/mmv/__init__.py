@@ -6,7 +6,10 @@
 * :mod:`pmda_py.mmv.scanner` -- opening files others write (no
   blocking, sections only, owner on the descriptor) and the scanner thread;
 * :mod:`pmda_py.mmv.watch` -- inotify on the directory;
-* :mod:`pmda_py.mmv.table` -- the drop-in table that scans ``$PCP_TMP_DIR/mmv``.
+* :mod:`pmda_py.mmv.table` -- the drop-in table that scans ``$PCP_TMP_DIR/mmv``
+  (the table, and what each scan builds for it).
+
+Label records go through libpcp's label parser, :mod:`pmda_py.pcplabels`.
 
 Deliberately safer than pmdammv (each logged):
   * two files asking for the same cluster: the later file is rejected instead
