@@ -29,8 +29,8 @@ NOT_LOADED = (
     "pmda_py.tables.mmv",
     "pmda_py.harvest",
     "pmda_py.testing",
-    "pmda_py.installer",
-    "pmda_py.demo",
+    "pmda_py.tools.installer",
+    "pmda_py.tools.demo",
 )
 
 _CHILD = """

@@ -17,8 +17,8 @@ import pytest
 from pmda_py.config import parse_args
 from pmda_py.daemon import load_table
 from pmda_py.helpfile import HelpFile
-from pmda_py.installer import configured_text, main
 from pmda_py.pmapi import TextType, indom, pmid
+from pmda_py.tools.installer import configured_text, main
 from tests.install._pcp import NEWHELP, REPO, require_pcp
 
 PMDA_PY = [sys.executable, "-m", "pmda_py"]
@@ -139,7 +139,7 @@ def test_help_builds_with_newhelp_and_is_read_back(tmp_path: Path) -> None:
 
 
 def test_help_entries_escape_and_fit_newhelp() -> None:
-    from pmda_py.installer import _help_entry
+    from pmda_py.tools.installer import _help_entry
 
     entry = _help_entry("x.y", "one\nline", "@ not an entry\n# not a comment\n" + "word " * 600)
     lines = entry.rstrip("\n").splitlines()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pmda_py.newproject import project_files
+from pmda_py.tools.newproject import project_files
 from tests.conftest import REPO, require
 from tests.docblocks import block as _block
 from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, SYSCONF, has_values, our_pids, require_root_pcp, wait

@@ -9,7 +9,7 @@ pmdaproc.sh replaces ``SYMDOM`` with the domain number.
 
 ``pmda-py pmlogconf [-c CONFIG]`` writes the agent's pmlogconf group file.
 ``pmda-py pmcdconf CONF NAME DOMAIN [LINE]`` shows or replaces an agent's
-pmcd.conf line (the MMV drop-in), and ``python -m pmda_py.installer configure
+pmcd.conf line (the MMV drop-in), and ``python -m pmda_py.tools.installer configure
 SRC DEST NAME DOMAIN`` installs a config file with the agent's name and
 domain, refusing a bad one (file, line, key) before anything is written.
 """
@@ -299,7 +299,7 @@ def configured_text(text: str, name: str, domain: int) -> str:
 
 
 def configure_main(argv: Sequence[str]) -> int:
-    """``python -m pmda_py.installer configure SRC DEST NAME DOMAIN``: check
+    """``python -m pmda_py.tools.installer configure SRC DEST NAME DOMAIN``: check
     SRC (every table loaded), write it to DEST with the agent's name and
     domain, check that too, and only then put it in place."""
     prog = "pmda-py configure"
@@ -334,7 +334,7 @@ def configure_main(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch for ``python -m pmda_py.installer pmns|help|pmcdconf|configure``."""
+    """Dispatch for ``python -m pmda_py.tools.installer pmns|help|pmcdconf|configure``."""
     args = list(sys.argv[1:] if argv is None else argv)
     commands: dict[str, Callable[[Sequence[str]], int]] = {
         "pmns": pmns_main,
@@ -344,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "configure": configure_main,
     }
     if not args or args[0] not in commands:
-        print(f"usage: python -m pmda_py.installer {'|'.join(commands)} ...", file=sys.stderr)
+        print(f"usage: python -m pmda_py.tools.installer {'|'.join(commands)} ...", file=sys.stderr)
         return 2
     return commands[args[0]](args[1:])
 
