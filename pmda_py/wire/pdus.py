@@ -103,7 +103,6 @@ __all__ = [
     "ValueBlock",
     "ValueSet",
     "decode_pdu",
-    "encode_pdu",
     "pad4",
 ]
 
@@ -778,8 +777,3 @@ def decode_pdu(data: bytes | bytearray | memoryview) -> Pdu:
         raise
     except (struct.error, IndexError, ValueError, OverflowError) as err:
         raise WireFormatError(f"{PduType(type_).name}: {err}") from err
-
-
-def encode_pdu(pdu: Pdu) -> bytes:
-    """Encode a PDU object to bytes (same as ``pdu.encode()``)."""
-    return pdu.encode()
