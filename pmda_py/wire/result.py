@@ -13,11 +13,11 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Final, cast
 
 from pmda_py.errors import WireFormatError
-from pmda_py.pmapi import PmType
+from pmda_py.pmapi import TYPES, PmType
 from pmda_py.wire.layout import FIXED_CODES, FixedLayout
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
@@ -34,12 +34,8 @@ __all__ = [
 
 _LITTLE: Final = sys.byteorder == "little"
 _HDR = struct.Struct("!iiiiii")  # len, type, from, sec, usec, numpmid
-_FIXED: Final[dict[int, tuple[str, int]]] = {
-    PmType.I64: ("q", 8),
-    PmType.U64: ("Q", 8),
-    PmType.DOUBLE: ("d", 8),
-    PmType.FLOAT: ("f", 4),
-}
+#: the types whose values travel as fixed-size DPTR blocks: their array code and size
+_FIXED: Final[Mapping[int, tuple[str, int]]] = {t: (i.code, i.size) for t, i in TYPES.items() if i.form == "fixed"}
 
 
 def _u32(values: Sequence[int]) -> array[int]:
@@ -179,12 +175,13 @@ class ResultBuilder:
             return
         if len(insts) != len(values):
             raise ValueError("insts and values differ in length")
+        numbers = cast("Sequence[float]", values)  # a PackedColumn has returned above
         try:
-            if isinstance(values, array) and values.typecode == code:
-                arr = array(code)
-                arr.frombytes(values.tobytes())
+            if isinstance(numbers, array) and numbers.typecode == code:
+                arr: array[float] = array(code)
+                arr.frombytes(numbers.tobytes())
             else:
-                arr = array(code, values)  # type: ignore[arg-type]
+                arr = array(code, numbers)
         except (TypeError, OverflowError) as err:
             raise struct.error(str(err)) from err
         if _LITTLE:
@@ -210,16 +207,19 @@ class ResultBuilder:
     def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[object]) -> None:
         """Encode typed values the way libpcp_pmda's ``__pmStuffValue`` does."""
         if type_ in (PmType.I32, PmType.U32):
-            self.add_insitu(pmid, insts, values)  # type: ignore[arg-type]
+            self.add_insitu(pmid, insts, cast("Sequence[int]", values))
         elif type_ in _FIXED:
-            self.add_fixed(pmid, type_, insts, values)  # type: ignore[arg-type]
+            self.add_fixed(pmid, type_, insts, cast("Sequence[int | float]", values))
         elif type_ == PmType.STRING:
-            raw = [(v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)) + b"\0" for v in values]  # type: ignore[call-overload]
+            strings = cast("Sequence[str | bytes]", values)
+            raw = [(v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)) + b"\0" for v in strings]
             self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.STRING, raw)
         elif type_ == PmType.AGGREGATE:
-            self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.AGGREGATE, [bytes(v) for v in values])  # type: ignore[call-overload]
+            blobs = cast("Sequence[bytes]", values)
+            self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.AGGREGATE, [bytes(v) for v in blobs])
         elif type_ == PmType.AGGREGATE_STATIC:
-            self.add_blocks(pmid, ValFmt.SPTR, insts, PmType.AGGREGATE_STATIC, [bytes(v) for v in values])  # type: ignore[call-overload]
+            blobs = cast("Sequence[bytes]", values)
+            self.add_blocks(pmid, ValFmt.SPTR, insts, PmType.AGGREGATE_STATIC, [bytes(v) for v in blobs])
         elif type_ in (PmType.EVENT, PmType.HIGHRES_EVENT):
             payloads = []
             for v in values:

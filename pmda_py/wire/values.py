@@ -4,7 +4,7 @@ PDUs themselves (pmcd's FETCH reply and a store request).  Sans-IO."""
 from __future__ import annotations
 
 import struct
-from typing import ClassVar, Sequence
+from typing import ClassVar, Sequence, Union
 
 import attrs
 
@@ -114,21 +114,34 @@ class EventArray:
         return cls(highres, tuple(records))
 
 
-def _atom_to_bytes(type_: int, value: object, *, nul: bool) -> bytes:
+#: a Python value of one PCP value: a number, a string, raw bytes or an event array
+Atom = Union[int, float, str, bytes, EventArray]
+
+
+def _number(value: Atom) -> int | float | str | bytes:
+    """``value`` for ``int()``/``float()``: an event array is no number."""
+    if isinstance(value, EventArray):
+        raise TypeError("an event array is not a number")
+    return value
+
+
+def _atom_to_bytes(type_: int, value: Atom, *, nul: bool) -> bytes:
     if type_ in (PmType.I32,):
-        return _I.pack(int(value))  # type: ignore[call-overload]
+        return _I.pack(int(_number(value)))
     if type_ == PmType.U32:
-        return _U.pack(int(value))  # type: ignore[call-overload]
+        return _U.pack(int(_number(value)))
     if type_ == PmType.I64:
-        return _Q.pack(int(value))  # type: ignore[call-overload]
+        return _Q.pack(int(_number(value)))
     if type_ == PmType.U64:
-        return _UQ.pack(int(value))  # type: ignore[call-overload]
+        return _UQ.pack(int(_number(value)))
     if type_ == PmType.FLOAT:
-        return _F.pack(float(value))  # type: ignore[arg-type]
+        return _F.pack(float(_number(value)))
     if type_ == PmType.DOUBLE:
-        return _D.pack(float(value))  # type: ignore[arg-type]
+        return _D.pack(float(_number(value)))
     if type_ == PmType.STRING:
-        raw = _b(value) if isinstance(value, str) else bytes(value)  # type: ignore[call-overload]
+        if isinstance(value, (float, EventArray)):
+            raise TypeError(f"cannot encode {type(value).__name__} as a string")
+        raw = _b(value) if isinstance(value, str) else bytes(value)
         return raw + b"\0" if nul else raw
     if isinstance(value, EventArray):
         return value.encode()
@@ -174,7 +187,7 @@ class ValueBlock:
     payload: bytes
 
     @classmethod
-    def of(cls, type_: int, value: int | float | str | bytes | EventArray) -> ValueBlock:
+    def of(cls, type_: int, value: Atom) -> ValueBlock:
         """The block libpcp_pmda's ``__pmStuffValue`` builds for ``value``."""
         if type_ in (PmType.EVENT, PmType.HIGHRES_EVENT) and isinstance(value, EventArray):
             return cls(type_, value.encode())
@@ -228,15 +241,15 @@ class ValueSet:
         return self.error if self.error < 0 else len(self.values)
 
     @classmethod
-    def of(cls, pmid: int, type_: int, values: Sequence[tuple[int, object]]) -> ValueSet:
+    def of(cls, pmid: int, type_: int, values: Sequence[tuple[int, Atom]]) -> ValueSet:
         """Encode typed Python values the way libpcp_pmda does (INSITU for
         32-bit integers, DPTR blocks otherwise, SPTR for event arrays)."""
         if type_ in (PmType.I32, PmType.U32):
-            return cls(pmid, tuple(PmValue(i, int(v) & 0xFFFFFFFF) for i, v in values), ValFmt.INSITU)  # type: ignore[call-overload]
+            return cls(pmid, tuple(PmValue(i, int(_number(v)) & 0xFFFFFFFF) for i, v in values), ValFmt.INSITU)
         fmt = ValFmt.SPTR if type_ in (PmType.EVENT, PmType.HIGHRES_EVENT, PmType.AGGREGATE_STATIC) else ValFmt.DPTR
         return cls(
             pmid,
-            tuple(PmValue(i, ValueBlock.of(type_, v)) for i, v in values),  # type: ignore[arg-type]
+            tuple(PmValue(i, ValueBlock.of(type_, v)) for i, v in values),
             fmt,
         )
 
