@@ -181,6 +181,13 @@ def creds_timeout_value(text: str) -> float:
     return value
 
 
+class _CaseParser(configparser.ConfigParser):
+    """Option names keep their case (a table's options are its own)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
 def load_file(path: str) -> dict[str, Any]:
     """Parse a config file into keyword arguments for :class:`Config`.
 
@@ -194,8 +201,7 @@ def load_file(path: str) -> dict[str, Any]:
         raise ConfigFileError(path, f"cannot read: {err.strerror}") from err
     except UnicodeDecodeError as err:
         raise ConfigFileError(path, f"not UTF-8 text: {err}") from err
-    cp = configparser.ConfigParser(interpolation=None, strict=True, inline_comment_prefixes=(";",))
-    cp.optionxform = str  # type: ignore[assignment,method-assign]
+    cp = _CaseParser(interpolation=None, strict=True, inline_comment_prefixes=(";",))
     try:
         cp.read_string(text, source=path)
     except configparser.Error as err:

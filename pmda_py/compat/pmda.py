@@ -103,6 +103,7 @@ class pmdaIndom(Structure):
     (not decided yet)."""
 
     _fields_ = [("it_indom", pmInDom), ("it_numinst", c_int), ("it_set", POINTER(pmdaInstid))]
+    it_set: ctypes._Pointer[pmdaInstid] | None
 
     def __init__(self, indom: int, insts: Any) -> None:
         super().__init__()
@@ -143,7 +144,7 @@ class pmdaIndom(Structure):
             array[k].i_inst = i.i_inst
             array[k].i_name = i.i_name
         self._array = array
-        self.it_set = ctypes.cast(array, POINTER(pmdaInstid))  # type: ignore[assignment]
+        self.it_set = ctypes.cast(array, POINTER(pmdaInstid))
         self.it_numinst = len(insts)
         self._order = [(i.i_inst, (i.i_name or b"").decode("utf-8", "replace")) for i in insts]
         self._names = {}

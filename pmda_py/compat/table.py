@@ -29,8 +29,8 @@ import errno
 import json
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import structlog
 import trio
@@ -57,6 +57,7 @@ from pmda_py.wire import ProfilePdu
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
 log = structlog.get_logger("pmda_py.compat")
+_T = TypeVar("_T")
 
 EAGAIN = -errno.EAGAIN
 #: the PMID domain that marks a dynamic PMNS root (pmcd's DYNAMIC_PMID)
@@ -189,13 +190,13 @@ class CompatTable(Table):
 
     # ------------------------------------------------------------ callbacks
 
-    def _locked(self, fn: Any, *args: Any) -> Any:
+    def _locked(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
             return fn(*args)
         finally:
             AGENT.lock.release()
 
-    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+    async def _in_thread(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run ``fn`` in a worker thread holding the callback lock; a batch
         still running answers PM_ERR_AGAIN at once."""
         if not AGENT.lock.acquire(blocking=False):
@@ -221,7 +222,7 @@ class CompatTable(Table):
         if AGENT.notify_change and self.dispatcher is not None:
             self.dispatcher.names_changed = self.dispatcher.labels_changed = True  # as the binding: both
             AGENT.notify_change = False
-        return out  # type: ignore[no-any-return]
+        return out
 
     def _fetch(self, request: FetchRequest) -> dict[Metric, Any]:
         cb = AGENT.callbacks

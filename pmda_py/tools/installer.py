@@ -23,7 +23,8 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from pmda_py import logconfig
 from pmda_py.config import DEFAULT_NAME, Config, parse_args
@@ -31,6 +32,7 @@ from pmda_py.daemon import load_table
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import write_fragment
 from pmda_py.safefile import atomic_write
+from pmda_py.table import Table
 
 __all__ = [
     "configure_main",
@@ -45,6 +47,8 @@ __all__ = [
     "pmns_text",
 ]
 
+_T = TypeVar("_T")
+
 
 def _mounts(argv: Sequence[str]) -> tuple[Config, list[Mount]]:
     logconfig.configure("-", "console", "warning", redirect_stderr=False)  # never onto stdout
@@ -54,13 +58,17 @@ def _mounts(argv: Sequence[str]) -> tuple[Config, list[Mount]]:
 
 
 class _NoRunner:
-    async def call(self, table, what, fn):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """The dispatcher's runner at install time, where no table is called."""
+
+    async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:  # pragma: no cover
         raise RuntimeError("no table calls at install time")
 
-    async def gather(self, calls):  # type: ignore[no-untyped-def]  # pragma: no cover
+    async def gather(
+        self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[object]]]]
+    ) -> list[object]:  # pragma: no cover
         raise RuntimeError("no table calls at install time")
 
-    async def check(self, table):  # type: ignore[no-untyped-def]  # pragma: no cover
+    async def check(self, table: Table) -> None:  # pragma: no cover
         raise RuntimeError("no table calls at install time")
 
 
