@@ -135,6 +135,7 @@ def test_pminfo_under_pmcd(root: Path, name: str) -> None:
     assert _mask(ours) == _mask(real)
 
 
+@pytest.mark.slow
 def test_openmetrics_as_our_own_dropin(root: Path) -> None:
     """pmdaopenmetrics.python under compat answers as pmda_py's own
     OpenMetrics drop-in (``pmda-py run --openmetrics-compat``) does, but for

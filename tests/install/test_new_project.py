@@ -53,6 +53,7 @@ def _sh(script: str, cwd: Path, venv: Path, timeout: float = 600) -> subprocess.
     return subprocess.run(["bash", "-ec", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_new_project_passes_its_tests(venv: Path, tmp_path: Path) -> None:
     """The documented line (docs/installing.md), verbatim: the project installs and its tests pass
     (in-process and through its entry point, with pmda_py's plugin)."""

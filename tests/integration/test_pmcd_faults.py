@@ -112,6 +112,7 @@ def test_notready_start(workdir: Path, pcp_env: dict[str, str]) -> None:
         pmcd.stop()
 
 
+@pytest.mark.slow
 def test_pmcd_killed_mid_fetch_then_restarted(workdir: Path, pcp_env: dict[str, str]) -> None:
     """pmcd dies (SIGKILL) while our agent is answering a slow fetch: the agent
     notices the closed pipe and exits cleanly (no orphan); a new pmcd starts

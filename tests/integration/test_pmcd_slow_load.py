@@ -41,6 +41,7 @@ def workdir() -> Iterator[Path]:
 STATIC = "t {\n    simple\n    lazy\n}\nt.simple {\n    numfetch\t251:0:0\n}\nt.lazy {\n    x\t251:40:0\n}\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pmns", ["dynamic", "static"])
 def test_slow_import_under_pmcd(workdir: Path, pcp_env: dict[str, str], pmns: str) -> None:
     """``dynamic``: pmcd asks the agent for names (PMNS requests, answered

@@ -51,6 +51,7 @@ def _entries(path: Path) -> list[tuple[int, int, str]]:
     return [(int(i), int(s), n) for i, s, n in (line.split(" ", 2) for line in lines[1:])]
 
 
+@pytest.mark.slow
 def test_pmdasimple_and_pmda_py_keep_each_others_ids(bed: tuple[Path, dict[str, str]]) -> None:
     root, env = bed
     conf = Path(env["PCP_PMDAS_DIR"]) / "simple" / "simple.conf"
