@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-__all__ = ["InlineRunner", "pmda_py_argv", "traversable_dir"]
+__all__ = ["InlineRunner", "pmda_py_argv", "pmda_py_line", "traversable_dir"]
 
 _T = TypeVar("_T")
 
@@ -30,6 +30,22 @@ def pmda_py_argv(*args: str) -> list[str]:
     """``pmda-py ARGS...`` as the interpreter running the caller runs it (no
     activated virtualenv or installed script needed)."""
     return [sys.executable, "-m", "pmda_py", *args]
+
+
+def pmda_py_line(*args: object) -> str:
+    """:func:`pmda_py_argv` as one line of words, for what splits a command on
+    white space (a pmcd.conf line, dbpmda's ``open pipe``); ``args`` are turned
+    into strings (paths welcome).
+
+    Raises:
+        ValueError: a word is empty or holds white space (it would not come
+            back as one word).
+    """
+    argv = pmda_py_argv(*map(str, args))
+    bad = [a for a in argv if not a or any(c.isspace() for c in a)]
+    if bad:
+        raise ValueError(f"words that would not split back as they are: {bad}")
+    return " ".join(argv)
 
 
 @contextmanager

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,11 @@ from pmda_py.config import parse_args
 from pmda_py.daemon import load_table
 from pmda_py.helpfile import HelpFile
 from pmda_py.pmapi import TextType, indom, pmid
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.tools.installer import configured_text, main
 from tests.install._pcp import NEWHELP, REPO, require_pcp
 
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
+PMDA_PY = pmda_py_argv()
 CONF = REPO / "etc" / "pypmda.conf"
 
 
