@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.support import InlineRunner, pmda_py_argv, pmda_py_line, traversable_dir
 
 
@@ -44,6 +45,7 @@ async def test_inline_runner_returns_exceptions_as_results() -> None:
     async def bad() -> int:
         raise ValueError("x")
 
-    got = await InlineRunner().gather([(None, "a", ok), (None, "b", bad)])
+    table = SimpleTable()
+    got = await InlineRunner().gather([(table, "a", ok), (table, "b", bad)])
     assert got[0] == 1 and isinstance(got[1], ValueError)
-    assert await InlineRunner().call(None, "a", ok) == 1
+    assert await InlineRunner().call(table, "a", ok) == 1

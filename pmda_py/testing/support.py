@@ -19,7 +19,9 @@ import tempfile
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
+
+from pmda_py.table import Table
 
 __all__ = ["InlineRunner", "pmda_py_argv", "pmda_py_line", "traversable_dir"]
 
@@ -65,11 +67,11 @@ class InlineRunner:
     """Runs every table call at once in the caller's task: no deadlines,
     no threads, checks skipped."""
 
-    async def call(self, table: Any, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:
+    async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:
         return await fn()
 
-    async def gather(self, calls: Sequence[tuple[Any, str, Callable[[], Awaitable[Any]]]]) -> list[Any]:
-        out: list[Any] = []
+    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[object]]]]) -> list[object]:
+        out: list[object] = []
         for _table, _what, fn in calls:
             try:
                 out.append(await fn())
@@ -77,5 +79,5 @@ class InlineRunner:
                 out.append(exc)
         return out
 
-    async def check(self, table: Any) -> None:
+    async def check(self, table: Table) -> None:
         return None
