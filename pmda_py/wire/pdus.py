@@ -16,7 +16,7 @@ byte string round-trips.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, ClassVar, Final, Sequence, Union
+from typing import Callable, ClassVar, Final, Protocol, Sequence, Union
 
 import attrs
 
@@ -723,7 +723,17 @@ Pdu = Union[
     UnknownPdu,
 ]
 
-_CLASSES: tuple[Any, ...] = (
+
+class _Decodable(Protocol):
+    """A PDU class: its type code and its decoder."""
+
+    @property
+    def pdu_type(self) -> int: ...
+
+    def decode(self, buf: memoryview, /) -> Pdu: ...
+
+
+_CLASSES: tuple[_Decodable, ...] = (
     ErrorPdu,
     CredsPdu,
     ProfilePdu,
