@@ -40,7 +40,7 @@ from pmda_py.compat.callbacks import convert, int32
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.pcplabels import level_labels
-from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, PmType, pmid_cluster, pmid_item
+from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, TYPES, LabelType, PmType, pmid_cluster, pmid_item
 from pmda_py.table import (
     Columns,
     FetchRequest,
@@ -364,10 +364,11 @@ class CompatTable(Table):
 
 _SINGLE = [_IN_NULL]
 _LITTLE = sys.byteorder == "little"
-#: types whose values go out packed (big-endian array type codes)
-_PACKED: dict[int, str] = {PmType.U64: "Q", PmType.I64: "q", PmType.DOUBLE: "d"}
 #: the array type code that checks and holds a type's values as the binding reads them
-_TYPECODES: dict[int, str] = {PmType.I32: "i", PmType.U32: "I", PmType.I64: "q", PmType.U64: "Q", PmType.DOUBLE: "d"}
+#: (not FLOAT's: an array of C floats would round a value the binding refuses)
+_TYPECODES: dict[int, str] = {t: i.code for t, i in TYPES.items() if i.code and t != PmType.FLOAT}
+#: types whose values go out packed (big-endian array type codes)
+_PACKED: dict[int, str] = {t: code for t, code in _TYPECODES.items() if TYPES[PmType(t)].form == "fixed"}
 
 
 def _call_all(fcb: Any, cluster: int, item: int, insts: list[int]) -> list[Any]:
