@@ -14,7 +14,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Final, cast
+from typing import Any, Final
 
 from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import TYPES, PmType
@@ -166,7 +166,7 @@ class ResultBuilder:
             self.add_error(pmid, 0)
             return
         code, size = _FIXED[type_]
-        if type(values) is PackedColumn:  # the hot path: no per-value work at all
+        if isinstance(values, PackedColumn):  # the hot path: no per-value work at all
             if values.size != size or len(values.data) != size * len(insts):
                 raise ValueError("packed column of the wrong size or length")
             item = _Set(pmid, "fixed", _u32(insts))
@@ -175,13 +175,12 @@ class ResultBuilder:
             return
         if len(insts) != len(values):
             raise ValueError("insts and values differ in length")
-        numbers = cast("Sequence[float]", values)  # a PackedColumn has returned above
         try:
-            if isinstance(numbers, array) and numbers.typecode == code:
+            if isinstance(values, array) and values.typecode == code:
                 arr: array[float] = array(code)
-                arr.frombytes(numbers.tobytes())
+                arr.frombytes(values.tobytes())
             else:
-                arr = array(code, numbers)
+                arr = array(code, values)
         except (TypeError, OverflowError) as err:
             raise struct.error(str(err)) from err
         if _LITTLE:
@@ -204,22 +203,21 @@ class ResultBuilder:
         item.valfmt, item.vtype, item.raws = valfmt, vtype, list(payloads)
         self._items.append(item)
 
-    def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[object]) -> None:
-        """Encode typed values the way libpcp_pmda's ``__pmStuffValue`` does."""
+    def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[Any]) -> None:
+        """Encode typed values the way libpcp_pmda's ``__pmStuffValue`` does
+        (``values``: what a table returned, of the metric's type; refused here
+        when they are not)."""
         if type_ in (PmType.I32, PmType.U32):
-            self.add_insitu(pmid, insts, cast("Sequence[int]", values))
+            self.add_insitu(pmid, insts, values)
         elif type_ in _FIXED:
-            self.add_fixed(pmid, type_, insts, cast("Sequence[int | float]", values))
+            self.add_fixed(pmid, type_, insts, values)
         elif type_ == PmType.STRING:
-            strings = cast("Sequence[str | bytes]", values)
-            raw = [(v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)) + b"\0" for v in strings]
+            raw = [(v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)) + b"\0" for v in values]
             self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.STRING, raw)
         elif type_ == PmType.AGGREGATE:
-            blobs = cast("Sequence[bytes]", values)
-            self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.AGGREGATE, [bytes(v) for v in blobs])
+            self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.AGGREGATE, [bytes(v) for v in values])
         elif type_ == PmType.AGGREGATE_STATIC:
-            blobs = cast("Sequence[bytes]", values)
-            self.add_blocks(pmid, ValFmt.SPTR, insts, PmType.AGGREGATE_STATIC, [bytes(v) for v in blobs])
+            self.add_blocks(pmid, ValFmt.SPTR, insts, PmType.AGGREGATE_STATIC, [bytes(v) for v in values])
         elif type_ in (PmType.EVENT, PmType.HIGHRES_EVENT):
             payloads = []
             for v in values:

@@ -118,33 +118,31 @@ class EventArray:
 Atom = Union[int, float, str, bytes, EventArray]
 
 
-def _number(value: Atom) -> int | float | str | bytes:
-    """``value`` for ``int()``/``float()``: an event array is no number."""
-    if isinstance(value, EventArray):
-        raise TypeError("an event array is not a number")
-    return value
+#: the struct of each numeric type's value block
+_PACKERS: dict[int, struct.Struct] = {
+    PmType.I32: _I,
+    PmType.U32: _U,
+    PmType.I64: _Q,
+    PmType.U64: _UQ,
+    PmType.FLOAT: _F,
+    PmType.DOUBLE: _D,
+}
+_FLOATS = (PmType.FLOAT, PmType.DOUBLE)
 
 
 def _atom_to_bytes(type_: int, value: Atom, *, nul: bool) -> bytes:
-    if type_ in (PmType.I32,):
-        return _I.pack(int(_number(value)))
-    if type_ == PmType.U32:
-        return _U.pack(int(_number(value)))
-    if type_ == PmType.I64:
-        return _Q.pack(int(_number(value)))
-    if type_ == PmType.U64:
-        return _UQ.pack(int(_number(value)))
-    if type_ == PmType.FLOAT:
-        return _F.pack(float(_number(value)))
-    if type_ == PmType.DOUBLE:
-        return _D.pack(float(_number(value)))
+    if isinstance(value, EventArray):
+        if type_ in _PACKERS or type_ == PmType.STRING:
+            raise TypeError(f"cannot encode an event array as PM_TYPE {type_}")
+        return value.encode()
+    packer = _PACKERS.get(type_)
+    if packer is not None:
+        return packer.pack(float(value) if type_ in _FLOATS else int(value))
     if type_ == PmType.STRING:
-        if isinstance(value, (float, EventArray)):
-            raise TypeError(f"cannot encode {type(value).__name__} as a string")
+        if isinstance(value, float):
+            raise TypeError("cannot encode a float as a string")
         raw = _b(value) if isinstance(value, str) else bytes(value)
         return raw + b"\0" if nul else raw
-    if isinstance(value, EventArray):
-        return value.encode()
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"cannot encode {type(value).__name__} as PM_TYPE {type_}")
@@ -245,7 +243,10 @@ class ValueSet:
         """Encode typed Python values the way libpcp_pmda does (INSITU for
         32-bit integers, DPTR blocks otherwise, SPTR for event arrays)."""
         if type_ in (PmType.I32, PmType.U32):
-            return cls(pmid, tuple(PmValue(i, int(_number(v)) & 0xFFFFFFFF) for i, v in values), ValFmt.INSITU)
+            words = [v for _, v in values if not isinstance(v, EventArray)]
+            if len(words) != len(values):
+                raise TypeError("an event array is not a number")
+            return cls(pmid, tuple(PmValue(i, int(w) & 0xFFFFFFFF) for (i, _), w in zip(values, words)), ValFmt.INSITU)
         fmt = ValFmt.SPTR if type_ in (PmType.EVENT, PmType.HIGHRES_EVENT, PmType.AGGREGATE_STATIC) else ValFmt.DPTR
         return cls(
             pmid,
