@@ -30,7 +30,7 @@ import json
 import sys
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 import trio
@@ -56,6 +56,10 @@ from pmda_py.wire import ProfilePdu
 
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
+if TYPE_CHECKING:
+    from pmda_py.compat.pmda import MetricDispatch
+    from pmda_py.dispatch import Dispatcher
+
 log = structlog.get_logger("pmda_py.compat")
 _T = TypeVar("_T")
 
@@ -77,10 +81,10 @@ class CompatTable(Table):
     name = ""
     deadline = 4.0  # under pmcd's 5 s agent timeout
 
-    def __init__(self, pmda: Any, *, help_file: bool = False) -> None:
+    def __init__(self, pmda: MetricDispatch, *, help_file: bool = False) -> None:
         self.pmda = pmda
         self.help_file = help_file  # texts come from the help file, not add_metric's
-        self.dispatcher: Any = None  # set by the runtime: for the names-changed flag
+        self.dispatcher: Dispatcher | None = None  # set by the runtime: for the names-changed flag
         self._built = -1
         self._metrics: list[Metric] = []
         self._info: dict[Metric, tuple[int, int, int, int | None]] = {}
