@@ -48,7 +48,7 @@ def pmdaGetContext() -> int:
     return AGENT.context
 
 
-def pmdaAddLabels(label: str | bytes) -> Any:
+def pmdaAddLabels(label: str | bytes) -> str | bytes:
     """Labels are JSON text under pmda-py compat: the text back, checked."""
     import json
 
@@ -59,11 +59,11 @@ def pmdaAddLabels(label: str | bytes) -> Any:
     return label
 
 
-def pmdaAddNotes(label: str | bytes) -> Any:
+def pmdaAddNotes(label: str | bytes) -> str | bytes:
     return pmdaAddLabels(label)
 
 
-def pmdaAddLabelFlags(labels: Any, flags: int) -> int:
+def pmdaAddLabelFlags(labels: object, flags: int) -> int:
     return 0
 
 
