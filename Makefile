@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: all venv test test-pcp7 test-pcp63 lint format typecheck demo bench clean pcp
+.PHONY: all venv test test-fast test-pcp7 test-pcp63 lint format typecheck demo bench clean pcp
 
 all: test
 
@@ -19,6 +19,19 @@ venv: $(BIN)/activate
 # The tests.  Real-PCP tests skip without PCP, and fail when CI=true.
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The fast tiers, for the edit-test loop: the sans-IO core (wire, session, the
+# type model, PMNS and config files) and the tests that drive the dispatcher and
+# the tables in-process; no PCP, no daemon process, no test marked slow.
+# `make test` (what CI runs) runs everything.
+FAST_TESTS := tests/wire tests/dispatch tests/table tests/test_session.py tests/test_types.py \
+	tests/test_config.py tests/test_layers.py tests/test_docs.py tests/test_safefile.py tests/test_pmns.py \
+	tests/test_pmdacache.py tests/test_support.py tests/test_state_files.py tests/dbpmda/test_grammar.py \
+	$(addprefix tests/daemon/test_,memo.py fast_fetch.py fast_forms.py index_updates.py reply_limit.py \
+	  table_values.py checks.py state_flags.py simple_inprocess.py context.py persistent.py)
+
+test-fast: venv
+	$(BIN)/python -m pytest -m "not slow and not pcp" $(wildcard $(FAST_TESTS)) $(PYTEST_ARGS)
 
 LINTED := pmda_py tests bench scripts
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from driver import PipeDriver
 
 from pmda_py.pmapi import pmid
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import FetchPdu
 
 HERE = Path(__file__).resolve().parent
@@ -70,7 +71,7 @@ def main() -> int:
         print("PCP's python binding is not installed: compat figures only", file=sys.stderr)
     req = FetchPdu(tuple(pmid(DOMAIN, 1, k) for k in range(args.metrics))).encode()
     values = args.metrics * args.n
-    engines = {"compat": [sys.executable, "-m", "pmda_py", "compat", str(SCRIPT)]}
+    engines = {"compat": pmda_py_argv("compat", str(SCRIPT))}
     if have_binding:
         engines["binding"] = [str(BINDING), str(SCRIPT)]
     print(f"FETCH of {args.metrics} U64 metrics x {args.n} instances ({values} values), p50")

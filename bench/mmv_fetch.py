@@ -23,6 +23,7 @@ from pathlib import Path
 from driver import PipeDriver
 
 from pmda_py.pmapi import pmid
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import FetchPdu, ResultPdu, decode_pdu
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +82,7 @@ def main() -> int:
                 max(3, args.iterations // (10 if metrics > 500 else 1)),
             )
             ours = run(
-                [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(tmp / "ours.log")],
+                pmda_py_argv("run", "--mmv-compat", "-l", str(tmp / "ours.log")),
                 tmp,
                 metrics,
                 args.iterations,

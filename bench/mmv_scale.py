@@ -36,6 +36,7 @@ from pathlib import Path
 from driver import PipeDriver
 
 from pmda_py.pmapi import pmid
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import FetchPdu, PmnsIdsPdu, PmnsNamesPdu, ResultPdu, decode_pdu
 
 HERE = Path(__file__).resolve().parent
@@ -149,7 +150,7 @@ def main() -> int:
         template = root / "template"
         write_template(template)
         template.chmod(0o644)
-        ours_cmd = [sys.executable, "-m", "pmda_py", "run", "--mmv-compat", "-l", str(root / "ours.log")]
+        ours_cmd = pmda_py_argv("run", "--mmv-compat", "-l", str(root / "ours.log"))
         ref_cmd = [PMDAMMV, "-d", "70", "-l", str(root / "pmdammv.log")]
         print(
             f"{'files':>6} {'PMDA':26} {'req p50':>9} {'req max':>9} {'rescan s':>9} {'worst rep':>10} {'RSS MiB':>8}"

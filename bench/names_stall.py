@@ -28,6 +28,7 @@ from pathlib import Path
 from driver import PipeDriver
 
 from pmda_py.pmapi import pmid
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import FetchPdu, PmnsNamesPdu
 
 HERE = Path(__file__).resolve().parent
@@ -102,7 +103,7 @@ def run(full_rebuild: bool, base: int, new: int, metrics: int, before_s: float) 
             f"[table openmetrics]\ntable = openmetrics\nmount = openmetrics\ndir = {config_d}\n"
             f"state_dir = {state}\ninterval = 1\n"
         )
-        head = [sys.executable, "-c", _FULL_REBUILD] if full_rebuild else [sys.executable, "-m", "pmda_py"]
+        head = [sys.executable, "-c", _FULL_REBUILD] if full_rebuild else pmda_py_argv()
         cmd = [*head, "run", "-c", str(conf), "-l", str(root / "log"), "--state-dir", str(state)]
         d = PipeDriver(
             cmd,

@@ -33,6 +33,7 @@ import startup
 from driver import PipeDriver
 
 from pmda_py.pmapi import LabelType, TextType, indom, pmid
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu, LabelReqPdu, TextReqPdu
 
 HERE = Path(__file__).resolve().parent
@@ -89,7 +90,7 @@ def main() -> int:
     env = {"BENCH_N": str(args.n), "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     log = f"/tmp/pmda_py-bench-{os.getpid()}.log"
     runs: dict[str, dict[str, tuple[float, float]]] = {}
-    ours = [sys.executable, "-m", "pmda_py", "run", "-d", "254", "-l", log, "--table", "bench_table:BenchTable=bench"]
+    ours = pmda_py_argv("run", "-d", "254", "-l", log, "--table", "bench_table:BenchTable=bench")
     recorded: dict[str, str] = {}
     runs["pmda-py run"] = measure(ours, env, pmid(254, 0, 0), indom(254, 0), pmid(254, 0, 0), args.iterations, recorded)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

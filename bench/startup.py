@@ -26,6 +26,7 @@ from pathlib import Path
 from driver import PipeDriver
 
 from pmda_py.pmapi import pmid
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import DescReqPdu, FetchPdu
 
 SIMPLE = Path("/var/lib/pcp/pmdas/simple/pmdasimple.python")
@@ -112,7 +113,7 @@ def report(runs: int, log: str) -> None:
         env = {"PYTHONPYCACHEPREFIX": os.path.join(tmp, "pyc"), "PYTHONDONTWRITEBYTECODE": ""}
         state = os.path.join(tmp, "state")
         os.makedirs(os.path.join(state, "config", "pmda"))
-        ours = [sys.executable, "-m", "pmda_py", "run", "-d", str(DOMAIN), "-l", log]
+        ours = pmda_py_argv("run", "-d", str(DOMAIN), "-l", log)
         ours += ["--state-dir", os.path.join(state, "config", "pmda"), "--table", "simple"]
         rows = {"pmda-py run --table simple": measure(ours, env, runs)}
         if SIMPLE.exists():

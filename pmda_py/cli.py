@@ -18,15 +18,15 @@ __all__ = ["main"]
 _COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("pmda_py.daemon", "run the PMDA daemon (as pmcd starts it from pmcd.conf)"),
     "dbpmda": ("pmda_py.testing.dbpmda.cli", "drive a PMDA with dbpmda's command language"),
-    "pmns": ("pmda_py.installer", "write the PMNS fragment for the configured tables"),
-    "help": ("pmda_py.installer", "write the help text source for the configured tables"),
+    "pmns": ("pmda_py.tools.installer", "write the PMNS fragment for the configured tables"),
+    "help": ("pmda_py.tools.installer", "write the help text source for the configured tables"),
     "compat": ("pmda_py.compat.cli", "run a PMDA written for PCP's pcp.pmda (SCRIPT [ARGS...])"),
-    "demo": ("pmda_py.demo", "start the daemon with the built-in tables and drive it"),
-    "pmlogconf": ("pmda_py.installer", "write the agent's pmlogconf group (used by Install)"),
-    "pmcdconf": ("pmda_py.installer", "show or set an agent's pmcd.conf line (used by Install)"),
-    "install": ("pmda_py.pmdainstall", "install an agent into pmcd, table packages in its virtualenv"),
-    "remove": ("pmda_py.pmdainstall", "remove an agent from pmcd"),
-    "new": ("pmda_py.newproject", "write a ready project for a third-party agent"),
+    "demo": ("pmda_py.tools.demo", "start the daemon with the built-in tables and drive it"),
+    "pmlogconf": ("pmda_py.tools.installer", "write the agent's pmlogconf group (used by Install)"),
+    "pmcdconf": ("pmda_py.tools.installer", "show or set an agent's pmcd.conf line (used by Install)"),
+    "install": ("pmda_py.tools.pmdainstall", "install an agent into pmcd, table packages in its virtualenv"),
+    "remove": ("pmda_py.tools.pmdainstall", "remove an agent from pmcd"),
+    "new": ("pmda_py.tools.newproject", "write a ready project for a third-party agent"),
 }
 
 

@@ -30,7 +30,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal, TypedDict
 
 import attrs
 
@@ -41,7 +41,10 @@ __all__ = [
     "DEFAULT_NAME",
     "Config",
     "ConfigFileError",
+    "LogFormat",
+    "LogLevel",
     "TableSpec",
+    "Transport",
     "parse_args",
     "pcp_conf",
 ]
@@ -52,6 +55,13 @@ DEFAULT_DOMAIN = 310
 DEFAULT_CREDS_TIMEOUT = 3.0
 #: Seconds a table's import and construction may take before the agent goes on without it.
 DEFAULT_LOAD_TIMEOUT = 30.0
+
+#: how pmcd reaches the daemon: its stdin/stdout, or a socket the daemon listens on
+Transport = Literal["pipe", "unix", "inet", "ipv6"]
+LogFormat = Literal["console", "json"]
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+_LOG_FORMATS: tuple[LogFormat, ...] = ("console", "json")
+_LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
 
 
 class ConfigFileError(Exception):
@@ -85,25 +95,52 @@ class Config:
     name: str = DEFAULT_NAME
     domain: int = DEFAULT_DOMAIN
     tables: tuple[TableSpec, ...] = ()
-    transport: str = "pipe"  #: pipe | unix | inet | ipv6
+    transport: Transport = "pipe"
     address: str = ""  #: unix path or port
     bind_address: str = ""  #: inet/ipv6 listen address; "" is loopback (127.0.0.1 / ::1)
     creds_timeout: float = DEFAULT_CREDS_TIMEOUT  #: socket modes: seconds for a peer's CREDS
     load_timeout: float = DEFAULT_LOAD_TIMEOUT  #: seconds a table's import may take (see pmda_py.loading)
     standalone: bool = False  #: socket modes: back to listening when a pmcd session ends
     logfile: str | None = None
-    log_format: str = "console"
-    log_level: str = "info"
+    log_format: LogFormat = "console"
+    log_level: LogLevel = "info"
     debug: str = ""
     helpfile: str | None = None
     username: str | None = None
     notready: bool = False
-    domain_labels: dict[str, Any] | None = None
+    domain_labels: dict[str, object] | None = None  #: a JSON object
     state_dir: str = ""
     config_path: str | None = None
     mmv_compat: bool = False
     mmv_dir: str = ""
     python_path: tuple[str, ...] = ()  #: directories searched first for ``module:Class`` tables
+
+
+class _Fields(TypedDict, total=False):
+    """:class:`Config`'s fields, as the config file and the command line give them."""
+
+    name: str
+    domain: int
+    tables: tuple[TableSpec, ...]
+    transport: Transport
+    address: str
+    bind_address: str
+    creds_timeout: float
+    load_timeout: float
+    standalone: bool
+    logfile: str | None
+    log_format: LogFormat
+    log_level: LogLevel
+    debug: str
+    helpfile: str | None
+    username: str | None
+    notready: bool
+    domain_labels: dict[str, object] | None
+    state_dir: str
+    config_path: str | None
+    mmv_compat: bool
+    mmv_dir: str
+    python_path: tuple[str, ...]
 
 
 def pcp_conf() -> dict[str, str]:
@@ -181,7 +218,14 @@ def creds_timeout_value(text: str) -> float:
     return value
 
 
-def load_file(path: str) -> dict[str, Any]:
+class _CaseParser(configparser.ConfigParser):
+    """Option names keep their case (a table's options are its own)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
+def load_file(path: str) -> _Fields:
     """Parse a config file into keyword arguments for :class:`Config`.
 
     Raises:
@@ -194,8 +238,7 @@ def load_file(path: str) -> dict[str, Any]:
         raise ConfigFileError(path, f"cannot read: {err.strerror}") from err
     except UnicodeDecodeError as err:
         raise ConfigFileError(path, f"not UTF-8 text: {err}") from err
-    cp = configparser.ConfigParser(interpolation=None, strict=True, inline_comment_prefixes=(";",))
-    cp.optionxform = str  # type: ignore[assignment,method-assign]
+    cp = _CaseParser(interpolation=None, strict=True, inline_comment_prefixes=(";",))
     try:
         cp.read_string(text, source=path)
     except configparser.Error as err:
@@ -206,7 +249,7 @@ def load_file(path: str) -> dict[str, Any]:
     def fail(section: str, key: str | None, msg: str) -> ConfigFileError:
         return ConfigFileError(path, msg, line=_line_of(path, text, section, key), section=section, key=key or "")
 
-    out: dict[str, Any] = {"config_path": path}
+    out: _Fields = {"config_path": path}
     tables: list[TableSpec] = []
     for section in cp.sections():
         if section == "pmda":
@@ -230,13 +273,15 @@ def load_file(path: str) -> dict[str, Any]:
                         raise fail(section, key, "must be a JSON object")
                     out["domain_labels"] = labels
                 elif key == "log_format":
-                    if value not in ("console", "json"):
+                    fmt = next((f for f in _LOG_FORMATS if f == value), None)
+                    if fmt is None:
                         raise fail(section, key, "must be console or json")
-                    out["log_format"] = value
+                    out["log_format"] = fmt
                 elif key == "log_level":
-                    if value.lower() not in ("debug", "info", "warning", "error", "critical"):
+                    level = next((lv for lv in _LOG_LEVELS if lv == value.lower()), None)
+                    if level is None:
                         raise fail(section, key, f"unknown level {value!r}")
-                    out["log_level"] = value.lower()
+                    out["log_level"] = level
                 elif key == "name":
                     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", value):
                         raise fail(section, key, f"bad PMDA name {value!r}")
@@ -267,8 +312,10 @@ def load_file(path: str) -> dict[str, Any]:
                             raise fail(section, key, f"not a directory: {entry!r} ({full})")
                         dirs.append(full)
                     out["python_path"] = tuple(dirs)
-                else:
-                    out[key] = value
+                elif key == "state_dir":
+                    out["state_dir"] = value
+                else:  # helpfile
+                    out["helpfile"] = value
             continue
         m = re.fullmatch(r"table\s+(\S+)", section)
         if not m:
@@ -400,7 +447,7 @@ def parse_args(argv: Sequence[str]) -> Config:
     ns = parser.parse_args(list(argv))
     if ns.mmv_allowed_users and not ns.mmv_compat:
         parser.error("--mmv-allowed-users needs --mmv-compat (a config file sets allowed_users in the mmv table)")
-    kw: dict[str, Any] = {}
+    kw: _Fields = {}
     if ns.config:
         kw.update(load_file(ns.config))
     conf = pcp_conf()

@@ -18,17 +18,13 @@ from pmda_py.pcpversion import pcp_version
 __all__ = [
     "PM_ERR_BASE",
     "LocalProtocolError",
-    "NoHelpText",
     "PmErr",
     "PmdaError",
     "PmdaNotReady",
-    "StoreDenied",
-    "UnknownInDom",
     "UnknownInstance",
     "UnknownMetric",
     "WireFormatError",
     "codename",
-    "coerce_code",
     "errstr",
 ]
 
@@ -194,14 +190,6 @@ _MESSAGES_7: dict[int, str] = {
 }
 
 
-def coerce_code(code: int) -> PmErr | int:
-    """Return the :class:`PmErr` member for ``code``, or ``code`` unchanged."""
-    try:
-        return PmErr(code)
-    except ValueError:
-        return code
-
-
 def codename(code: int) -> str:
     """``PM_ERR_X`` for a PCP code, ``-errno`` name for others (for logs)."""
     try:
@@ -265,22 +253,10 @@ class UnknownMetric(PmdaError):
     code = PmErr.PMID
 
 
-class UnknownInDom(PmdaError):
-    """Unknown instance domain (PM_ERR_INDOM)."""
-
-    code = PmErr.INDOM
-
-
 class UnknownInstance(PmdaError):
     """Unknown instance (PM_ERR_INST)."""
 
     code = PmErr.INST
-
-
-class NoHelpText(PmdaError):
-    """No help text (PM_ERR_TEXT)."""
-
-    code = PmErr.TEXT
 
 
 class PmdaNotReady(PmdaError):
@@ -289,13 +265,3 @@ class PmdaNotReady(PmdaError):
     PM_ERR_PMDAREADY (pmcd meanwhile answers clients PM_ERR_AGAIN)."""
 
     code = PmErr.PMDANOTREADY
-
-
-class StoreDenied(PmdaError):
-    """Store refused (PM_ERR_PERMISSION by default; BADSTORE etc. via ``code=``)."""
-
-    code = PmErr.PERMISSION
-
-
-# Keep errno importable for callers that build -errno codes.
-EPIPE = -errno.EPIPE

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+#: the package's own pytest plugin: the pmda_command, pmda_socket and table_pmda fixtures
+pytest_plugins = ["pmda_py.testing.fixtures"]
+
 REPO = Path(__file__).resolve().parents[1]
 #: golden data recorded from real PCP (tests/data/README.md says how)
 DATA = REPO / "tests" / "data"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import require
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -20,6 +22,7 @@ def _run(*args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_fetch_breakdown_runs() -> None:
     out = _run("fetch_breakdown.py", "--shapes", "20x0,3x4")
     assert "20x0: 20 values" in out and "3x4: 12 values" in out
@@ -28,6 +31,7 @@ def test_fetch_breakdown_runs() -> None:
     assert len(row) == 5 and all(float(x) > 0 for x in row[1:]), out  # the whole request in each form
 
 
+@pytest.mark.slow
 def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
     require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
     out = _run("fetch_shapes.py", "--shapes", "5x0,2x3", "--budget", "0.05")
@@ -39,6 +43,7 @@ def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
     assert all(float(x) > 0 for x in forms), out
 
 
+@pytest.mark.slow
 def test_pdu_latency_runs() -> None:
     require(Path("/var/lib/pcp/pmdas/sample/pmdasample").exists(), "PCP's pmdasample")
     out = _run("pdu_latency.py", "--n", "10", "--iterations", "20", "--startup-runs", "1")
@@ -51,6 +56,7 @@ def test_pdu_latency_runs() -> None:
     assert "+ trio" in out and "+ pmda_py run path" in out, out
 
 
+@pytest.mark.slow
 def test_names_stall_runs() -> None:
     out = _run("names_stall.py", "--base", "2", "--new", "1", "--metrics", "20", "--before", "0.2")
     for label in ("updated in place", "rebuilt (as before)"):
@@ -59,6 +65,7 @@ def test_names_stall_runs() -> None:
         assert len(row[len(label) :].split()) == 10, out
 
 
+@pytest.mark.slow
 def test_openmetrics_hostile_runs() -> None:
     require(Path("/usr/lib/pcp/bin/pmcd").exists() and Path("/usr/bin/python3").exists(), "PCP (pmcd)")
     out = _run("openmetrics_hostile.py", "--quick", "--cases", "bomb", "--agents", "pmda_py-w0", "--good", "1")

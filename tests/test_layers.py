@@ -48,14 +48,13 @@ LAYERS: dict[str, int] = {
     "pmda_py.loading": 4,  # the daemon's table loading (threads, deadlines)
     "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
     "pmda_py.daemon": 5,
-    "pmda_py.installer": 6,
-    "pmda_py.pmdainstall": 6,  # pmda-py install/remove: runs the shipped Install/Remove
-    "pmda_py.newproject": 6,  # pmda-py new
-    "pmda_py.demo": 7,  # drives the daemon through the testing client
+    # the tools on top: Install-time generators, pmda-py install/remove/new, the demo
+    # (which drives the daemon through the testing client)
+    "pmda_py.tools": 7,
     "pmda_py.cli": 6,
     "pmda_py.compat": 6,  # pmda-py compat: pcp.pmda scripts on the daemon's engine
     "pmda_py.__main__": 7,
-    "pmda_py.testing": 6,
+    "pmda_py.testing": 6,  # client, in-process harness, fixtures, dbpmda: beside the command line
     "pmda_py": 6,  # the package's own __init__: the public API re-exports
 }
 NO_TRIO = (
@@ -72,6 +71,9 @@ NO_TRIO = (
     "pmda_py.namespace",
     "pmda_py.errors",
     "pmda_py.pmapi",
+    "pmda_py.config",
+    "pmda_py.helpfile",
+    "pmda_py.pmdacache",
 )
 
 #: modules that never import the wire layer, though it is below them
@@ -126,7 +128,7 @@ def test_layers(path: Path) -> None:
             if top == "trio" and any(module == p or module.startswith(p + ".") for p in NO_TRIO):
                 bad.append(f"{dep} (the sans-IO core never imports trio)")
             continue
-        if dep.startswith("pmda_py.testing") and not module.startswith(("pmda_py.testing", "pmda_py.demo")):
+        if dep.startswith("pmda_py.testing") and not module.startswith(("pmda_py.testing", "pmda_py.tools.demo")):
             bad.append(f"{dep} (production code never imports testing)")
             continue
         if (dep == "pmda_py.wire" or dep.startswith("pmda_py.wire.")) and module in NO_WIRE:

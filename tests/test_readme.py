@@ -22,6 +22,7 @@ import pytest
 
 from pmda_py.testing.client import open_pipe_pmda
 from pmda_py.testing.harness import open_table_pmda
+from pmda_py.testing.support import pmda_py_argv
 from tests.conftest import REPO, SYSTEM_TESTS, require, system_tests_enabled
 from tests.docblocks import README, blocks, documents, find
 from tests.docblocks import block as _block
@@ -96,7 +97,7 @@ def _command(line: str) -> tuple[dict[str, str], list[str]]:
         k, _, v = words.pop(0).partition("=")
         env[k] = v
     assert words[0] == "pmda-py", line
-    return env, [sys.executable, "-m", "pmda_py", *words[1:]]
+    return env, pmda_py_argv(*words[1:])
 
 
 @pytest.fixture
@@ -115,9 +116,7 @@ def test_make_demo_and_make_test(workdir: Path) -> None:
     assert dry.returncode == 0, dry.stderr
     assert re.search(r"-m pmda_py demo$", dry.stdout, re.M) and re.search(r"-m pytest", dry.stdout), dry.stdout
     assert re.search(r"^make test$", (REPO / ".ci" / "run").read_text(), re.M)
-    r = subprocess.run(
-        [sys.executable, "-m", "pmda_py", "demo"], cwd=workdir, capture_output=True, text=True, timeout=120
-    )
+    r = subprocess.run(pmda_py_argv("demo"), cwd=workdir, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"pypmda\.control\.fetch\.count = \d+", r.stdout), r.stdout
 
@@ -237,7 +236,7 @@ async def test_run_commands(workdir: Path) -> None:
 async def test_config_file(workdir: Path) -> None:
     _write_package(workdir)
     (workdir / "pypmda.conf").write_text(_block("[table queues]"))
-    argv = [sys.executable, "-m", "pmda_py", "run", "-c", str(workdir / "pypmda.conf")]
+    argv = pmda_py_argv("run", "-c", str(workdir / "pypmda.conf"))
     async with open_pipe_pmda(argv, env=_env(workdir), cwd="/") as pmda:
         values = await pmda.fetch_values(["pypmda.queues.depth"])
         assert values["pypmda.queues.depth"] == {0: 3, 1: 0}

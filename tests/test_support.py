@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from pmda_py.testing.support import InlineRunner, pmda_py_argv, traversable_dir
+from pmda_py.tables.simple import SimpleTable
+from pmda_py.testing.support import InlineRunner, pmda_py_argv, pmda_py_line, traversable_dir
 
 
 def test_pmda_py_argv_runs_this_interpreters_pmda_py() -> None:
@@ -16,6 +18,15 @@ def test_pmda_py_argv_runs_this_interpreters_pmda_py() -> None:
     assert argv[:3] == [sys.executable, "-m", "pmda_py"]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "run" in out.stdout
+
+
+def test_pmda_py_line_splits_back_into_the_argv(tmp_path: Path) -> None:
+    assert pmda_py_line("run", "-l", tmp_path / "a.log", "-d", 253).split() == pmda_py_argv(
+        "run", "-l", str(tmp_path / "a.log"), "-d", "253"
+    )
+    for word in ("two words", "", "tab\there"):
+        with pytest.raises(ValueError, match="would not split back"):
+            pmda_py_line("run", "-l", word)
 
 
 def test_traversable_dir_is_0755_and_removed() -> None:
@@ -34,6 +45,7 @@ async def test_inline_runner_returns_exceptions_as_results() -> None:
     async def bad() -> int:
         raise ValueError("x")
 
-    got = await InlineRunner().gather([(None, "a", ok), (None, "b", bad)])
+    table = SimpleTable()
+    got = await InlineRunner().gather([(table, "a", ok), (table, "b", bad)])
     assert got[0] == 1 and isinstance(got[1], ValueError)
-    assert await InlineRunner().call(None, "a", ok) == 1
+    assert await InlineRunner().call(table, "a", ok) == 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -21,6 +21,9 @@ from pmda_py.compat.cache import IndomCache
 from pmda_py.errors import PmErr
 from pmda_py.session import Session
 from pmda_py.wire import ErrorPdu
+
+if TYPE_CHECKING:
+    from pmda_py.compat.pmda import MetricDispatch
 
 __all__ = ["Agent", "AGENT", "generating"]
 
@@ -62,7 +65,7 @@ class Agent:
         self.helpfile = ""
         self.callbacks: dict[str, Callback | None] = dict.fromkeys(CALLBACKS)
         self.caches: dict[int, IndomCache] = {}
-        self.pmda: Any = None  # the script's PMDA object (its metric and indom tables)
+        self.pmda: MetricDispatch | None = None  # the script's PMDA object (its metric and indom tables)
         self.version = 0  # bumped when metrics or indoms are added, removed or replaced
         self.notify_change = False
         self.comm_flags = 0

@@ -14,8 +14,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from pmda_py import pmapi as _p
 from pmda_py.compat.constants import CPMAPI, CPMDA
@@ -54,7 +53,7 @@ def _cpmda(mod: types.ModuleType) -> None:
     names["pmid_cluster"] = _p.pmid_cluster
 
 
-def _copy(source: str) -> Any:
+def _copy(source: str) -> Callable[[types.ModuleType], None]:
     def fill(mod: types.ModuleType) -> None:
         src = importlib.import_module(source)
         for k, v in vars(src).items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from collections.abc import Iterator
 from ctypes import POINTER, Structure, addressof, c_char_p, c_int, c_void_p
 from typing import Any
 
@@ -22,6 +23,7 @@ import structlog
 
 from pmda_py import pmapi as _p
 from pmda_py.compat.agent import AGENT, Callback
+from pmda_py.compat.cache import IndomCache
 from pmda_py.compat.constants import CPMAPI
 from pmda_py.compat.pmapi import pmContext, pmDesc, pmErr, pmInDom, pmLabelSet, pmUnits, set_progname
 
@@ -46,7 +48,7 @@ def pmdaGetContext() -> int:
     return AGENT.context
 
 
-def pmdaAddLabels(label: str | bytes) -> Any:
+def pmdaAddLabels(label: str | bytes) -> str | bytes:
     """Labels are JSON text under pmda-py compat: the text back, checked."""
     import json
 
@@ -57,11 +59,11 @@ def pmdaAddLabels(label: str | bytes) -> Any:
     return label
 
 
-def pmdaAddNotes(label: str | bytes) -> Any:
+def pmdaAddNotes(label: str | bytes) -> str | bytes:
     return pmdaAddLabels(label)
 
 
-def pmdaAddLabelFlags(labels: Any, flags: int) -> int:
+def pmdaAddLabelFlags(labels: object, flags: int) -> int:
     return 0
 
 
@@ -103,6 +105,7 @@ class pmdaIndom(Structure):
     (not decided yet)."""
 
     _fields_ = [("it_indom", pmInDom), ("it_numinst", c_int), ("it_set", POINTER(pmdaInstid))]
+    it_set: ctypes._Pointer[pmdaInstid] | None
 
     def __init__(self, indom: int, insts: Any) -> None:
         super().__init__()
@@ -111,11 +114,11 @@ class pmdaIndom(Structure):
         self.it_indom = indom
         self._names: dict[int, str] = {}
         self._order: list[tuple[int, str]] = []
-        self._array: Any = None
+        self._array: ctypes.Array[pmdaInstid] | None = None
         self.load_indom(indom, insts)
         self.set_instances(indom, insts)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[tuple[int, str]]:
         yield from self.listing()
 
     def listing(self) -> list[tuple[int, str]]:
@@ -143,7 +146,7 @@ class pmdaIndom(Structure):
             array[k].i_inst = i.i_inst
             array[k].i_name = i.i_name
         self._array = array
-        self.it_set = ctypes.cast(array, POINTER(pmdaInstid))  # type: ignore[assignment]
+        self.it_set = ctypes.cast(array, POINTER(pmdaInstid))
         self.it_numinst = len(insts)
         self._order = [(i.i_inst, (i.i_name or b"").decode("utf-8", "replace")) for i in insts]
         self._names = {}
@@ -167,7 +170,7 @@ class pmdaIndom(Structure):
     def __str__(self) -> str:
         return f"pmdaIndom@{addressof(self):#x} indom={self.it_indom:#x} num={self.it_numinst}"
 
-    def _cache_only(self) -> Any:
+    def _cache_only(self) -> IndomCache:
         if self.it_numinst > 0:
             raise pmErr(CPMAPI["PM_ERR_NYI"])
         return AGENT.cache(self.it_indom)

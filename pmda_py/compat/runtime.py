@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import structlog
 import trio
@@ -21,6 +21,9 @@ from pmda_py.compat.agent import AGENT
 from pmda_py.compat.table import CheckedCompatTable, CompatTable
 from pmda_py.daemon import PipeStream, TrioRunner, serve_session
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
+
+if TYPE_CHECKING:
+    from pmda_py.compat.pmda import MetricDispatch
 
 __all__ = ["open_log", "serve", "set_user"]
 
@@ -76,7 +79,7 @@ def _help_source(path: str) -> tuple[bool, HelpSource | None]:
         return True, None
 
 
-def build(pmda: Any) -> tuple[CompatTable, Dispatcher]:
+def build(pmda: MetricDispatch) -> tuple[CompatTable, Dispatcher]:
     """The script's table mounted in a dispatcher of its domain.
     ``PYPMDA_COMPAT_DEADLINE`` (seconds) overrides the callbacks' deadline."""
     help_file, help_source = _help_source(AGENT.helpfile)
@@ -96,7 +99,7 @@ def build(pmda: Any) -> tuple[CompatTable, Dispatcher]:
     return table, dispatcher
 
 
-def serve(pmda: Any) -> None:
+def serve(pmda: MetricDispatch) -> None:
     """The binding's ``run()`` outside Install: serve pmcd until EOF."""
     AGENT.connect()
     table, dispatcher = build(pmda)

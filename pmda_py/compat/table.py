@@ -29,8 +29,8 @@ import errno
 import json
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 import trio
@@ -40,7 +40,7 @@ from pmda_py.compat.callbacks import convert, int32
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcplabels import level_labels
-from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, LabelType, PmType, pmid_cluster, pmid_item
+from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, TYPES, LabelType, PmType, pmid_cluster, pmid_item
 from pmda_py.table import (
     Columns,
     FetchRequest,
@@ -56,7 +56,12 @@ from pmda_py.wire import ProfilePdu
 
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
+if TYPE_CHECKING:
+    from pmda_py.compat.pmda import MetricDispatch
+    from pmda_py.dispatch import Dispatcher
+
 log = structlog.get_logger("pmda_py.compat")
+_T = TypeVar("_T")
 
 EAGAIN = -errno.EAGAIN
 #: the PMID domain that marks a dynamic PMNS root (pmcd's DYNAMIC_PMID)
@@ -76,10 +81,10 @@ class CompatTable(Table):
     name = ""
     deadline = 4.0  # under pmcd's 5 s agent timeout
 
-    def __init__(self, pmda: Any, *, help_file: bool = False) -> None:
+    def __init__(self, pmda: MetricDispatch, *, help_file: bool = False) -> None:
         self.pmda = pmda
         self.help_file = help_file  # texts come from the help file, not add_metric's
-        self.dispatcher: Any = None  # set by the runtime: for the names-changed flag
+        self.dispatcher: Dispatcher | None = None  # set by the runtime: for the names-changed flag
         self._built = -1
         self._metrics: list[Metric] = []
         self._info: dict[Metric, tuple[int, int, int, int | None]] = {}
@@ -189,13 +194,13 @@ class CompatTable(Table):
 
     # ------------------------------------------------------------ callbacks
 
-    def _locked(self, fn: Any, *args: Any) -> Any:
+    def _locked(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
             return fn(*args)
         finally:
             AGENT.lock.release()
 
-    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+    async def _in_thread(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run ``fn`` in a worker thread holding the callback lock; a batch
         still running answers PM_ERR_AGAIN at once."""
         if not AGENT.lock.acquire(blocking=False):
@@ -221,7 +226,7 @@ class CompatTable(Table):
         if AGENT.notify_change and self.dispatcher is not None:
             self.dispatcher.names_changed = self.dispatcher.labels_changed = True  # as the binding: both
             AGENT.notify_change = False
-        return out  # type: ignore[no-any-return]
+        return out
 
     def _fetch(self, request: FetchRequest) -> dict[Metric, Any]:
         cb = AGENT.callbacks
@@ -363,10 +368,11 @@ class CompatTable(Table):
 
 _SINGLE = [_IN_NULL]
 _LITTLE = sys.byteorder == "little"
-#: types whose values go out packed (big-endian array type codes)
-_PACKED: dict[int, str] = {PmType.U64: "Q", PmType.I64: "q", PmType.DOUBLE: "d"}
 #: the array type code that checks and holds a type's values as the binding reads them
-_TYPECODES: dict[int, str] = {PmType.I32: "i", PmType.U32: "I", PmType.I64: "q", PmType.U64: "Q", PmType.DOUBLE: "d"}
+#: (not FLOAT's: an array of C floats would round a value the binding refuses)
+_TYPECODES: dict[int, str] = {t: i.code for t, i in TYPES.items() if i.code and t != PmType.FLOAT}
+#: types whose values go out packed (big-endian array type codes)
+_PACKED: dict[int, str] = {t: code for t, code in _TYPECODES.items() if TYPES[PmType(t)].form == "fixed"}
 
 
 def _call_all(fcb: Any, cluster: int, item: int, insts: list[int]) -> list[Any]:

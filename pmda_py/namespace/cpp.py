@@ -16,6 +16,15 @@ __all__ = ["preprocess"]
 _MAXLEVEL = 5  # pmcpp: the top-level file plus 4 levels of #include
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+_UNSPACED = re.compile(r"[^\s]*")
+
+
+def _word(text: str) -> str:
+    """``text`` up to its first white space."""
+    match = _UNSPACED.match(text)
+    return match.group(0) if match else ""
+
+
 # --------------------------------------------------------------------------
 # pmcpp
 
@@ -70,7 +79,7 @@ class _Cpp:
                         raise fail("Unterminated value string in #define")
                     value, rest = rest[1:end], rest[end + 1 :]
                 else:
-                    value = re.match(r"[^\s]*", rest).group(0)  # type: ignore[union-attr]
+                    value = _word(rest)
                     rest = rest[len(value) :]
         if rest.strip(" \t\r"):
             raise fail("Unexpected extra text in a control line")

@@ -37,6 +37,7 @@ from pmda_py.wire import (
     DescPdu,
     DescReqPdu,
     ErrorPdu,
+    EventArray,
     FetchPdu,
     InstanceEntry,
     InstancePdu,
@@ -313,7 +314,7 @@ class PmdaClient:
         return self.from_ if from_ is None else from_
 
 
-def _decode_value(type_: int, value: int | ValueBlock) -> Any:
+def _decode_value(type_: int, value: int | ValueBlock) -> int | float | str | bytes | EventArray:
     if isinstance(value, ValueBlock):
         if value.vtype in (PmType.EVENT, PmType.HIGHRES_EVENT):
             return value.event_array()
@@ -321,7 +322,7 @@ def _decode_value(type_: int, value: int | ValueBlock) -> Any:
     if type_ == PmType.I32:
         return value - (1 << 32) if value & 0x80000000 else value
     if type_ == PmType.FLOAT:  # very old INSITU floats
-        return struct.unpack("!f", struct.pack("!I", value))[0]
+        return float(struct.unpack("!f", struct.pack("!I", value))[0])
     return value
 
 
@@ -363,7 +364,7 @@ async def open_pipe_pmda(
     *,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
-    stderr: IO[Any] | int | None = None,
+    stderr: IO[str] | IO[bytes] | int | None = None,
     handshake: bool = True,
     creds_flags: int | None = None,
     timeout: float | None = 10.0,
@@ -434,7 +435,7 @@ async def open_socket_pmda(
     ipv6: int | None = None,
     command: Sequence[str] | None = None,
     env: dict[str, str] | None = None,
-    stderr: IO[Any] | int | None = None,
+    stderr: IO[str] | IO[bytes] | int | None = None,
     handshake: bool = True,
     creds_flags: int | None = None,
     timeout: float | None = 10.0,

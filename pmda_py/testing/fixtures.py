@@ -19,7 +19,6 @@ Example::
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Callable
@@ -28,18 +27,23 @@ import pytest
 
 from pmda_py.testing.client import PmdaClient, open_pipe_pmda, open_socket_pmda
 from pmda_py.testing.harness import open_table_pmda
+from pmda_py.testing.support import pmda_py_argv
 
-__all__ = ["pmda_command", "pmda_socket", "table_pmda"]
+__all__ = ["PmdaFactory", "pmda_command", "pmda_socket", "table_pmda"]
+
+#: what each fixture gives: called with the fixture's arguments, it returns an
+#: async context manager yielding a client of the PMDA
+PmdaFactory = Callable[..., AbstractAsyncContextManager[PmdaClient]]
 
 
 def _resolve(command: Sequence[str]) -> list[str]:
     if command and command[0] == "pmda-py":
-        return [sys.executable, "-m", "pmda_py", *command[1:]]
+        return pmda_py_argv(*command[1:])
     return list(command)
 
 
 @pytest.fixture
-def pmda_command() -> Callable[..., AbstractAsyncContextManager[PmdaClient]]:
+def pmda_command() -> PmdaFactory:
     """Factory: ``pmda_command(argv, **kw)`` -> async CM yielding a client."""
 
     def start(command: Sequence[str], **kw: Any) -> AbstractAsyncContextManager[PmdaClient]:
@@ -49,16 +53,16 @@ def pmda_command() -> Callable[..., AbstractAsyncContextManager[PmdaClient]]:
 
 
 @pytest.fixture
-def pmda_socket() -> Any:
+def pmda_socket() -> PmdaFactory:
     """Factory: ``pmda_socket(unix=|inet=|ipv6=, command=argv)`` -> async CM."""
 
-    def start(*, command: Sequence[str] | None = None, **kw: Any) -> Any:
+    def start(*, command: Sequence[str] | None = None, **kw: Any) -> AbstractAsyncContextManager[PmdaClient]:
         return open_socket_pmda(command=_resolve(command) if command else None, **kw)
 
     return start
 
 
 @pytest.fixture
-def table_pmda() -> Any:
+def table_pmda() -> PmdaFactory:
     """Factory: ``table_pmda(*tables, mount=, domain=)`` -> async CM (in-process)."""
     return open_table_pmda

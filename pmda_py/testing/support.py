@@ -19,9 +19,11 @@ import tempfile
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
-__all__ = ["InlineRunner", "pmda_py_argv", "traversable_dir"]
+from pmda_py.table import Table
+
+__all__ = ["InlineRunner", "pmda_py_argv", "pmda_py_line", "traversable_dir"]
 
 _T = TypeVar("_T")
 
@@ -30,6 +32,22 @@ def pmda_py_argv(*args: str) -> list[str]:
     """``pmda-py ARGS...`` as the interpreter running the caller runs it (no
     activated virtualenv or installed script needed)."""
     return [sys.executable, "-m", "pmda_py", *args]
+
+
+def pmda_py_line(*args: object) -> str:
+    """:func:`pmda_py_argv` as one line of words, for what splits a command on
+    white space (a pmcd.conf line, dbpmda's ``open pipe``); ``args`` are turned
+    into strings (paths welcome).
+
+    Raises:
+        ValueError: a word is empty or holds white space (it would not come
+            back as one word).
+    """
+    argv = pmda_py_argv(*map(str, args))
+    bad = [a for a in argv if not a or any(c.isspace() for c in a)]
+    if bad:
+        raise ValueError(f"words that would not split back as they are: {bad}")
+    return " ".join(argv)
 
 
 @contextmanager
@@ -49,11 +67,11 @@ class InlineRunner:
     """Runs every table call at once in the caller's task: no deadlines,
     no threads, checks skipped."""
 
-    async def call(self, table: Any, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:
+    async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:
         return await fn()
 
-    async def gather(self, calls: Sequence[tuple[Any, str, Callable[[], Awaitable[Any]]]]) -> list[Any]:
-        out: list[Any] = []
+    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[object]]]]) -> list[object]:
+        out: list[object] = []
         for _table, _what, fn in calls:
             try:
                 out.append(await fn())
@@ -61,5 +79,5 @@ class InlineRunner:
                 out.append(exc)
         return out
 
-    async def check(self, table: Any) -> None:
+    async def check(self, table: Table) -> None:
         return None

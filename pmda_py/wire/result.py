@@ -13,11 +13,11 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from pmda_py.errors import WireFormatError
-from pmda_py.pmapi import PmType
+from pmda_py.pmapi import TYPES, PmType
 from pmda_py.wire.layout import FIXED_CODES, FixedLayout
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
@@ -34,12 +34,8 @@ __all__ = [
 
 _LITTLE: Final = sys.byteorder == "little"
 _HDR = struct.Struct("!iiiiii")  # len, type, from, sec, usec, numpmid
-_FIXED: Final[dict[int, tuple[str, int]]] = {
-    PmType.I64: ("q", 8),
-    PmType.U64: ("Q", 8),
-    PmType.DOUBLE: ("d", 8),
-    PmType.FLOAT: ("f", 4),
-}
+#: the types whose values travel as fixed-size DPTR blocks: their array code and size
+_FIXED: Final[Mapping[int, tuple[str, int]]] = {t: (i.code, i.size) for t, i in TYPES.items() if i.form == "fixed"}
 
 
 def _u32(values: Sequence[int]) -> array[int]:
@@ -170,7 +166,7 @@ class ResultBuilder:
             self.add_error(pmid, 0)
             return
         code, size = _FIXED[type_]
-        if type(values) is PackedColumn:  # the hot path: no per-value work at all
+        if isinstance(values, PackedColumn):  # the hot path: no per-value work at all
             if values.size != size or len(values.data) != size * len(insts):
                 raise ValueError("packed column of the wrong size or length")
             item = _Set(pmid, "fixed", _u32(insts))
@@ -181,10 +177,10 @@ class ResultBuilder:
             raise ValueError("insts and values differ in length")
         try:
             if isinstance(values, array) and values.typecode == code:
-                arr = array(code)
+                arr: array[float] = array(code)
                 arr.frombytes(values.tobytes())
             else:
-                arr = array(code, values)  # type: ignore[arg-type]
+                arr = array(code, values)
         except (TypeError, OverflowError) as err:
             raise struct.error(str(err)) from err
         if _LITTLE:
@@ -207,19 +203,21 @@ class ResultBuilder:
         item.valfmt, item.vtype, item.raws = valfmt, vtype, list(payloads)
         self._items.append(item)
 
-    def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[object]) -> None:
-        """Encode typed values the way libpcp_pmda's ``__pmStuffValue`` does."""
+    def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[Any]) -> None:
+        """Encode typed values the way libpcp_pmda's ``__pmStuffValue`` does
+        (``values``: what a table returned, of the metric's type; refused here
+        when they are not)."""
         if type_ in (PmType.I32, PmType.U32):
-            self.add_insitu(pmid, insts, values)  # type: ignore[arg-type]
+            self.add_insitu(pmid, insts, values)
         elif type_ in _FIXED:
-            self.add_fixed(pmid, type_, insts, values)  # type: ignore[arg-type]
+            self.add_fixed(pmid, type_, insts, values)
         elif type_ == PmType.STRING:
-            raw = [(v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)) + b"\0" for v in values]  # type: ignore[call-overload]
+            raw = [(v.encode("utf-8", "surrogateescape") if isinstance(v, str) else bytes(v)) + b"\0" for v in values]
             self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.STRING, raw)
         elif type_ == PmType.AGGREGATE:
-            self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.AGGREGATE, [bytes(v) for v in values])  # type: ignore[call-overload]
+            self.add_blocks(pmid, ValFmt.DPTR, insts, PmType.AGGREGATE, [bytes(v) for v in values])
         elif type_ == PmType.AGGREGATE_STATIC:
-            self.add_blocks(pmid, ValFmt.SPTR, insts, PmType.AGGREGATE_STATIC, [bytes(v) for v in values])  # type: ignore[call-overload]
+            self.add_blocks(pmid, ValFmt.SPTR, insts, PmType.AGGREGATE_STATIC, [bytes(v) for v in values])
         elif type_ in (PmType.EVENT, PmType.HIGHRES_EVENT):
             payloads = []
             for v in values:

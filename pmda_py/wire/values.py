@@ -4,7 +4,7 @@ PDUs themselves (pmcd's FETCH reply and a store request).  Sans-IO."""
 from __future__ import annotations
 
 import struct
-from typing import ClassVar, Sequence
+from typing import ClassVar, Sequence, Union
 
 import attrs
 
@@ -114,24 +114,35 @@ class EventArray:
         return cls(highres, tuple(records))
 
 
-def _atom_to_bytes(type_: int, value: object, *, nul: bool) -> bytes:
-    if type_ in (PmType.I32,):
-        return _I.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.U32:
-        return _U.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.I64:
-        return _Q.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.U64:
-        return _UQ.pack(int(value))  # type: ignore[call-overload]
-    if type_ == PmType.FLOAT:
-        return _F.pack(float(value))  # type: ignore[arg-type]
-    if type_ == PmType.DOUBLE:
-        return _D.pack(float(value))  # type: ignore[arg-type]
-    if type_ == PmType.STRING:
-        raw = _b(value) if isinstance(value, str) else bytes(value)  # type: ignore[call-overload]
-        return raw + b"\0" if nul else raw
+#: a Python value of one PCP value: a number, a string, raw bytes or an event array
+Atom = Union[int, float, str, bytes, EventArray]
+
+
+#: the struct of each numeric type's value block
+_PACKERS: dict[int, struct.Struct] = {
+    PmType.I32: _I,
+    PmType.U32: _U,
+    PmType.I64: _Q,
+    PmType.U64: _UQ,
+    PmType.FLOAT: _F,
+    PmType.DOUBLE: _D,
+}
+_FLOATS = (PmType.FLOAT, PmType.DOUBLE)
+
+
+def _atom_to_bytes(type_: int, value: Atom, *, nul: bool) -> bytes:
     if isinstance(value, EventArray):
+        if type_ in _PACKERS or type_ == PmType.STRING:
+            raise TypeError(f"cannot encode an event array as PM_TYPE {type_}")
         return value.encode()
+    packer = _PACKERS.get(type_)
+    if packer is not None:
+        return packer.pack(float(value) if type_ in _FLOATS else int(value))
+    if type_ == PmType.STRING:
+        if isinstance(value, float):
+            raise TypeError("cannot encode a float as a string")
+        raw = _b(value) if isinstance(value, str) else bytes(value)
+        return raw + b"\0" if nul else raw
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise TypeError(f"cannot encode {type(value).__name__} as PM_TYPE {type_}")
@@ -174,7 +185,7 @@ class ValueBlock:
     payload: bytes
 
     @classmethod
-    def of(cls, type_: int, value: int | float | str | bytes | EventArray) -> ValueBlock:
+    def of(cls, type_: int, value: Atom) -> ValueBlock:
         """The block libpcp_pmda's ``__pmStuffValue`` builds for ``value``."""
         if type_ in (PmType.EVENT, PmType.HIGHRES_EVENT) and isinstance(value, EventArray):
             return cls(type_, value.encode())
@@ -228,15 +239,18 @@ class ValueSet:
         return self.error if self.error < 0 else len(self.values)
 
     @classmethod
-    def of(cls, pmid: int, type_: int, values: Sequence[tuple[int, object]]) -> ValueSet:
+    def of(cls, pmid: int, type_: int, values: Sequence[tuple[int, Atom]]) -> ValueSet:
         """Encode typed Python values the way libpcp_pmda does (INSITU for
         32-bit integers, DPTR blocks otherwise, SPTR for event arrays)."""
         if type_ in (PmType.I32, PmType.U32):
-            return cls(pmid, tuple(PmValue(i, int(v) & 0xFFFFFFFF) for i, v in values), ValFmt.INSITU)  # type: ignore[call-overload]
+            words = [v for _, v in values if not isinstance(v, EventArray)]
+            if len(words) != len(values):
+                raise TypeError("an event array is not a number")
+            return cls(pmid, tuple(PmValue(i, int(w) & 0xFFFFFFFF) for (i, _), w in zip(values, words)), ValFmt.INSITU)
         fmt = ValFmt.SPTR if type_ in (PmType.EVENT, PmType.HIGHRES_EVENT, PmType.AGGREGATE_STATIC) else ValFmt.DPTR
         return cls(
             pmid,
-            tuple(PmValue(i, ValueBlock.of(type_, v)) for i, v in values),  # type: ignore[arg-type]
+            tuple(PmValue(i, ValueBlock.of(type_, v)) for i, v in values),
             fmt,
         )
 

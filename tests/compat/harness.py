@@ -8,15 +8,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+from pmda_py.testing.support import pmda_py_argv
 from tests.conftest import require
 from tests.integration.pcpbed import NEWHELP, mask_simple_times
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 PMDAS = Path("/var/lib/pcp/pmdas")
-COMPAT = [sys.executable, "-m", "pmda_py", "compat"]
+COMPAT = pmda_py_argv("compat")
 
 
 def require_binding() -> None:

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,6 +81,7 @@ def _case(draw: st.DrawFn) -> tuple[str, str]:
     return mtype, expr
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(st.lists(_case(), min_size=1, max_size=24))
 def test_generated_returns(cases: list[tuple[str, str]]) -> None:

@@ -11,6 +11,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.compat.harness import COMPAT, bed, dbpmda, write_pmns
 from tests.conftest import require
 
@@ -55,6 +57,7 @@ fetch slow.fast
 """
 
 
+@pytest.mark.slow
 def test_a_slow_callback_does_not_stall_the_agent(root: Path) -> None:
     require(os.path.exists("/usr/bin/dbpmda") or os.path.exists("/usr/lib/pcp/bin/dbpmda"), "dbpmda not installed")
     env = bed(root)

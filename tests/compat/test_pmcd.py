@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_argv
 from tests.compat import test_corpus as corpus
 from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, compiled_help, require_script
 from tests.conftest import require
@@ -135,6 +135,7 @@ def test_pminfo_under_pmcd(root: Path, name: str) -> None:
     assert _mask(ours) == _mask(real)
 
 
+@pytest.mark.slow
 def test_openmetrics_as_our_own_dropin(root: Path) -> None:
     """pmdaopenmetrics.python under compat answers as pmda_py's own
     OpenMetrics drop-in (``pmda-py run --openmetrics-compat``) does, but for
@@ -144,7 +145,7 @@ def test_openmetrics_as_our_own_dropin(root: Path) -> None:
 
     require(importlib.util.find_spec("requests") is not None, "requests not installed (pip install -e '.[test]')")
     ours = _pminfo("openmetrics", COMPAT, root / "ours")
-    dropin = [sys.executable, "-m", "pmda_py", "run", "--openmetrics-compat", "--notready", "-d", "144"]
+    dropin = pmda_py_argv("run", "--openmetrics-compat", "--notready", "-d", "144")
     theirs = _pminfo_of("openmetrics", dropin, root / "dropin")
     volatile = re.compile(VOLATILE.pattern.replace("(fetch|parse)_time", "(fetch_time|parse_time|calls)"))
     assert "value 21.5" in ours

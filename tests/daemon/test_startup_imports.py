@@ -30,8 +30,8 @@ NOT_LOADED = (
     "pmda_py.pcplabels",
     "pmda_py.harvest",
     "pmda_py.testing",
-    "pmda_py.installer",
-    "pmda_py.demo",
+    "pmda_py.tools.installer",
+    "pmda_py.tools.demo",
 )
 
 _CHILD = """

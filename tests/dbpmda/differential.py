@@ -18,12 +18,12 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pmda_py.testing.dbpmda.format import DEBUG_FLAGS
+from pmda_py.testing.support import pmda_py_argv, pmda_py_line
 from tests.integration.pcpbed import SAMPLE, mask_simple_times, private_pmdas
 
 SAMPLE_PMNS = "/var/lib/pcp/pmdas/sample/root"
@@ -326,9 +326,8 @@ class Bed:
         d.mkdir()
         d.chmod(0o777)
         if simple:
-            cmd = (
-                f"open pipe {sys.executable} -m pmda_py run -d 253 --table simple=simple "
-                f"-l {d}/simple.log --state-dir {d}"
+            cmd = "open pipe " + pmda_py_line(
+                "run", "-d", "253", "--table", "simple=simple", "-l", f"{d}/simple.log", "--state-dir", d
             )
             return cmd, SIMPLE_PMNS
         return f"open pipe {SAMPLE} -d 29 -l {d}/sample.log", SAMPLE_PMNS
@@ -352,7 +351,7 @@ class Bed:
     def compare(self, seed: int, lines: int = 12) -> Outcome:
         script, simple = generate(seed, lines)
         real = self.run(["dbpmda"], script, simple, "real")
-        ours = self.run([sys.executable, "-m", "pmda_py", "dbpmda"], script, simple, "ours")
+        ours = self.run(pmda_py_argv("dbpmda"), script, simple, "ours")
         out = Outcome(seed, script, real, ours, traceback="Traceback (most recent call last)" in ours[1])
         if not out.same:
             out.categories = categorise(real, ours)

@@ -40,6 +40,7 @@ def test_generator_covers_the_kinds_of_line() -> None:
     assert any(simple for _, simple in scripts) and not all(simple for _, simple in scripts)
 
 
+@pytest.mark.slow
 def test_fixed_seeds_same_transcript_as_dbpmda(bed: Bed) -> None:
     failures = []
     for seed in SEEDS:

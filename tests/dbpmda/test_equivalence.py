@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pmda_py.pcpversion import pcp_version
+from pmda_py.testing.support import pmda_py_argv, pmda_py_line
 from tests.conftest import PDUS
 from tests.integration.pcpbed import SAMPLE, SIMPLE_PY, free_port, mask_simple_times, simple_cache
 
@@ -107,7 +107,7 @@ def _compare(script: str, pmns: str, env: dict[str, str], reset: object = None) 
     real = _run(["dbpmda", "-n", pmns, "-e"], script, env)
     if callable(reset):
         reset()
-    ours = _run([sys.executable, "-m", "pmda_py", "dbpmda", "-n", pmns, "-e"], script, env)
+    ours = _run(pmda_py_argv("dbpmda", "-n", pmns, "-e"), script, env)
     assert ours[0] == real[0], "stdout differs"
     assert ours[1] == real[1], "stderr differs"
     return real[0]
@@ -160,7 +160,7 @@ def test_sample_inet_socket(pcp_env: dict[str, str], tmp_path: Path) -> None:
     )
     try:
         time.sleep(0.5)
-        ours = _run([sys.executable, "-m", "pmda_py", "dbpmda", "-n", SAMPLE_PMNS, "-e"], script + "quit\n", pcp_env)
+        ours = _run(pmda_py_argv("dbpmda", "-n", SAMPLE_PMNS, "-e"), script + "quit\n", pcp_env)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
@@ -182,9 +182,8 @@ def test_every_command_and_error_path_simple(pcp_env: dict[str, str], tmp_path: 
 
 def test_our_daemon_under_both_dbpmdas(pcp_env: dict[str, str], tmp_path: Path) -> None:
     """Our harness also agrees with real dbpmda when the PMDA is ours."""
-    cmd = (
-        f"open pipe {sys.executable} -m pmda_py run -d 253 --table simple=simple "
-        f"-l {tmp_path}/o.log --state-dir {tmp_path}"
+    cmd = "open pipe " + pmda_py_line(
+        "run", "-d", "253", "--table", "simple=simple", "-l", f"{tmp_path}/o.log", "--state-dir", tmp_path
     )
     _compare(_script("dbpmda_simple", cmd), SIMPLE_PMNS, pcp_env, lambda: _rm(tmp_path / "253.1"))
 
@@ -300,7 +299,7 @@ def test_local_commands_help_status_debug_namespace(pcp_env: dict[str, str], tmp
         open=f"open pipe {SAMPLE} -d 29 -l {tmp_path}/l.log", simple_pmns=SIMPLE_PMNS, sample_pmns=SAMPLE_PMNS
     )
     real = _run(["dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
-    ours = _run([sys.executable, "-m", "pmda_py", "dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
+    ours = _run(pmda_py_argv("dbpmda", "-n", SAMPLE_PMNS, "-e"), script, pcp_env)
     assert _mask_status(ours[0]) == _mask_status(real[0]), "stdout differs"
     assert ours[1] == real[1], "stderr differs"
     # "debug 3": 6.x sets the old bit 1 (fetch); 7.x refuses numeric flags
@@ -346,7 +345,7 @@ def test_sample_unix_and_ipv6_sockets(family: str, pcp_env: dict[str, str], tmp_
     sockdir = Path(tempfile.mkdtemp(prefix="pmda_py-dbpmda-"))  # the PMDA may run as user pcp
     sockdir.chmod(0o777)
     outputs = []
-    for who, cmd in (("real", ["dbpmda"]), ("ours", [sys.executable, "-m", "pmda_py", "dbpmda"])):
+    for who, cmd in (("real", ["dbpmda"]), ("ours", pmda_py_argv("dbpmda"))):
         if family == "unix":
             target = str(sockdir / f"{who}.socket")
             proc = _socket_pmda(["-u", target], tmp_path / f"{who}.log", pcp_env)

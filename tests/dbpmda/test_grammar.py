@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-import sys
 
 import pytest
 import trio
@@ -17,6 +16,7 @@ from pmda_py.testing.dbpmda import DbpmdaSession
 from pmda_py.testing.dbpmda.cvalues import c_atoi, c_strtod, c_strtol, c_strtoul
 from pmda_py.testing.dbpmda.lexer import Lexer
 from pmda_py.testing.dbpmda.session import parse_store_value
+from pmda_py.testing.support import pmda_py_argv
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -103,7 +103,7 @@ def test_statements_span_lines_after_a_scanner_error() -> None:
 
 
 def test_help_is_plain_text() -> None:
-    r = subprocess.run([sys.executable, "-m", "pmda_py", "dbpmda", "--help"], capture_output=True, text=True)
+    r = subprocess.run(pmda_py_argv("dbpmda", "--help"), capture_output=True, text=True)
     assert r.returncode == 0
     assert "dbpmda's command language" in r.stdout or "command language" in r.stdout
     for markup in ("``", ":class:", ":mod:", ":func:"):

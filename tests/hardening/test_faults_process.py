@@ -7,28 +7,27 @@ import json
 import os
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pmda_py.pmapi import LabelType, PmType, pmid
 from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, Table
-from pmda_py.testing.client import open_pipe_pmda
-from pmda_py.testing.harness import open_table_pmda
+from pmda_py.testing.fixtures import PmdaFactory
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import DescReqPdu
 from tests.conftest import require
 
-PMDA_PY = [sys.executable, "-m", "pmda_py", "run", "-d", "253", "--table", "control=ctl"]
+PMDA_PY = ("run", "-d", "253", "--table", "control=ctl")
 
 
 HAVE_DEV_FULL = os.path.exists("/dev/full")
 
 
-async def test_log_on_a_full_disk_does_not_stop_the_daemon() -> None:
+async def test_log_on_a_full_disk_does_not_stop_the_daemon(pmda_command: PmdaFactory) -> None:
     require(HAVE_DEV_FULL, "needs /dev/full")
     # every write to /dev/full fails with ENOSPC: logging must not take the PMDA down
-    async with open_pipe_pmda([*PMDA_PY, "-l", "/dev/full", "--log-level", "debug"]) as pmda:
+    async with pmda_command(["pmda-py", *PMDA_PY, "-l", "/dev/full", "--log-level", "debug"]) as pmda:
         for _ in range(20):
             v = await pmda.fetch_values(["ctl.pid", "ctl.fetch.count"])
             assert v["ctl.pid"] == pmda.pid
@@ -37,7 +36,7 @@ async def test_log_on_a_full_disk_does_not_stop_the_daemon() -> None:
 
 def test_pipe_closed_mid_pdu_exits_cleanly(tmp_path: Path) -> None:
     log = tmp_path / "pmda.log"
-    proc = subprocess.Popen([*PMDA_PY, "-l", str(log)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(pmda_py_argv(*PMDA_PY, "-l", str(log)), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdout.read(20)
     proc.stdin.write(struct.pack("!iiiiI", 20, 0x700C, 1, 1, 0x01020000))
@@ -75,9 +74,9 @@ class Hostile(Table):
         return {self.m: {0: '"},{', 1: "\x00\x01"}}
 
 
-async def test_labels_and_help_cannot_inject() -> None:
+async def test_labels_and_help_cannot_inject(table_pmda: PmdaFactory) -> None:
     t = Hostile()
-    async with open_table_pmda(t, mount="h", domain=250) as pmda:
+    async with table_pmda(t, mount="h", domain=250) as pmda:
         lab = await pmda.label(pmid(250, 0, 0), LabelType.ITEM)
         doc = json.loads(lab.sets[0].json)  # valid JSON
         assert doc == {"evil": '"},"injected":true,"x":{"', "uni": "\u00e9\u2603\x00"}

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,12 @@ import pytest
 from pmda_py.config import parse_args
 from pmda_py.daemon import load_table
 from pmda_py.helpfile import HelpFile
-from pmda_py.installer import configured_text, main
 from pmda_py.pmapi import TextType, indom, pmid
+from pmda_py.testing.support import pmda_py_argv
+from pmda_py.tools.installer import configured_text, main
 from tests.install._pcp import NEWHELP, REPO, require_pcp
 
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
+PMDA_PY = pmda_py_argv()
 CONF = REPO / "etc" / "pypmda.conf"
 
 
@@ -139,7 +139,7 @@ def test_help_builds_with_newhelp_and_is_read_back(tmp_path: Path) -> None:
 
 
 def test_help_entries_escape_and_fit_newhelp() -> None:
-    from pmda_py.installer import _help_entry
+    from pmda_py.tools.installer import _help_entry
 
     entry = _help_entry("x.y", "one\nline", "@ not an entry\n# not a comment\n" + "word " * 600)
     lines = entry.rstrip("\n").splitlines()

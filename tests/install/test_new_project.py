@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pmda_py.newproject import project_files
+from pmda_py.testing.support import pmda_py_argv
+from pmda_py.tools.newproject import project_files
 from tests.conftest import REPO, require
 from tests.docblocks import block as _block
 from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, SYSCONF, has_values, our_pids, require_root_pcp, wait
@@ -53,6 +54,7 @@ def _sh(script: str, cwd: Path, venv: Path, timeout: float = 600) -> subprocess.
     return subprocess.run(["bash", "-ec", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_new_project_passes_its_tests(venv: Path, tmp_path: Path) -> None:
     """The documented line (docs/installing.md), verbatim: the project installs and its tests pass
     (in-process and through its entry point, with pmda_py's plugin)."""
@@ -74,18 +76,14 @@ def test_new_project_passes_its_tests(venv: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["9lives", "class", "pmda_py", "a-b", "tests"])
 def test_new_refuses_names_that_cannot_be_a_package(tmp_path: Path, name: str) -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "pmda_py", "new", name], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    r = subprocess.run(pmda_py_argv("new", name), cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "cannot name an agent" in r.stderr and not list(tmp_path.iterdir()), r.stderr
 
 
 def test_new_never_writes_into_a_project(tmp_path: Path) -> None:
     (tmp_path / "demo").mkdir()
     (tmp_path / "demo" / "mine.py").write_text("keep\n")
-    r = subprocess.run(
-        [sys.executable, "-m", "pmda_py", "new", "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    r = subprocess.run(pmda_py_argv("new", "demo"), cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "not an empty directory" in r.stderr
     assert [p.name for p in (tmp_path / "demo").iterdir()] == ["mine.py"]
 

@@ -11,14 +11,15 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_argv
+
 REPO = Path(__file__).resolve().parents[2]
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
+PMDA_PY = pmda_py_argv()
 PMCD = "/usr/lib/pcp/bin/pmcd"
 NEWHELP = "/usr/lib/pcp/bin/newhelp"
 SIMPLE_PY = "/var/lib/pcp/pmdas/simple/pmdasimple.python"

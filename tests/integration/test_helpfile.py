@@ -10,7 +10,7 @@ import pytest
 from pmda_py.helpfile import HelpFile
 from pmda_py.pmapi import PmType, TextType, indom, pmid
 from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, Table
-from pmda_py.testing.harness import open_table_pmda
+from pmda_py.testing.fixtures import PmdaFactory
 
 pytestmark = pytest.mark.pcp
 
@@ -43,8 +43,8 @@ class Bare(Table):
         return {}
 
 
-async def test_daemon_serves_help_file_text(pmdas_dir: Path) -> None:
+async def test_daemon_serves_help_file_text(pmdas_dir: Path, table_pmda: PmdaFactory) -> None:
     hf = HelpFile.open(str(pmdas_dir / "simple" / "help"))
-    async with open_table_pmda(Bare(), mount="simple", domain=253, help_source=hf) as pmda:
+    async with table_pmda(Bare(), mount="simple", domain=253, help_source=hf) as pmda:
         assert await pmda.oneline(pmid(253, 0, 0)) == "Number of pmFetch operations."
         assert (await pmda.text(indom(253, 0), TextType.HELP | TextType.INDOM)).startswith("Universally 3")

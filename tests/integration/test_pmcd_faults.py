@@ -4,7 +4,6 @@ others and pmcd keeps the agent; ``notready`` start works."""
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_line
 from tests.conftest import REPO
 from tests.integration.pcpbed import PrivatePmcd
 
@@ -54,7 +54,7 @@ def _start_config(workdir: Path, pcp_env: dict[str, str], tables: str) -> Privat
     return _start(
         workdir,
         pcp_env,
-        f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {workdir / 't.log'} --state-dir {workdir}",
+        "t 251 pipe binary " + pmda_py_line("run", "-c", cfg, "-l", workdir / "t.log", "--state-dir", workdir),
     )
 
 
@@ -93,9 +93,8 @@ def test_slow_and_crashing_tables_under_pmcd(workdir: Path, pcp_env: dict[str, s
 
 
 def test_notready_start(workdir: Path, pcp_env: dict[str, str]) -> None:
-    line = (
-        f"t 251 pipe binary notready {sys.executable} -m pmda_py run -d 251 --notready "
-        f"--table simple=t.simple -l {workdir / 't.log'} --state-dir {workdir}"
+    line = "t 251 pipe binary notready " + pmda_py_line(
+        "run", "-d", "251", "--notready", "--table", "simple=t.simple", "-l", workdir / "t.log", "--state-dir", workdir
     )
     pmcd = _start(workdir, pcp_env, line)
     try:
@@ -112,6 +111,7 @@ def test_notready_start(workdir: Path, pcp_env: dict[str, str]) -> None:
         pmcd.stop()
 
 
+@pytest.mark.slow
 def test_pmcd_killed_mid_fetch_then_restarted(workdir: Path, pcp_env: dict[str, str]) -> None:
     """pmcd dies (SIGKILL) while our agent is answering a slow fetch: the agent
     notices the closed pipe and exits cleanly (no orphan); a new pmcd starts

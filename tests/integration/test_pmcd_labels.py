@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_line
 from tests.conftest import REPO
 from tests.integration.pcpbed import PrivatePmcd
 
@@ -67,7 +67,7 @@ def test_agent_label_on_every_metric_table_labels_on_their_own(pcp_env: dict[str
     else:
         conf.write_text(CONF.format(repo=REPO))
         expect_tables, site = {"simple", "control", "labelled"}, "lab"
-    line = f"pypmda 310 pipe binary {sys.executable} -m pmda_py run -c {conf} -l {root / 'pmda.log'}"
+    line = "pypmda 310 pipe binary " + pmda_py_line("run", "-c", conf, "-l", root / "pmda.log")
     pmcd = PrivatePmcd(root, [line], "root {\n    pypmda\t310:*:*\n}\n", env=pcp_env)
     try:
         pmcd.start("pypmda.control.pid")

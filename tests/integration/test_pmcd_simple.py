@@ -104,6 +104,7 @@ def _ours(root: Path, tag: str, *extra: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_same_answers_as_pmdasimple_pipe_and_socket(pmcd: PrivatePmcd) -> None:
     pmcd.wait("simple.numfetch", desc_only=True)
     reference = _run_clients(pmcd)

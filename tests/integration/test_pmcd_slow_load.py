@@ -6,7 +6,6 @@ pmcd gets PMDAREADY and the values; pmcd never drops the agent."""
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_line
 from tests.integration.pcpbed import PrivatePmcd
 
 pytestmark = pytest.mark.pcp
@@ -41,6 +41,7 @@ def workdir() -> Iterator[Path]:
 STATIC = "t {\n    simple\n    lazy\n}\nt.simple {\n    numfetch\t251:0:0\n}\nt.lazy {\n    x\t251:40:0\n}\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pmns", ["dynamic", "static"])
 def test_slow_import_under_pmcd(workdir: Path, pcp_env: dict[str, str], pmns: str) -> None:
     """``dynamic``: pmcd asks the agent for names (PMNS requests, answered
@@ -53,7 +54,7 @@ def test_slow_import_under_pmcd(workdir: Path, pcp_env: dict[str, str], pmns: st
         "[table simple]\nmount = t.simple\n[table lazy]\ntable = lazy_table:Lazy\nmount = t.lazy\n"
     )
     log = workdir / "t.log"
-    line = f"t 251 pipe binary {sys.executable} -m pmda_py run -c {cfg} -l {log} --state-dir {workdir}"
+    line = "t 251 pipe binary " + pmda_py_line("run", "-c", cfg, "-l", log, "--state-dir", workdir)
     text = Path("/var/lib/pcp/pmns/root_pmcd").read_text()
     top = "t\t251:*:*" if pmns == "dynamic" else "t"
     text = text.replace("root {\n    pmcd\n}", f"root {{\n    pmcd\n    {top}\n}}", 1)

@@ -62,6 +62,7 @@ def _values(pmcd: PrivatePmcd) -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["unix", "inet"])
 def test_standalone_agent_serves_pmcd_only_and_survives_its_restart(
     root: Path, pcp_env: dict[str, str], transport: str

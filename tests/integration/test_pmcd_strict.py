@@ -5,12 +5,12 @@ through pmcd, and pmcd's log shows no PM_ERR_IPC and the agent never dropped."""
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_line
 from tests.conftest import MMV_DATA
 from tests.integration.pcpbed import PrivatePmcd, require_pcp
 
@@ -31,9 +31,8 @@ def test_pmcd_decodes_every_reply() -> None:
         (root / "pmcd").mkdir()
         text = Path("/var/lib/pcp/pmns/root_pmcd").read_text()
         pmns = text.replace("root {\n    pmcd\n}", "root {\n    pmcd\n    mmv\t70:*:*\n}", 1)
-        line = (
-            f"mmv 70 pipe binary {sys.executable} -m pmda_py run --mmv-compat --mmv-dir {root / 'mmv'} "
-            f"-l {root / 'pmcd' / 'ours.log'}"
+        line = "mmv 70 pipe binary " + pmda_py_line(
+            "run", "--mmv-compat", "--mmv-dir", root / "mmv", "-l", root / "pmcd" / "ours.log"
         )
         pmcd = PrivatePmcd(root / "pmcd", [line], pmns, env={"PCP_TMP_DIR": str(root)}, debug="pdu")
         pmcd.start()

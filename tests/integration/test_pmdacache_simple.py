@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_line
 from tests.integration.pcpbed import SIMPLE_PY, PrivatePmcd, simple_cache
 
 pytestmark = pytest.mark.pcp
@@ -51,6 +51,7 @@ def _entries(path: Path) -> list[tuple[int, int, str]]:
     return [(int(i), int(s), n) for i, s, n in (line.split(" ", 2) for line in lines[1:])]
 
 
+@pytest.mark.slow
 def test_pmdasimple_and_pmda_py_keep_each_others_ids(bed: tuple[Path, dict[str, str]]) -> None:
     root, env = bed
     conf = Path(env["PCP_PMDAS_DIR"]) / "simple" / "simple.conf"
@@ -58,7 +59,7 @@ def test_pmdasimple_and_pmda_py_keep_each_others_ids(bed: tuple[Path, dict[str, 
     theirs = f"simple 253 pipe binary /usr/bin/python3 {SIMPLE_PY} -d 253"
     log = root / "pmda-py.log"
     # no --state-dir: the default is $PCP_VAR_DIR/config/pmda, pmdaCache's place
-    ours = f"simple 253 pipe binary {sys.executable} -m pmda_py run --table simple=simple -d 253 -l {log}"
+    ours = "simple 253 pipe binary " + pmda_py_line("run", "--table", "simple=simple", "-d", "253", "-l", log)
 
     conf.write_text("hour,min\n")
     pmcd = PrivatePmcd(root, [theirs], PMNS, env=env).start("simple.numfetch")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pmda_py.mmv.table import MmvTable
 from pmda_py.pmapi import LabelType, TextType
 from pmda_py.testing.client import PmdaClient
-from pmda_py.testing.harness import open_table_pmda
+from pmda_py.testing.fixtures import PmdaFactory
 from pmda_py.wire import decode_pdu
 from pmda_py.wire.pdus import (
     CredsPdu,
@@ -129,7 +129,7 @@ async def _sweep(pmda: PmdaClient, root: str) -> list[bytes]:
 
 
 @pytest.mark.parametrize("version", ["6.0.3", "7.2.2"])
-async def test_daemon_replies_pass(tmp_path: Path, version: str) -> None:
+async def test_daemon_replies_pass(tmp_path: Path, version: str, table_pmda: PmdaFactory) -> None:
     """Our daemon's replies (MMV drop-in over corpus files, both pmdammv
     flavours) all pass; the sweep covers every checked reply type."""
     d = tmp_path / "mmv"
@@ -137,7 +137,7 @@ async def test_daemon_replies_pass(tmp_path: Path, version: str) -> None:
     for stem in FILES:
         shutil.copy(MMV / f"{stem}.mmv", d / f"rs_{stem}")
     table = MmvTable(dir=str(d), compat="1", pcp_version=version)
-    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+    async with table_pmda(table, mount="mmv", domain=70) as pmda:
         replies = await _sweep(pmda, "mmv")
     seen = {int.from_bytes(r[4:8], "big") for r in replies}
     assert seen >= set(CHECKED), sorted(hex(t) for t in set(CHECKED) - seen)

@@ -3,6 +3,9 @@
 - :mod:`~pmda_py.testing.dbpmda.lexer`: the tokens of dbpmda's ``lex.l``;
 - :mod:`~pmda_py.testing.dbpmda.parser`: the productions of its ``gram.y``;
 - :mod:`~pmda_py.testing.dbpmda.session`: the statements, run against a PMDA;
+- :mod:`~pmda_py.testing.dbpmda.link`: the PDU exchange with the open PMDA;
+- :mod:`~pmda_py.testing.dbpmda.requests`: the statements the PMDA answers;
+- :mod:`~pmda_py.testing.dbpmda.transcript`: where the output goes, and the dumps;
 - :mod:`~pmda_py.testing.dbpmda.format`: libpcp's and dbpmda's output formats;
 - :mod:`~pmda_py.testing.dbpmda.cli`: the command line.
 

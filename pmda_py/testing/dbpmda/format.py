@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import struct
 import time
-from typing import Any
 
 from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import (
@@ -21,7 +20,7 @@ from pmda_py.pmapi import (
     pmid_domain,
     pmid_item,
 )
-from pmda_py.wire import EventArray, ValFmt, ValueBlock
+from pmda_py.wire import EventArray, EventRecord, ValFmt, ValueBlock
 
 __all__ = ["desc_lines", "format_units", "pmid_str", "print_value", "time_of"]
 
@@ -363,7 +362,7 @@ def _event_summary(arr: EventArray) -> str:
     if recs:
         out += " timestamp" + ("s" if len(recs) > 1 else "") + " "
 
-        def stamp(r: Any) -> str:
+        def stamp(r: EventRecord) -> str:
             frac = f"{r.subsec:09d}" if arr.highres else f"{r.subsec // 1000:03d}"
             return f"{time_of(r.sec)}.{frac}"
 

@@ -9,7 +9,7 @@ pmdaproc.sh replaces ``SYMDOM`` with the domain number.
 
 ``pmda-py pmlogconf [-c CONFIG]`` writes the agent's pmlogconf group file.
 ``pmda-py pmcdconf CONF NAME DOMAIN [LINE]`` shows or replaces an agent's
-pmcd.conf line (the MMV drop-in), and ``python -m pmda_py.installer configure
+pmcd.conf line (the MMV drop-in), and ``python -m pmda_py.tools.installer configure
 SRC DEST NAME DOMAIN`` installs a config file with the agent's name and
 domain, refusing a bad one (file, line, key) before anything is written.
 """
@@ -23,7 +23,8 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from pmda_py import logconfig
 from pmda_py.config import DEFAULT_NAME, Config, parse_args
@@ -31,6 +32,7 @@ from pmda_py.daemon import load_table
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import write_fragment
 from pmda_py.safefile import atomic_write
+from pmda_py.table import Table
 
 __all__ = [
     "configure_main",
@@ -45,6 +47,8 @@ __all__ = [
     "pmns_text",
 ]
 
+_T = TypeVar("_T")
+
 
 def _mounts(argv: Sequence[str]) -> tuple[Config, list[Mount]]:
     logconfig.configure("-", "console", "warning", redirect_stderr=False)  # never onto stdout
@@ -54,13 +58,17 @@ def _mounts(argv: Sequence[str]) -> tuple[Config, list[Mount]]:
 
 
 class _NoRunner:
-    async def call(self, table, what, fn):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """The dispatcher's runner at install time, where no table is called."""
+
+    async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:  # pragma: no cover
         raise RuntimeError("no table calls at install time")
 
-    async def gather(self, calls):  # type: ignore[no-untyped-def]  # pragma: no cover
+    async def gather(
+        self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[object]]]]
+    ) -> list[object]:  # pragma: no cover
         raise RuntimeError("no table calls at install time")
 
-    async def check(self, table):  # type: ignore[no-untyped-def]  # pragma: no cover
+    async def check(self, table: Table) -> None:  # pragma: no cover
         raise RuntimeError("no table calls at install time")
 
 
@@ -299,7 +307,7 @@ def configured_text(text: str, name: str, domain: int) -> str:
 
 
 def configure_main(argv: Sequence[str]) -> int:
-    """``python -m pmda_py.installer configure SRC DEST NAME DOMAIN``: check
+    """``python -m pmda_py.tools.installer configure SRC DEST NAME DOMAIN``: check
     SRC (every table loaded), write it to DEST with the agent's name and
     domain, check that too, and only then put it in place."""
     prog = "pmda-py configure"
@@ -334,7 +342,7 @@ def configure_main(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch for ``python -m pmda_py.installer pmns|help|pmcdconf|configure``."""
+    """Dispatch for ``python -m pmda_py.tools.installer pmns|help|pmcdconf|configure``."""
     args = list(sys.argv[1:] if argv is None else argv)
     commands: dict[str, Callable[[Sequence[str]], int]] = {
         "pmns": pmns_main,
@@ -344,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "configure": configure_main,
     }
     if not args or args[0] not in commands:
-        print(f"usage: python -m pmda_py.installer {'|'.join(commands)} ...", file=sys.stderr)
+        print(f"usage: python -m pmda_py.tools.installer {'|'.join(commands)} ...", file=sys.stderr)
         return 2
     return commands[args[0]](args[1:])
 

@@ -17,15 +17,15 @@ from collections.abc import Sequence
 import trio
 
 from pmda_py.errors import errstr
-from pmda_py.pmapi import PM_INDOM_NULL, LabelType, PmSem, PmType, indom_str, pmid_str
+from pmda_py.pmapi import PM_INDOM_NULL, LabelType, PmDesc, PmSem, PmType, indom_str, pmid_str
 from pmda_py.testing.client import PmdaClient, PmdaReplyError, open_pipe_pmda
 from pmda_py.wire import ValueSet
 
 __all__ = ["main"]
 
 
-def _units(d: object) -> str:
-    u = d.units  # type: ignore[attr-defined]
+def _units(d: PmDesc) -> str:
+    u = d.units
     parts = []
     if u.dim_space:
         parts.append(f"space^{u.dim_space}")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 __all__ = ["default_source", "install_main", "remove_main", "script"]
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def script(name: str) -> str:
@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return install_main(args[1:])
     if args[:1] == ["remove"]:
         return remove_main(args[1:])
-    print("usage: python -m pmda_py.pmdainstall install|remove ...", file=sys.stderr)
+    print("usage: python -m pmda_py.tools.pmdainstall install|remove ...", file=sys.stderr)
     return 2
 
 
