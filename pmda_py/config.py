@@ -89,7 +89,7 @@ class Config:
     address: str = ""  #: unix path or port
     bind_address: str = ""  #: inet/ipv6 listen address; "" is loopback (127.0.0.1 / ::1)
     creds_timeout: float = DEFAULT_CREDS_TIMEOUT  #: socket modes: seconds for a peer's CREDS
-    load_timeout: float = DEFAULT_LOAD_TIMEOUT  #: seconds a table's import may take (see pmda_py.loading)
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT  #: seconds a table's import may take (see pmda_py.runtime.loader)
     standalone: bool = False  #: socket modes: back to listening when a pmcd session ends
     logfile: str | None = None
     log_format: str = "console"

@@ -42,9 +42,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
     "pmda_py.tables": 4,
-    "pmda_py.loading": 4,  # the daemon's table loading (threads, deadlines)
-    "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
-    "pmda_py.daemon": 5,
+    "pmda_py.runtime": 5,  # pmda-py run: the only trio part of the core (pump, channels, admission, loader)
     "pmda_py.installer": 6,
     "pmda_py.pmdainstall": 6,  # pmda-py install/remove: runs the shipped Install/Remove
     "pmda_py.newproject": 6,  # pmda-py new

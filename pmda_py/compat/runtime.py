@@ -19,8 +19,8 @@ import trio
 from pmda_py import logconfig
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.table import CheckedCompatTable, CompatTable
-from pmda_py.daemon import PipeStream, TrioRunner, serve_session
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
+from pmda_py.runtime.daemon import PipeStream, TrioRunner, serve_session
 
 __all__ = ["open_log", "serve", "set_user"]
 

@@ -1,6 +1,6 @@
 """Socket modes serve pmcd, not whoever connects first (issue 15).
 
-Unit tests of the CREDS wait (:func:`pmda_py.daemon.await_creds`) on trio's
+Unit tests of the CREDS wait (:func:`pmda_py.runtime.daemon.await_creds`) on trio's
 mock clock, then the daemon as a process: idle, garbage and foreign-uid
 peers are dropped while pmcd gets through; one pmcd session at a time;
 ``--standalone`` outlives pmcd sessions, the default exits with them.
@@ -25,7 +25,7 @@ import trio
 import trio.testing
 
 from pmda_py.config import ConfigFileError, parse_args
-from pmda_py.daemon import await_creds
+from pmda_py.runtime.daemon import await_creds
 from pmda_py.session import Session
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda
 from pmda_py.wire import CredsPdu, DescReqPdu, PduReader
@@ -469,7 +469,7 @@ async def test_inet_impostor_is_refused_before_any_pdu(root: Path, daemons: list
 
 
 def test_tcp_peer_uid_finds_the_owner_of_the_other_end(tmp_path: Path) -> None:
-    from pmda_py.admission import tcp_peer_uid
+    from pmda_py.runtime.admission import tcp_peer_uid
 
     for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         with socket.socket(fam) as lsock:
@@ -497,7 +497,7 @@ def test_refusals_are_logged_once_then_counted() -> None:
     reason, then a counted summary at most every interval."""
     import structlog.testing
 
-    from pmda_py.admission import RefusalLog
+    from pmda_py.runtime.admission import RefusalLog
 
     now = [100.0]
     rl = RefusalLog(interval=10.0, clock=lambda: now[0])
@@ -525,9 +525,9 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
     """A connection /proc/net/tcp does not show from this host's side (a
     remote peer, with --bind on another address) is refused before any PDU;
     a local one of an allowed uid is not."""
-    from pmda_py import daemon
     from pmda_py.config import Config
     from pmda_py.dispatch import Dispatcher
+    from pmda_py.runtime import daemon
 
     server = daemon.SocketServer(
         Config(transport="inet", address="0"), daemon.Active(Dispatcher(253, [], daemon.TrioRunner()))

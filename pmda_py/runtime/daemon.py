@@ -3,7 +3,7 @@
 Opens the transport as a ``pmdaGetOpt`` daemon does (pipe by default; ``-i``
 inet, ``-6`` ipv6, ``-u`` unix socket) and protects stdout, drops privileges
 (``-U``) after the log and sockets are open, and only then loads the tables
-(:mod:`pmda_py.loading`: imports in a worker thread under the load timeout,
+(:mod:`pmda_py.runtime.loader`: imports in a worker thread under the load timeout,
 then their startups), speaking first (CREDS) on time meanwhile; then runs
 one receive -> dispatch -> send loop: one request at a time, one reply each,
 in order.  Table calls run under their deadlines so pmcd's 5 s timeout is
@@ -14,7 +14,7 @@ the listener stays open; every connection gets our CREDS and must answer
 with pmcd's CREDS within the creds timeout (from root, the PCP user or our
 own uid, checked before any PDU: SO_PEERCRED on unix sockets, the owner of
 the connecting socket in /proc/net/tcp{,6} on inet/ipv6), else it is
-dropped, logged once per peer and reason (:mod:`pmda_py.admission`).  One
+dropped, logged once per peer and reason (:mod:`pmda_py.runtime.admission`).  One
 pmcd session at a time: a second pmcd is refused (pmcd only reconnects an
 agent it has lost, so it never needs to take over).  When the session ends
 the daemon exits (pmcd started it, as libpcp_pmda's agents do), or with
@@ -40,12 +40,12 @@ import structlog
 import trio
 
 from pmda_py import logconfig
-from pmda_py.admission import RefusalLog, tcp_peer_uid
 from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, HelpSource, Mount, TableTimeout
 from pmda_py.dispatch.core import check_kind
 from pmda_py.errors import PmErr, WireFormatError, codename
-from pmda_py.loading import Say, TableLoadError, describe, load_all, start_all
+from pmda_py.runtime.admission import RefusalLog, tcp_peer_uid
+from pmda_py.runtime.loader import Say, TableLoadError, describe, load_all, start_all
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
@@ -976,7 +976,7 @@ async def load_dispatcher(
     config: Config, *, stats: PmdaStats | None = None, skip_slow: bool = False, say: Say | None = None
 ) -> Dispatcher:
     """:func:`build_dispatcher` with each table loaded in a worker thread
-    under ``config.load_timeout`` (see :mod:`pmda_py.loading`)."""
+    under ``config.load_timeout`` (see :mod:`pmda_py.runtime.loader`)."""
     loaded = await load_all(config, load_table, timeout=config.load_timeout, skip_slow=skip_slow, say=say)
     mounts = [Mount(table, spec.mount, spec.name, dict(spec.options)) for spec, table in loaded]
     return make_dispatcher(config, mounts, stats)
