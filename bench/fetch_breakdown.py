@@ -35,7 +35,8 @@ from shape_table import FORMS, parse  # noqa: E402
 
 from pmda_py.config import Config, TableSpec  # noqa: E402
 from pmda_py.pmapi import pmid  # noqa: E402
-from pmda_py.runtime.daemon import build_dispatcher, start_tables, tune_malloc  # noqa: E402
+from pmda_py.runtime.loader import build_dispatcher, start_tables  # noqa: E402
+from pmda_py.runtime.malloc import tune_malloc  # noqa: E402
 from pmda_py.session import Request, Session  # noqa: E402
 from pmda_py.wire import CredsPdu, FetchPdu  # noqa: E402
 

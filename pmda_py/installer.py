@@ -29,7 +29,7 @@ from pmda_py import logconfig
 from pmda_py.config import DEFAULT_NAME, Config, parse_args
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import write_fragment
-from pmda_py.runtime.daemon import load_table
+from pmda_py.runtime.loader import load_table
 from pmda_py.safefile import atomic_write
 
 __all__ = [

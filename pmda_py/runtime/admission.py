@@ -1,5 +1,9 @@
 """Who may be pmcd on a socket, and how refusals are logged.
 
+A peer is admitted when its uid is root's, the PCP user's or ours
+(:func:`allowed_uids`) and it answers our CREDS with pmcd's in time
+(:func:`await_creds`), checked before any PDU.
+
 On a unix socket the peer's uid comes from SO_PEERCRED.  On ``-i``/``-6``
 the kernel says who owns the connecting socket too: the connection's other
 end is a line of ``/proc/net/tcp`` (``tcp6``) whose local address is the
@@ -24,8 +28,21 @@ from typing import Any, Callable
 
 import attrs
 import structlog
+import trio
 
-__all__ = ["RefusalLog", "reason_kind", "tcp_peer_uid"]
+from pmda_py.config import pcp_conf
+from pmda_py.errors import WireFormatError
+from pmda_py.session import CLOSED, NEED_DATA, HandshakeError, Session
+
+__all__ = [
+    "RefusalLog",
+    "allowed_uids",
+    "await_creds",
+    "peer_credentials",
+    "reason_kind",
+    "tcp_peer_uid",
+    "user_name",
+]
 
 log = structlog.get_logger("pmda_py.daemon")
 
@@ -147,3 +164,80 @@ class RefusalLog:
         stale = [k for k, e in self._entries.items() if not e.count and now - e.last >= self.interval]
         for k in stale:
             del self._entries[k]
+
+
+async def await_creds(stream: trio.abc.Stream, session: Session, timeout: float) -> str | None:
+    """Send our CREDS and wait up to ``timeout`` seconds in all (not per
+    read) for the peer's; None once pmcd's CREDS came, else why not.
+
+    ``session`` should have ``require_creds``; bytes after the CREDS stay
+    in it for :func:`serve_session`."""
+    received = 0
+    with trio.move_on_after(timeout):
+        try:
+            await stream.send_all(session.start())
+            while True:
+                event = session.next_event()
+                if event is NEED_DATA:
+                    data = await stream.receive_some(4096)
+                    received += len(data)
+                    session.receive_data(data)
+                    continue
+                if event is CLOSED:
+                    if session.truncated:
+                        return f"closed in the middle of its first PDU ({received} bytes)"
+                    return "closed without sending CREDS"
+                if session.handshake_done and session.peer_creds is not None:
+                    return None
+                return "no CREDS"  # pragma: no cover - require_creds raises first
+        except HandshakeError as err:
+            return f"not pmcd: {err}"
+        except WireFormatError as err:
+            return f"not pmcd: {err}"
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+            if isinstance(err.__cause__, ConnectionResetError) or isinstance(err, ConnectionResetError):
+                return f"reset without sending CREDS ({received} bytes received)"
+            return f"channel error: {err}"
+    return f"no CREDS within {timeout:g} s ({received} bytes received)"
+
+
+def peer_credentials(sock: trio.socket.SocketType) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of a unix socket's peer (SO_PEERCRED), None if unknown."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
+def allowed_uids() -> dict[int, str]:
+    """Who may be pmcd on a unix socket: root, the PCP user, and our own
+    uid (a process of our uid can signal or ptrace us anyway)."""
+    import pwd
+
+    out = {0: "root"}
+    user = pcp_conf().get("PCP_USER", "pcp")
+    try:
+        out.setdefault(pwd.getpwnam(user).pw_uid, user)
+    except KeyError:
+        pass
+    euid = os.geteuid()
+    if euid not in out:
+        try:
+            out[euid] = pwd.getpwuid(euid).pw_name
+        except KeyError:
+            out[euid] = str(euid)
+    return out
+
+
+def user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)

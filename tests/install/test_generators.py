@@ -18,7 +18,7 @@ from pmda_py.config import parse_args
 from pmda_py.helpfile import HelpFile
 from pmda_py.installer import configured_text, main
 from pmda_py.pmapi import TextType, indom, pmid
-from pmda_py.runtime.daemon import load_table
+from pmda_py.runtime.loader import load_table
 from tests.install._pcp import NEWHELP, REPO, require_pcp
 
 PMDA_PY = [sys.executable, "-m", "pmda_py"]

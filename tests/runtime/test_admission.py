@@ -1,6 +1,6 @@
 """Socket modes serve pmcd, not whoever connects first (issue 15).
 
-Unit tests of the CREDS wait (:func:`pmda_py.runtime.daemon.await_creds`) on trio's
+Unit tests of the CREDS wait (:func:`pmda_py.runtime.admission.await_creds`) on trio's
 mock clock, then the daemon as a process: idle, garbage and foreign-uid
 peers are dropped while pmcd gets through; one pmcd session at a time;
 ``--standalone`` outlives pmcd sessions, the default exits with them.
@@ -25,7 +25,7 @@ import trio
 import trio.testing
 
 from pmda_py.config import ConfigFileError, parse_args
-from pmda_py.runtime.daemon import await_creds
+from pmda_py.runtime.admission import await_creds
 from pmda_py.session import Session
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda
 from pmda_py.wire import CredsPdu, DescReqPdu, PduReader
@@ -527,11 +527,10 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
     a local one of an allowed uid is not."""
     from pmda_py.config import Config
     from pmda_py.dispatch import Dispatcher
-    from pmda_py.runtime import daemon
+    from pmda_py.runtime import sockets
+    from pmda_py.runtime.pump import Active, TrioRunner
 
-    server = daemon.SocketServer(
-        Config(transport="inet", address="0"), daemon.Active(Dispatcher(253, [], daemon.TrioRunner()))
-    )
+    server = sockets.SocketServer(Config(transport="inet", address="0"), Active(Dispatcher(253, [], TrioRunner())))
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -541,6 +540,6 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
     with listener, client, conn:
         peer, who, refusal = await server._peer(conn, addr)
         assert refusal is None and who == f"uid={os.geteuid()}" and peer.endswith(f",uid={os.geteuid()}")
-        monkeypatch.setattr(daemon, "tcp_peer_uid", lambda *_args: None)
+        monkeypatch.setattr(sockets, "tcp_peer_uid", lambda *_args: None)
         peer, who, refusal = await server._peer(conn, addr)
         assert refusal is not None and "not pmcd on this host" in refusal and who == "127.0.0.1"

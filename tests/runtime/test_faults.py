@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 from pmda_py.dispatch import ConfigError, Dispatcher, Mount
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
-from pmda_py.runtime.daemon import TrioRunner
+from pmda_py.runtime.pump import TrioRunner
 from pmda_py.tables.control import ControlTable
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.harness import open_table_pmda

@@ -111,7 +111,7 @@ def _python_for(user: str) -> tuple[str, dict[str, str]]:
     our source and site-packages on PYTHONPATH."""
     import sysconfig
 
-    probe = "import trio, structlog, attrs, pmda_py.runtime.daemon, pmda_py.tables.openmetrics_scrape"
+    probe = "import trio, structlog, attrs, pmda_py.runtime.main, pmda_py.tables.openmetrics_scrape"
     repo = str(Path(__file__).resolve().parents[2])
     candidates = [
         (sys.executable, {}),
