@@ -34,6 +34,8 @@ from typing import Any
 
 import attrs
 
+from pmda_py.pcpversion import pcp_conf
+
 __all__ = [
     "DEFAULT_CREDS_TIMEOUT",
     "DEFAULT_LOAD_TIMEOUT",
@@ -43,7 +45,6 @@ __all__ = [
     "ConfigFileError",
     "TableSpec",
     "parse_args",
-    "pcp_conf",
 ]
 
 DEFAULT_NAME = "pypmda"
@@ -104,35 +105,6 @@ class Config:
     mmv_compat: bool = False
     mmv_dir: str = ""
     python_path: tuple[str, ...] = ()  #: directories searched first for ``module:Class`` tables
-
-
-def pcp_conf() -> dict[str, str]:
-    """PCP's environment: ``/etc/pcp.conf`` (or $PCP_CONF) overridden by
-    the process environment; sensible defaults without PCP."""
-    conf: dict[str, str] = {
-        "PCP_LOG_DIR": "/var/log/pcp",
-        "PCP_VAR_DIR": "/var/lib/pcp",
-        "PCP_TMP_DIR": "/var/lib/pcp/tmp",
-        "PCP_PMDAS_DIR": "/var/lib/pcp/pmdas",
-        "PCP_SYSCONF_DIR": "/etc/pcp",
-        "PCP_RUN_DIR": "/run/pcp",
-        "PCP_USER": "pcp",
-        "PCP_GROUP": "pcp",
-    }
-    path = os.environ.get("PCP_CONF", "/etc/pcp.conf")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    k, _, v = line.partition("=")
-                    conf[k.strip()] = v.strip().strip('"')
-    except OSError:
-        pass
-    for k in list(conf):
-        if k in os.environ:
-            conf[k] = os.environ[k]
-    return conf
 
 
 def _line_of(path: str, text: str, section: str, key: str | None) -> int | None:

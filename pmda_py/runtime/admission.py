@@ -30,8 +30,8 @@ import attrs
 import structlog
 import trio
 
-from pmda_py.config import pcp_conf
 from pmda_py.errors import WireFormatError
+from pmda_py.pcpversion import pcp_conf
 from pmda_py.session import CLOSED, NEED_DATA, HandshakeError, Session
 
 __all__ = [

@@ -23,7 +23,8 @@ from typing import Any, Callable
 import structlog
 import trio
 
-from pmda_py.config import Config, pcp_conf
+from pmda_py.config import Config
+from pmda_py.pcpversion import pcp_conf
 from pmda_py.runtime.admission import (
     RefusalLog,
     allowed_uids,

@@ -28,14 +28,13 @@ import attrs
 import structlog
 import trio
 
-from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.harvest.model import Export, ExportMetric, FileImage, build, packed_values, read_values
 from pmda_py.harvest.pcplabels import PcpLabelSet
 from pmda_py.harvest.reader import FileRegions
 from pmda_py.harvest.scanner import Loaded, Scanner, changed, load_file, open_mmv
 from pmda_py.harvest.watch import DirWatch
-from pmda_py.pcpversion import parse, pcp_version
+from pmda_py.pcpversion import parse, pcp_conf, pcp_version
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.safefile import FileRefused
 from pmda_py.table import (

@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -543,3 +544,43 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
         monkeypatch.setattr(sockets, "tcp_peer_uid", lambda *_args: None)
         peer, who, refusal = await server._peer(conn, addr)
         assert refusal is not None and "not pmcd on this host" in refusal and who == "127.0.0.1"
+
+
+async def test_pcp_conf_is_not_read_again_for_every_connection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Who may be pmcd is asked at every unix connection: the PCP user it
+    names comes from pcp.conf, parsed once, not once per connection."""
+    import builtins
+
+    from pmda_py.config import Config
+    from pmda_py.dispatch import Dispatcher
+    from pmda_py.runtime.pump import Active, TrioRunner
+    from pmda_py.runtime.sockets import SocketServer
+
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    conf = tmp_path / "pcp.conf"
+    conf.write_text(f"PCP_VERSION=6.0.3\nPCP_USER={user}\n")
+    monkeypatch.setenv("PCP_CONF", str(conf))
+    monkeypatch.delenv("PCP_USER", raising=False)
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting_open(file: Any, *args: Any, **kw: Any) -> Any:
+        if os.fspath(file) == str(conf):
+            opened.append(str(file))
+        return real_open(file, *args, **kw)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    path = str(tmp_path / "s")
+    server = SocketServer(Config(transport="unix", address=path), Active(Dispatcher(253, [], TrioRunner())))
+    listener = trio.socket.socket(socket.AF_UNIX)
+    await listener.bind(path)
+    listener.listen(8)
+    with listener:
+        for _ in range(6):
+            client = trio.socket.socket(socket.AF_UNIX)
+            await client.connect(path)
+            conn, addr = await listener.accept()
+            with client, conn:
+                peer, who, refusal = await server._peer(conn, addr)
+                assert refusal is None and who == f"uid={os.geteuid()}", (peer, refusal)
+    assert len(opened) <= 1, f"pcp.conf read {len(opened)} times for 6 connections"
