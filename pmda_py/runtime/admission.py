@@ -24,7 +24,7 @@ import re
 import socket
 import struct
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import attrs
 import structlog
@@ -35,6 +35,7 @@ from pmda_py.pcpversion import pcp_conf
 from pmda_py.session import CLOSED, NEED_DATA, HandshakeError, Session
 
 __all__ = [
+    "PeerCredentials",
     "RefusalLog",
     "allowed_uids",
     "await_creds",
@@ -60,13 +61,18 @@ def _proc_address(family: int, host: str, port: int) -> bytes:
     return ("".join(f"{w:08X}" for w in words) + f":{port:04X}").encode()
 
 
-def tcp_peer_uid(family: int, peer: Any, local: Any, *, proc: str = "/proc/net") -> int | None:
+def tcp_peer_uid(
+    family: int, peer: tuple[object, ...], local: tuple[object, ...], *, proc: str = "/proc/net"
+) -> int | None:
     """The uid owning the socket at the other end of the TCP connection
     from ``peer`` to ``local`` (both as accept()/getsockname() give them),
     or None when it is not on this host (or not found)."""
     try:
-        want_local = _proc_address(family, str(peer[0]), int(peer[1]))
-        want_remote = _proc_address(family, str(local[0]), int(local[1]))
+        (peer_host, peer_port), (local_host, local_port) = peer[:2], local[:2]
+        if not isinstance(peer_port, int) or not isinstance(local_port, int):
+            return None
+        want_local = _proc_address(family, str(peer_host), peer_port)
+        want_remote = _proc_address(family, str(local_host), local_port)
     except (OSError, ValueError, TypeError, IndexError):
         return None
     path = os.path.join(proc, "tcp6" if family == socket.AF_INET6 else "tcp")
@@ -98,7 +104,7 @@ def reason_kind(reason: str) -> str:
 class _Entry:
     last: float  #: when its last line was written
     count: int = 0  #: refusals since that line, not written
-    fields: dict[str, Any] = attrs.field(factory=dict)
+    fields: dict[str, object] = attrs.field(factory=dict)
 
 
 class RefusalLog:
@@ -115,7 +121,7 @@ class RefusalLog:
         self.lines = 0
         self.refusals = 0
 
-    def refused(self, event: str, who: str, reason: str, **fields: Any) -> bool:
+    def refused(self, event: str, who: str, reason: str, **fields: object) -> bool:
         """Log ``event`` for a refusal of ``who`` (uid or host) because of
         ``reason``, unless the same was logged less than ``interval``
         seconds ago (then it is counted).  True if a line was written."""
@@ -201,8 +207,17 @@ async def await_creds(stream: trio.abc.Stream, session: Session, timeout: float)
     return f"no CREDS within {timeout:g} s ({received} bytes received)"
 
 
-def peer_credentials(sock: trio.socket.SocketType) -> tuple[int, int, int] | None:
-    """(pid, uid, gid) of a unix socket's peer (SO_PEERCRED), None if unknown."""
+@attrs.frozen
+class PeerCredentials:
+    """Who is at the other end of a unix socket (SO_PEERCRED)."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_credentials(sock: trio.socket.SocketType) -> PeerCredentials | None:
+    """The credentials of a unix socket's peer (SO_PEERCRED), None if unknown."""
     opt = getattr(socket, "SO_PEERCRED", None)
     if opt is None:
         return None
@@ -211,7 +226,7 @@ def peer_credentials(sock: trio.socket.SocketType) -> tuple[int, int, int] | Non
     except OSError:
         return None
     pid, uid, gid = struct.unpack("3i", raw)
-    return pid, uid, gid
+    return PeerCredentials(pid, uid, gid)
 
 
 def allowed_uids() -> dict[int, str]:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
+import attrs
 import structlog
 import trio
 
@@ -41,6 +42,9 @@ from pmda_py.table import Table, TableContext
 __all__ = [
     "BUILTIN_TABLES",
     "LoadTimeout",
+    "LoadedTable",
+    "Startup",
+    "TableFactory",
     "TableLoadError",
     "build_dispatcher",
     "describe",
@@ -68,6 +72,27 @@ class LoadTimeout(TableLoadError):
     """A table's import and construction overran the load deadline."""
 
 
+@attrs.frozen
+class LoadedTable:
+    """A table of the config, constructed."""
+
+    spec: TableSpec
+    table: Table
+
+
+@attrs.frozen
+class Startup:
+    """A table to start: its name (as said and logged), itself and the context of its mount."""
+
+    name: str
+    table: Table
+    context: TableContext
+
+
+#: what constructs a table: its class, or a factory function
+TableFactory = Callable[..., object]
+
+
 async def load_one(
     spec: TableSpec, config: Config, load: Callable[[TableSpec, Config], Table], timeout: float
 ) -> Table:
@@ -77,7 +102,7 @@ async def load_one(
         TableLoadError: what ``load`` raised (anything, SystemExit included).
         LoadTimeout: it did not finish in time (the thread is abandoned).
     """
-    outcome: list[Any] = []
+    outcome: list[Table | BaseException] = []
 
     def work() -> None:
         try:
@@ -93,8 +118,7 @@ async def load_one(
         raise LoadTimeout(f"table {spec.name} ({spec.table}): import did not finish within {timeout:g} s")
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
-    table: Table = outcome[0]
-    return table
+    return outcome[0]
 
 
 async def load_all(
@@ -104,12 +128,12 @@ async def load_all(
     timeout: float,
     skip_slow: bool,
     say: Say | None = None,
-) -> list[tuple[TableSpec, Table]]:
+) -> list[LoadedTable]:
     """The config's tables, loaded one after the other (see :func:`load_one`).
 
     ``skip_slow``: a table that overruns ``timeout`` is left out (one line
     said and logged); otherwise :class:`LoadTimeout` is raised."""
-    loaded: list[tuple[TableSpec, Table]] = []
+    loaded: list[LoadedTable] = []
     for spec in config.tables:
         try:
             table = await load_one(spec, config, load, timeout)
@@ -119,16 +143,17 @@ async def load_all(
             log.error("table_load_timeout", table=spec.name, error=str(err), action="serving without it")
             _say(say, f"{err}; serving without it (a SIGHUP tries again)")
             continue
-        loaded.append((spec, table))
+        loaded.append(LoadedTable(spec, table))
     return loaded
 
 
-async def start_all(tables: Sequence[tuple[str, Table, TableContext]], *, say: Say | None = None) -> None:
-    """Run each ``(name, table, context)``'s ``startup(context)`` under the
+async def start_all(tables: Sequence[Startup], *, say: Say | None = None) -> None:
+    """Run each table's ``startup(context)`` under the
     table's deadline (at least 2 s); whatever it raises (SystemExit too) or
     an overrun is one line, logged and said, and the table serves what it
     can."""
-    for name, table, context in tables:
+    for start in tables:
+        name, table, context = start.name, start.table, start.context
         t0 = time.monotonic()
         deadline = max(table.deadline, 2.0)
         with trio.move_on_after(deadline) as scope:
@@ -176,7 +201,7 @@ BUILTIN_TABLES: dict[str, str] = {
 }
 
 
-def _entry_point(name: str) -> Any | None:
+def _entry_point(name: str) -> TableFactory | None:
     try:
         from importlib.metadata import entry_points
     except ImportError:  # pragma: no cover
@@ -186,7 +211,8 @@ def _entry_point(name: str) -> Any | None:
     eps = all_eps.select(group="pmda_py.tables") if hasattr(all_eps, "select") else all_eps.get("pmda_py.tables", [])
     for ep in eps:
         if ep.name == name:
-            return ep.load()
+            factory: TableFactory = ep.load()
+            return factory
     return None
 
 
@@ -194,7 +220,7 @@ def load_table(spec: TableSpec, config: Config) -> Table:
     """Find and construct the table of ``spec``: built-in name, entry point
     (group ``pmda_py.tables``) or ``module:Class``."""
     target = BUILTIN_TABLES.get(spec.table)
-    factory: Any = None
+    factory: TableFactory | None = None
     try:
         if target is None:
             factory = _entry_point(spec.table)
@@ -236,7 +262,7 @@ def _where(spec: TableSpec, config: Config) -> str:
     return f"{config.config_path}:{line}: [{section}] table: " if line else ""
 
 
-def _accepts_options(factory: Any) -> bool:
+def _accepts_options(factory: TableFactory) -> bool:
     return bool(getattr(factory, "accepts_options", False))
 
 
@@ -284,14 +310,14 @@ async def load_dispatcher(
     """:func:`build_dispatcher` with each table loaded in a worker thread
     under ``config.load_timeout`` (see :mod:`pmda_py.runtime.loader`)."""
     loaded = await load_all(config, load_table, timeout=config.load_timeout, skip_slow=skip_slow, say=say)
-    mounts = [Mount(table, spec.mount, spec.name, dict(spec.options)) for spec, table in loaded]
+    mounts = [Mount(t.table, t.spec.mount, t.spec.name, dict(t.spec.options)) for t in loaded]
     return make_dispatcher(config, mounts, stats)
 
 
 async def start_tables(dispatcher: Dispatcher, domain: int, *, say: Say | None = None) -> None:
     """Run every table's startup under its deadline; failures are logged
     (and said) and the table serves what it can."""
-    started = [(m.name or type(m.table).__name__, m.table, dispatcher.context(m)) for m in dispatcher.mounts]
+    started = [Startup(m.name or type(m.table).__name__, m.table, dispatcher.context(m)) for m in dispatcher.mounts]
     await start_all(started, say=say)
     dispatcher.reindex()
     log.info(

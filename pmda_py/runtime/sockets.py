@@ -18,8 +18,9 @@ import errno
 import os
 import socket
 from collections.abc import Awaitable
-from typing import Any, Callable
+from typing import Callable
 
+import attrs
 import structlog
 import trio
 
@@ -36,9 +37,27 @@ from pmda_py.runtime.admission import (
 from pmda_py.runtime.pump import Active, serve_session
 from pmda_py.session import Session
 
-__all__ = ["SocketServer", "listen_address"]
+__all__ = ["Listener", "PeerCheck", "SocketServer", "listen_address"]
 
 log = structlog.get_logger("pmda_py.daemon")
+
+
+@attrs.frozen
+class Listener:
+    """A listening socket, and for a unix socket its file's (dev, ino):
+    the file is ours while it has them."""
+
+    sock: trio.socket.SocketType
+    ident: tuple[int, int] | None = None
+
+
+@attrs.frozen
+class PeerCheck:
+    """What the admission check found out about a connection before any PDU."""
+
+    peer: str  #: a name for the peer, as logged
+    who: str  #: ``uid=N``, or its host where the uid is unknown: what refusals are counted by
+    refusal: str | None  #: why it is refused, or None
 
 
 def listen_address(config: Config) -> tuple[str, int]:
@@ -47,8 +66,8 @@ def listen_address(config: Config) -> tuple[str, int]:
     return config.bind_address or loopback, port
 
 
-async def _bind_unix(path: str, username: str | None) -> tuple[trio.socket.SocketType, tuple[int, int]]:
-    """A listening unix socket at ``path``; returns it and the file's (dev, ino)."""
+async def _bind_unix(path: str, username: str | None) -> Listener:
+    """A listening unix socket at ``path``, with the file's (dev, ino)."""
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -72,10 +91,10 @@ async def _bind_unix(path: str, username: str | None) -> tuple[trio.socket.Socke
     except BaseException:
         sock.close()
         raise
-    return sock, (st.st_dev, st.st_ino)
+    return Listener(sock, (st.st_dev, st.st_ino))
 
 
-async def _listen(config: Config) -> tuple[trio.socket.SocketType, tuple[int, int] | None]:
+async def _listen(config: Config) -> Listener:
     if config.transport == "unix":
         return await _bind_unix(config.address, config.username)
     family = socket.AF_INET6 if config.transport == "ipv6" else socket.AF_INET
@@ -90,7 +109,7 @@ async def _listen(config: Config) -> tuple[trio.socket.SocketType, tuple[int, in
     except BaseException:
         sock.close()
         raise
-    return sock, None
+    return Listener(sock)
 
 
 class _Handshake:
@@ -155,7 +174,8 @@ class SocketServer:
 
     async def open(self) -> None:
         """Bind and listen (before privileges are dropped)."""
-        self._sock, self._ident = await _listen(self.config)
+        listener = await _listen(self.config)
+        self._sock, self._ident = listener.sock, listener.ident
 
     def close(self) -> None:
         """Close the listener; remove our unix socket file if it is still ours."""
@@ -198,11 +218,10 @@ class SocketServer:
 
     # ------------------------------------------------------------ admission
 
-    async def _peer(self, conn: trio.socket.SocketType, addr: Any) -> tuple[str, str, str | None]:
-        """A name for the peer, who it is (``uid=N``, or its host where the
-        uid is unknown: what refusals are counted by), and why it is refused
-        before any PDU (or None).  Unix sockets: SO_PEERCRED; inet/ipv6: the
-        owner of the connecting socket in /proc/net/tcp{,6}."""
+    async def _peer(self, conn: trio.socket.SocketType, addr: object) -> PeerCheck:
+        """Who the peer of a connection accepted from ``addr`` is, and
+        whether it is refused before any PDU.  Unix sockets: SO_PEERCRED;
+        inet/ipv6: the owner of the connecting socket in /proc/net/tcp{,6}."""
         if self.config.transport != "unix":
             if isinstance(addr, tuple) and len(addr) >= 2:
                 host = f"[{addr[0]}]" if ":" in str(addr[0]) else str(addr[0])
@@ -212,31 +231,36 @@ class SocketServer:
             try:
                 local = conn.getsockname()
             except OSError:
-                return peer, host, "its connection is gone"
-            uid = await trio.to_thread.run_sync(tcp_peer_uid, conn.family, addr, local, limiter=self._lookups)
+                return PeerCheck(peer, host, "its connection is gone")
+            uid = None
+            if isinstance(addr, tuple):
+                uid = await trio.to_thread.run_sync(tcp_peer_uid, conn.family, addr, local, limiter=self._lookups)
             if uid is None:
-                return peer, host, "no local socket owns the connection (/proc/net/tcp): not pmcd on this host"
+                return PeerCheck(
+                    peer, host, "no local socket owns the connection (/proc/net/tcp): not pmcd on this host"
+                )
             peer = f"{peer},uid={uid}"
         else:
             creds = peer_credentials(conn)
             if creds is None:
-                return "unix:?", "?", "peer credentials (SO_PEERCRED) unavailable"
-            pid, uid, _gid = creds
-            peer = f"unix:pid={pid},uid={uid}"
+                return PeerCheck("unix:?", "?", "peer credentials (SO_PEERCRED) unavailable")
+            uid = creds.uid
+            peer = f"unix:pid={creds.pid},uid={uid}"
         allowed = allowed_uids()
         if uid not in allowed:
             names = ", ".join(sorted(set(allowed.values())))
-            return peer, f"uid={uid}", f"uid {uid} ({user_name(uid)}) is not one of {names}"
-        return peer, f"uid={uid}", None
+            return PeerCheck(peer, f"uid={uid}", f"uid {uid} ({user_name(uid)}) is not one of {names}")
+        return PeerCheck(peer, f"uid={uid}", None)
 
-    async def _admit(self, conn: trio.socket.SocketType, addr: Any) -> None:
+    async def _admit(self, conn: trio.socket.SocketType, addr: object) -> None:
         stream = trio.SocketStream(conn)
         transport = self.config.transport
         refusals = self.refusals
         try:
-            peer, who, refusal = await self._peer(conn, addr)
-            if refusal is not None:
-                refusals.refused("peer_refused", who, refusal, transport=transport, peer=peer)
+            check = await self._peer(conn, addr)
+            peer, who = check.peer, check.who
+            if check.refusal is not None:
+                refusals.refused("peer_refused", who, check.refusal, transport=transport, peer=peer)
                 return
             session = Session(pid=os.getpid(), flags=0, require_creds=True)
             entry = _Handshake()
@@ -345,13 +369,13 @@ class SocketServer:
                         complained = True
                     continue
                 try:
-                    sock, ident = await _bind_unix(path, None)
+                    listener = await _bind_unix(path, None)
                 except OSError as err:
                     if not complained:
                         log.error("socket_recreate_failed", path=path, error=str(err), action="retrying")
                         complained = True
                     continue
-                old, self._sock, self._ident = self._sock, sock, ident
+                old, self._sock, self._ident = self._sock, listener.sock, listener.ident
                 complained = False
                 if old is not None:
                     old.close()

@@ -539,10 +539,12 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
     await client.connect(listener.getsockname())
     conn, addr = await listener.accept()
     with listener, client, conn:
-        peer, who, refusal = await server._peer(conn, addr)
+        check = await server._peer(conn, addr)
+        peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is None and who == f"uid={os.geteuid()}" and peer.endswith(f",uid={os.geteuid()}")
         monkeypatch.setattr(sockets, "tcp_peer_uid", lambda *_args: None)
-        peer, who, refusal = await server._peer(conn, addr)
+        check = await server._peer(conn, addr)
+        peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is not None and "not pmcd on this host" in refusal and who == "127.0.0.1"
 
 
@@ -581,6 +583,7 @@ async def test_pcp_conf_is_not_read_again_for_every_connection(monkeypatch: pyte
             await client.connect(path)
             conn, addr = await listener.accept()
             with client, conn:
-                peer, who, refusal = await server._peer(conn, addr)
+                check = await server._peer(conn, addr)
+                peer, who, refusal = check.peer, check.who, check.refusal
                 assert refusal is None and who == f"uid={os.geteuid()}", (peer, refusal)
     assert len(opened) <= 1, f"pcp.conf read {len(opened)} times for 6 connections"
