@@ -14,8 +14,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,12 +27,10 @@ from pmda_py.config import ConfigFileError, parse_args
 from pmda_py.runtime.admission import await_creds
 from pmda_py.session import Session
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda
+from pmda_py.testing.support import pmda_py_argv, traversable_dir
 from pmda_py.wire import CredsPdu, DescReqPdu, PduReader
 from tests.conftest import require
 from tests.integration.pcpbed import foreign_uid_connect, free_port
-
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
-
 
 # ------------------------------------------------------------ await_creds
 
@@ -174,8 +170,7 @@ def test_creds_timeout_option_and_config_key(tmp_path: Path) -> None:
 class Daemon:
     def __init__(self, root: Path, *args: str) -> None:
         self.log = root / "pmda.log"
-        cmd = [
-            *PMDA_PY,
+        cmd = pmda_py_argv(
             "run",
             "-d",
             "253",
@@ -188,7 +183,7 @@ class Daemon:
             "--table",
             "control=simple.control",
             *args,
-        ]
+        )
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         self.wait_log("listening")
 
@@ -225,14 +220,8 @@ class Daemon:
 @pytest.fixture
 def root() -> Iterator[Path]:
     """World-traversable (a process as 'nobody' must reach the socket)."""
-    d = Path(tempfile.mkdtemp(prefix="pmda_py-admission-"))
-    d.chmod(0o755)
-    try:
+    with traversable_dir("pmda_py-admission-") as d:
         yield d
-    finally:
-        for p in sorted(d.rglob("*"), reverse=True):
-            p.unlink() if not p.is_dir() or p.is_symlink() else p.rmdir()
-        d.rmdir()
 
 
 @pytest.fixture
