@@ -1,7 +1,7 @@
 """The package's layer contract, checked on the source (an import-linter
 equivalent with no extra dependency):
 
-    errors <- pmapi <- wire <- session <- dispatch <- daemon <- cli
+    errors <- pmapi <- wire <- session <- dispatch <- runtime <- cli
 
 with the PMNS, help-file, config and MMV reader code beside ``wire``, the
 table API beside ``session``, the built-in tables beside ``dispatch`` and

@@ -45,7 +45,7 @@ __all__ = [
     "user_name",
 ]
 
-log = structlog.get_logger("pmda_py.daemon")
+log = structlog.get_logger("pmda_py.runtime")
 
 #: /proc/net/tcp's TIME_WAIT and LISTEN states: never the live other end
 _TIME_WAIT, _LISTEN = b"06", b"0A"

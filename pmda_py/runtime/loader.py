@@ -58,7 +58,7 @@ __all__ = [
     "start_tables",
 ]
 
-log = structlog.get_logger("pmda_py.daemon")
+log = structlog.get_logger("pmda_py.runtime")
 
 #: how a line is said to the person who started the agent (or None)
 Say = Callable[[str], None]

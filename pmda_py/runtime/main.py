@@ -38,7 +38,7 @@ from pmda_py.session import Session
 
 __all__ = ["CREDS_GRACE", "main", "run"]
 
-log = structlog.get_logger("pmda_py.daemon")
+log = structlog.get_logger("pmda_py.runtime")
 
 
 #: pipe mode: seconds CREDS waits for the tables (a table that fails to load

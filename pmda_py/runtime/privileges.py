@@ -9,7 +9,7 @@ import structlog
 
 __all__ = ["drop_privileges"]
 
-log = structlog.get_logger("pmda_py.daemon")
+log = structlog.get_logger("pmda_py.runtime")
 
 
 def drop_privileges(username: str) -> None:

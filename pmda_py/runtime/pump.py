@@ -32,7 +32,7 @@ from pmda_py.wire import ErrorPdu, Pdu, PduType
 
 __all__ = ["CHECK_PAUSE", "Active", "TrioRunner", "serve_session", "serve_stream"]
 
-log = structlog.get_logger("pmda_py.daemon")
+log = structlog.get_logger("pmda_py.runtime")
 
 _T = TypeVar("_T")
 

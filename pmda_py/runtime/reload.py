@@ -15,7 +15,7 @@ from pmda_py.runtime.pump import Active
 
 __all__ = ["reload"]
 
-log = structlog.get_logger("pmda_py.daemon")
+log = structlog.get_logger("pmda_py.runtime")
 
 
 async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:

@@ -39,7 +39,7 @@ from pmda_py.session import Session
 
 __all__ = ["Listener", "PeerCheck", "SocketServer", "listen_address"]
 
-log = structlog.get_logger("pmda_py.daemon")
+log = structlog.get_logger("pmda_py.runtime")
 
 
 @attrs.frozen
