@@ -112,21 +112,21 @@ async def _listen(config: Config) -> Listener:
     return Listener(sock)
 
 
+@attrs.define(eq=False)
 class _Handshake:
     """A connection waiting for pmcd's CREDS."""
 
-    def __init__(self) -> None:
-        self.scope = trio.CancelScope()
-        self.evicted = False
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    evicted: bool = False
 
 
+@attrs.define(eq=False)
 class _Live:
     """The pmcd session being served."""
 
-    def __init__(self, pmcd_pid: int, peer: str) -> None:
-        self.pmcd_pid = pmcd_pid
-        self.peer = peer
-        self.done = trio.Event()
+    pmcd_pid: int
+    peer: str
+    done: trio.Event = attrs.field(factory=trio.Event)
 
 
 class SocketServer:
