@@ -39,7 +39,7 @@ STEPS = (
     ("+ attrs", "attrs"),
     ("+ structlog", "structlog"),
     ("+ trio", "trio"),
-    ("+ pmda_py run path", "pmda_py.cli, pmda_py.daemon, pmda_py.tables.simple"),
+    ("+ pmda_py run path", "pmda_py.cli, pmda_py.runtime.main, pmda_py.tables.simple"),
 )
 
 _PROBE = """

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 _COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("pmda_py.daemon", "run the PMDA daemon (as pmcd starts it from pmcd.conf)"),
+    "run": ("pmda_py.runtime.main", "run the PMDA daemon (as pmcd starts it from pmcd.conf)"),
     "dbpmda": ("pmda_py.testing.dbpmda.cli", "drive a PMDA with dbpmda's command language"),
     "pmns": ("pmda_py.tools.installer", "write the PMNS fragment for the configured tables"),
     "help": ("pmda_py.tools.installer", "write the help text source for the configured tables"),

@@ -34,6 +34,8 @@ from typing import Literal, TypedDict
 
 import attrs
 
+from pmda_py.pcpversion import pcp_conf
+
 __all__ = [
     "DEFAULT_CREDS_TIMEOUT",
     "DEFAULT_LOAD_TIMEOUT",
@@ -46,7 +48,6 @@ __all__ = [
     "TableSpec",
     "Transport",
     "parse_args",
-    "pcp_conf",
 ]
 
 DEFAULT_NAME = "pypmda"
@@ -99,7 +100,7 @@ class Config:
     address: str = ""  #: unix path or port
     bind_address: str = ""  #: inet/ipv6 listen address; "" is loopback (127.0.0.1 / ::1)
     creds_timeout: float = DEFAULT_CREDS_TIMEOUT  #: socket modes: seconds for a peer's CREDS
-    load_timeout: float = DEFAULT_LOAD_TIMEOUT  #: seconds a table's import may take (see pmda_py.loading)
+    load_timeout: float = DEFAULT_LOAD_TIMEOUT  #: seconds a table's import may take (see pmda_py.runtime.loader)
     standalone: bool = False  #: socket modes: back to listening when a pmcd session ends
     logfile: str | None = None
     log_format: LogFormat = "console"
@@ -141,35 +142,6 @@ class _Fields(TypedDict, total=False):
     mmv_compat: bool
     mmv_dir: str
     python_path: tuple[str, ...]
-
-
-def pcp_conf() -> dict[str, str]:
-    """PCP's environment: ``/etc/pcp.conf`` (or $PCP_CONF) overridden by
-    the process environment; sensible defaults without PCP."""
-    conf: dict[str, str] = {
-        "PCP_LOG_DIR": "/var/log/pcp",
-        "PCP_VAR_DIR": "/var/lib/pcp",
-        "PCP_TMP_DIR": "/var/lib/pcp/tmp",
-        "PCP_PMDAS_DIR": "/var/lib/pcp/pmdas",
-        "PCP_SYSCONF_DIR": "/etc/pcp",
-        "PCP_RUN_DIR": "/run/pcp",
-        "PCP_USER": "pcp",
-        "PCP_GROUP": "pcp",
-    }
-    path = os.environ.get("PCP_CONF", "/etc/pcp.conf")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    k, _, v = line.partition("=")
-                    conf[k.strip()] = v.strip().strip('"')
-    except OSError:
-        pass
-    for k in list(conf):
-        if k in os.environ:
-            conf[k] = os.environ[k]
-    return conf
 
 
 def _line_of(path: str, text: str, section: str, key: str | None) -> int | None:

@@ -1,9 +1,13 @@
-"""The installed PCP's version, where PCP changed behaviour between releases.
+"""The installed PCP: its settings (``pcp.conf``) and its version, where PCP
+changed behaviour between releases.
 
-``PCP_VERSION`` from the process environment (tests set it), else from
-``$PCP_CONF`` (default ``/etc/pcp.conf``), read once per process; without
-either, the oldest release we follow (6.0.3, Debian 12).  Imports nothing
-from :mod:`pmda_py` (:mod:`pmda_py.errors` uses it).
+:func:`pcp_conf` is the one reader of ``$PCP_CONF`` (default
+``/etc/pcp.conf``): the file is parsed once per process and path (as libpcp
+reads it once), the process environment overrides it at every call.
+:func:`pcp_version` is ``PCP_VERSION`` from the environment (tests set it),
+else from that file; without either, the oldest release we follow (6.0.3,
+Debian 12).  Imports nothing from :mod:`pmda_py` (:mod:`pmda_py.errors`
+uses it).
 """
 
 from __future__ import annotations
@@ -12,9 +16,55 @@ import functools
 import os
 import re
 
-__all__ = ["BASELINE", "parse", "pcp_version"]
+__all__ = ["BASELINE", "PCP_CONF_DEFAULTS", "parse", "pcp_conf", "pcp_version"]
 
 BASELINE = (6, 0, 3)
+
+#: what :func:`pcp_conf` says where neither pcp.conf nor the environment does
+PCP_CONF_DEFAULTS: dict[str, str] = {
+    "PCP_LOG_DIR": "/var/log/pcp",
+    "PCP_VAR_DIR": "/var/lib/pcp",
+    "PCP_TMP_DIR": "/var/lib/pcp/tmp",
+    "PCP_PMDAS_DIR": "/var/lib/pcp/pmdas",
+    "PCP_SYSCONF_DIR": "/etc/pcp",
+    "PCP_RUN_DIR": "/run/pcp",
+    "PCP_USER": "pcp",
+    "PCP_GROUP": "pcp",
+}
+
+
+def _conf_path() -> str:
+    return os.environ.get("PCP_CONF", "/etc/pcp.conf")
+
+
+@functools.lru_cache(maxsize=4)
+def _read_conf(path: str) -> tuple[tuple[str, str], ...]:
+    """The ``NAME=value`` lines of the file at ``path`` (quotes stripped),
+    in order; none when it cannot be read.  Cached by path
+    (``_read_conf.cache_clear()`` re-reads)."""
+    items: list[tuple[str, str]] = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    k, _, v = line.partition("=")
+                    items.append((k.strip(), v.strip().strip('"')))
+    except OSError:
+        pass
+    return tuple(items)
+
+
+def pcp_conf() -> dict[str, str]:
+    """PCP's environment: :data:`PCP_CONF_DEFAULTS`, then ``/etc/pcp.conf``
+    (or ``$PCP_CONF``; parsed once per path), both overridden by the
+    process environment (read at every call)."""
+    conf = dict(PCP_CONF_DEFAULTS)
+    conf.update(_read_conf(_conf_path()))
+    for k in list(conf):
+        if k in os.environ:
+            conf[k] = os.environ[k]
+    return conf
 
 
 def parse(text: str) -> tuple[int, int, int]:
@@ -32,15 +82,7 @@ def pcp_version() -> tuple[int, int, int]:
     """The installed PCP's version (cached; ``pcp_version.cache_clear()`` re-reads)."""
     text = os.environ.get("PCP_VERSION")
     if not text:
-        try:
-            with open(os.environ.get("PCP_CONF", "/etc/pcp.conf"), encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    k, sep, v = line.strip().partition("=")
-                    if sep and k.strip() == "PCP_VERSION":
-                        text = v.strip().strip('"')
-                        break
-        except OSError:
-            pass
+        text = next((v for k, v in _read_conf(_conf_path()) if k == "PCP_VERSION"), None)
     try:
         return parse(text) if text else BASELINE
     except ValueError:

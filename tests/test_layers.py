@@ -1,7 +1,7 @@
 """The package's layer contract, checked on the source (an import-linter
 equivalent with no extra dependency):
 
-    errors <- pmapi <- wire <- session <- dispatch <- daemon <- cli
+    errors <- pmapi <- wire <- session <- dispatch <- runtime <- cli
 
 with the PMNS, help-file, config and MMV reader code beside ``wire``, the
 table API beside ``session``, the built-in tables beside ``dispatch`` and
@@ -45,9 +45,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
     "pmda_py.tables": 4,
-    "pmda_py.loading": 4,  # the daemon's table loading (threads, deadlines)
-    "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
-    "pmda_py.daemon": 5,
+    "pmda_py.runtime": 5,  # pmda-py run: the only trio part of the core (pump, channels, admission, loader)
     # the tools on top: Install-time generators, pmda-py install/remove/new, the demo
     # (which drives the daemon through the testing client)
     "pmda_py.tools": 7,

@@ -19,8 +19,8 @@ from typing import Any
 
 from pmda_py import pmapi as _p
 from pmda_py.compat.constants import CPMAPI
-from pmda_py.config import pcp_conf
 from pmda_py.errors import errstr
+from pmda_py.pcpversion import pcp_conf
 
 __all__ = [
     "pmContext",

@@ -19,8 +19,9 @@ import trio
 from pmda_py import logconfig
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.table import CheckedCompatTable, CompatTable
-from pmda_py.daemon import PipeStream, TrioRunner, serve_session
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
+from pmda_py.runtime.pipe import PipeStream
+from pmda_py.runtime.pump import TrioRunner, serve_session
 
 if TYPE_CHECKING:
     from pmda_py.compat.pmda import MetricDispatch

@@ -40,7 +40,6 @@ import structlog
 import trio
 
 from pmda_py import logconfig
-from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
 from pmda_py.harvest.openmetrics.decode import printable
 from pmda_py.harvest.openmetrics.digest import Digest, apply_meta
@@ -54,7 +53,7 @@ from pmda_py.harvest.openmetrics.model import (
     SourceModel,
     label_items,
 )
-from pmda_py.pcpversion import parse
+from pmda_py.pcpversion import parse, pcp_conf
 from pmda_py.pcpversion import pcp_version as installed_pcp_version
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType
 from pmda_py.table import (

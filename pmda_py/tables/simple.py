@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import time
 
-from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
+from pmda_py.pcpversion import pcp_conf
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, TableContext, units
 

@@ -20,8 +20,8 @@ from contextlib import asynccontextmanager
 import trio
 import trio.testing
 
-from pmda_py.daemon import TrioRunner, serve_stream
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
+from pmda_py.runtime.pump import TrioRunner, serve_stream
 from pmda_py.session import Session
 from pmda_py.table import Table
 from pmda_py.testing.client import PmdaClient

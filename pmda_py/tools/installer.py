@@ -28,9 +28,9 @@ from typing import TypeVar
 
 from pmda_py import logconfig
 from pmda_py.config import DEFAULT_NAME, Config, parse_args
-from pmda_py.daemon import load_table
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import write_fragment
+from pmda_py.runtime.loader import load_table
 from pmda_py.safefile import atomic_write
 from pmda_py.table import Table
 

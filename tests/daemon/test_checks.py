@@ -12,9 +12,9 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from pmda_py import daemon
 from pmda_py.dispatch import Mount
 from pmda_py.dispatch.core import check_kind
+from pmda_py.runtime import pump as daemon
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.harness import open_table_pmda
 from tests.tables.faults import AsyncRaisingCheck, BlockingCheck, CheckTable, RaisingCheck, SleepingCheck

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pmda_py.config import parse_args
-from pmda_py.daemon import build_dispatcher
 from pmda_py.pmapi import PmType
+from pmda_py.runtime.loader import build_dispatcher
 from pmda_py.table import FetchRequest, FetchResult, Metric, Table, TableContext
 from pmda_py.tables.control import ControlTable
 from pmda_py.testing.harness import open_table_pmda

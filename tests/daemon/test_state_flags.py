@@ -79,8 +79,8 @@ class SlowCheck(Table):
 
 
 def test_only_tables_with_a_check_are_checked() -> None:
-    from pmda_py.daemon import TrioRunner
     from pmda_py.dispatch import Dispatcher, Mount
+    from pmda_py.runtime.pump import TrioRunner
 
     d = Dispatcher(252, [Mount(Flaky(), "f", "f"), Mount(SlowCheck(), "s", "s")], TrioRunner())
     assert [m.name for m in d._checked] == ["s"]

@@ -13,9 +13,9 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmda_py.daemon import TrioRunner, serve_stream
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.namespace import load
+from pmda_py.runtime.pump import TrioRunner, serve_stream
 from pmda_py.session import Session
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.dbpmda import DbpmdaSession

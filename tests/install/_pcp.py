@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pmda_py.config import pcp_conf
+from pmda_py.pcpversion import pcp_conf
 from tests.integration import pcpbed
 
 __all__ = [

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from pmda_py.config import parse_args
-from pmda_py.daemon import load_table
 from pmda_py.helpfile import HelpFile
 from pmda_py.pmapi import TextType, indom, pmid
+from pmda_py.runtime.loader import load_table
 from pmda_py.testing.support import pmda_py_argv
 from pmda_py.tools.installer import configured_text, main
 from tests.install._pcp import NEWHELP, REPO, require_pcp

@@ -309,7 +309,7 @@ def test_compat_flag() -> None:
 async def test_state_dir_from_the_daemon_config(tmp_path: Path) -> None:
     """``pmda-py run --openmetrics-compat --state-dir D`` keeps the name tables in D."""
     from pmda_py.config import parse_args
-    from pmda_py.daemon import build_dispatcher
+    from pmda_py.runtime.loader import build_dispatcher
 
     (tmp_path / "config.d").mkdir()
     (tmp_path / "config.d" / "f.url").write_text(f"file://{tmp_path}/doc\n")

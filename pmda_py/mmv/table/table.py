@@ -27,7 +27,6 @@ from typing import Union
 import structlog
 import trio
 
-from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvScalar, build, packed_values, read_values
 from pmda_py.mmv.reader import FileRegions
@@ -35,7 +34,7 @@ from pmda_py.mmv.scanner import Loaded, Scanner, changed, load_file, open_mmv
 from pmda_py.mmv.table.state import PackedPlan, PackedSlots, ScanState, derive
 from pmda_py.mmv.watch import DirWatch
 from pmda_py.pcplabels import PcpLabelSet
-from pmda_py.pcpversion import parse, pcp_version
+from pmda_py.pcpversion import parse, pcp_conf, pcp_version
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.safefile import FileRefused
 from pmda_py.table import (

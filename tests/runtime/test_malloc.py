@@ -15,7 +15,7 @@ from tests.conftest import require
 
 PROBE = r"""
 import ctypes, json, sys
-from pmda_py.daemon import tune_malloc
+from pmda_py.runtime.malloc import tune_malloc
 
 def heap() -> tuple[int, int]:
     for line in open("/proc/self/maps"):
@@ -47,10 +47,10 @@ def test_large_buffers_come_from_the_heap_once_tuned() -> None:
 
 
 def test_without_mallopt_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pmda_py import daemon
+    from pmda_py.runtime import malloc
 
     def no_libc(name: object) -> object:
         raise OSError("no C library here")
 
     monkeypatch.setattr(ctypes, "CDLL", no_libc)
-    assert daemon.tune_malloc() is False
+    assert malloc.tune_malloc() is False

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pmda_py.safefile import FileRefused, open_append
-
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
+from pmda_py.testing.support import pmda_py_argv
 
 
 def _run(log: Path) -> subprocess.CompletedProcess[bytes]:
     """The agent on a pipe whose pmcd goes away at once (EOF)."""
-    cmd = [*PMDA_PY, "run", "-d", "253", "-l", str(log), "--table", "simple=simple"]
+    cmd = pmda_py_argv("run", "-d", "253", "-l", str(log), "--table", "simple=simple")
     return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
 
 

@@ -1,5 +1,9 @@
 """Who may be pmcd on a socket, and how refusals are logged.
 
+A peer is admitted when its uid is root's, the PCP user's or ours
+(:func:`allowed_uids`) and it answers our CREDS with pmcd's in time
+(:func:`await_creds`), checked before any PDU.
+
 On a unix socket the peer's uid comes from SO_PEERCRED.  On ``-i``/``-6``
 the kernel says who owns the connecting socket too: the connection's other
 end is a line of ``/proc/net/tcp`` (``tcp6``) whose local address is the
@@ -20,14 +24,28 @@ import re
 import socket
 import struct
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import attrs
 import structlog
+import trio
 
-__all__ = ["RefusalLog", "reason_kind", "tcp_peer_uid"]
+from pmda_py.errors import WireFormatError
+from pmda_py.pcpversion import pcp_conf
+from pmda_py.session import CLOSED, NEED_DATA, HandshakeError, Session
 
-log = structlog.get_logger("pmda_py.daemon")
+__all__ = [
+    "PeerCredentials",
+    "RefusalLog",
+    "allowed_uids",
+    "await_creds",
+    "peer_credentials",
+    "reason_kind",
+    "tcp_peer_uid",
+    "user_name",
+]
+
+log = structlog.get_logger("pmda_py.runtime")
 
 #: /proc/net/tcp's TIME_WAIT and LISTEN states: never the live other end
 _TIME_WAIT, _LISTEN = b"06", b"0A"
@@ -43,13 +61,18 @@ def _proc_address(family: int, host: str, port: int) -> bytes:
     return ("".join(f"{w:08X}" for w in words) + f":{port:04X}").encode()
 
 
-def tcp_peer_uid(family: int, peer: Any, local: Any, *, proc: str = "/proc/net") -> int | None:
+def tcp_peer_uid(
+    family: int, peer: tuple[object, ...], local: tuple[object, ...], *, proc: str = "/proc/net"
+) -> int | None:
     """The uid owning the socket at the other end of the TCP connection
     from ``peer`` to ``local`` (both as accept()/getsockname() give them),
     or None when it is not on this host (or not found)."""
     try:
-        want_local = _proc_address(family, str(peer[0]), int(peer[1]))
-        want_remote = _proc_address(family, str(local[0]), int(local[1]))
+        (peer_host, peer_port), (local_host, local_port) = peer[:2], local[:2]
+        if not isinstance(peer_port, int) or not isinstance(local_port, int):
+            return None
+        want_local = _proc_address(family, str(peer_host), peer_port)
+        want_remote = _proc_address(family, str(local_host), local_port)
     except (OSError, ValueError, TypeError, IndexError):
         return None
     path = os.path.join(proc, "tcp6" if family == socket.AF_INET6 else "tcp")
@@ -81,7 +104,7 @@ def reason_kind(reason: str) -> str:
 class _Entry:
     last: float  #: when its last line was written
     count: int = 0  #: refusals since that line, not written
-    fields: dict[str, Any] = attrs.field(factory=dict)
+    fields: dict[str, object] = attrs.field(factory=dict)
 
 
 class RefusalLog:
@@ -98,7 +121,7 @@ class RefusalLog:
         self.lines = 0
         self.refusals = 0
 
-    def refused(self, event: str, who: str, reason: str, **fields: Any) -> bool:
+    def refused(self, event: str, who: str, reason: str, **fields: object) -> bool:
         """Log ``event`` for a refusal of ``who`` (uid or host) because of
         ``reason``, unless the same was logged less than ``interval``
         seconds ago (then it is counted).  True if a line was written."""
@@ -147,3 +170,89 @@ class RefusalLog:
         stale = [k for k, e in self._entries.items() if not e.count and now - e.last >= self.interval]
         for k in stale:
             del self._entries[k]
+
+
+async def await_creds(stream: trio.abc.Stream, session: Session, timeout: float) -> str | None:
+    """Send our CREDS and wait up to ``timeout`` seconds in all (not per
+    read) for the peer's; None once pmcd's CREDS came, else why not.
+
+    ``session`` should have ``require_creds``; bytes after the CREDS stay
+    in it for :func:`serve_session`."""
+    received = 0
+    with trio.move_on_after(timeout):
+        try:
+            await stream.send_all(session.start())
+            while True:
+                event = session.next_event()
+                if event is NEED_DATA:
+                    data = await stream.receive_some(4096)
+                    received += len(data)
+                    session.receive_data(data)
+                    continue
+                if event is CLOSED:
+                    if session.truncated:
+                        return f"closed in the middle of its first PDU ({received} bytes)"
+                    return "closed without sending CREDS"
+                if session.handshake_done and session.peer_creds is not None:
+                    return None
+                return "no CREDS"  # pragma: no cover - require_creds raises first
+        except HandshakeError as err:
+            return f"not pmcd: {err}"
+        except WireFormatError as err:
+            return f"not pmcd: {err}"
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+            if isinstance(err.__cause__, ConnectionResetError) or isinstance(err, ConnectionResetError):
+                return f"reset without sending CREDS ({received} bytes received)"
+            return f"channel error: {err}"
+    return f"no CREDS within {timeout:g} s ({received} bytes received)"
+
+
+@attrs.frozen
+class PeerCredentials:
+    """Who is at the other end of a unix socket (SO_PEERCRED)."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_credentials(sock: trio.socket.SocketType) -> PeerCredentials | None:
+    """The credentials of a unix socket's peer (SO_PEERCRED), None if unknown."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, opt, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid, uid, gid = struct.unpack("3i", raw)
+    return PeerCredentials(pid, uid, gid)
+
+
+def allowed_uids() -> dict[int, str]:
+    """Who may be pmcd on a unix socket: root, the PCP user, and our own
+    uid (a process of our uid can signal or ptrace us anyway)."""
+    import pwd
+
+    out = {0: "root"}
+    user = pcp_conf().get("PCP_USER", "pcp")
+    try:
+        out.setdefault(pwd.getpwnam(user).pw_uid, user)
+    except KeyError:
+        pass
+    euid = os.geteuid()
+    if euid not in out:
+        try:
+            out[euid] = pwd.getpwuid(euid).pw_name
+        except KeyError:
+            out[euid] = str(euid)
+    return out
+
+
+def user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)

@@ -8,10 +8,10 @@ import time
 import pytest
 from structlog.testing import capture_logs
 
-from pmda_py.daemon import TrioRunner
 from pmda_py.dispatch import ConfigError, Dispatcher, Mount
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
+from pmda_py.runtime.pump import TrioRunner
 from pmda_py.tables.control import ControlTable
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.harness import open_table_pmda
@@ -90,8 +90,13 @@ def test_bad_mount_point_is_refused() -> None:
         Dispatcher(253, [Mount(CrashTable(), "1bad..x", "c")], TrioRunner())
 
 
-async def test_control_table_counts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_control_table_counts(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pmda_py import logconfig
     from pmda_py.tables.control import ControlTable
+
+    # the level is the process's: start from the daemon's default whatever an
+    # in-process tool (the installer logs at warning) left, and put it back after
+    monkeypatch.setattr(logconfig, "_state", {**logconfig._state, "level": "info"})
 
     conf = tmp_path / "simple.conf"
     conf.write_text("sec\n")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import platform
-import sys
 from pathlib import Path
 
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import PmType, pmid
 from pmda_py.testing.client import open_pipe_pmda
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import ValueSet
 
 
@@ -28,27 +28,14 @@ async def test_entry_point_table(tmp_path: Path) -> None:
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty-tables\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[pmda_py.tables]\nanswer = thirdparty_tables:Answer\n")
-    cmd = [sys.executable, "-m", "pmda_py", "run", "-d", "250", "-l", str(tmp_path / "l.log"), "--table", "answer=x.y"]
+    cmd = pmda_py_argv("run", "-d", "250", "-l", str(tmp_path / "l.log"), "--table", "answer=x.y")
     async with open_pipe_pmda(cmd, env={"PYTHONPATH": str(tmp_path)}) as pmda:
         assert (await pmda.fetch_values(["x.y.answer"]))["x.y.answer"] == 42
 
 
 async def test_log_level_is_storable_and_json_logs(tmp_path: Path) -> None:
     log = tmp_path / "j.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pmda_py",
-        "run",
-        "-d",
-        "250",
-        "-l",
-        str(log),
-        "--log-format",
-        "json",
-        "--table",
-        "control=ctl",
-    ]
+    cmd = pmda_py_argv("run", "-d", "250", "-l", str(log), "--log-format", "json", "--table", "control=ctl")
     async with open_pipe_pmda(cmd) as pmda:
         assert (await pmda.fetch_values(["ctl.log.level"]))["ctl.log.level"] == "info"
         p = await pmda.pmid("ctl.log.level")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,9 +18,8 @@ import trio
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
 from pmda_py.testing.client import PmdaReplyError, open_pipe_pmda
+from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import CredsPdu, ErrorPdu
-
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
 
 TABLE = """\
 import os, sys, time
@@ -49,7 +47,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cmd(tmp_path: Path, *tables: str, extra: tuple[str, ...] = ()) -> list[str]:
-    args = [*PMDA_PY, "run", "-d", "200", "-l", str(tmp_path / "pmda.log"), "--state-dir", str(tmp_path / "state")]
+    args = pmda_py_argv("run", "-d", "200", "-l", str(tmp_path / "pmda.log"), "--state-dir", str(tmp_path / "state"))
     for t in tables:
         args += ["--table", t]
     return [*args, *extra]
@@ -166,7 +164,7 @@ async def test_slow_import_on_sighup_does_not_stall_fetches(tmp_path: Path) -> N
     conf = tmp_path / "pmda.conf"
     base = "[pmda]\nname = t\ndomain = 200\n\n[table simple]\nmount = simple\n"
     conf.write_text(base)
-    cmd = [*PMDA_PY, "run", "-c", str(conf), "-l", str(tmp_path / "pmda.log"), "--load-timeout", "2"]
+    cmd = pmda_py_argv("run", "-c", str(conf), "-l", str(tmp_path / "pmda.log"), "--load-timeout", "2")
     async with open_pipe_pmda(cmd, env=_env(tmp_path)) as pmda:
         assert (await pmda.fetch_values(["simple.numfetch"]))["simple.numfetch"] == 1
         conf.write_text(base + "\n[table slow]\ntable = slow:T\nmount = slow\n")
@@ -229,7 +227,7 @@ def test_sigterm_is_heard_while_a_reload_imports(tmp_path: Path) -> None:
     base = "[pmda]\nname = t\ndomain = 200\n\n[table simple]\nmount = simple\n"
     conf.write_text(base)
     log = tmp_path / "pmda.log"
-    cmd = [*PMDA_PY, "run", "-c", str(conf), "-l", str(log), "-u", str(tmp_path / "s.sock")]
+    cmd = pmda_py_argv("run", "-c", str(conf), "-l", str(log), "-u", str(tmp_path / "s.sock"))
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=_env(tmp_path))
     try:
         deadline = time.monotonic() + 15

@@ -79,6 +79,6 @@ def test_a_simple_agent_loads_only_the_daemon(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     modules = set(json.loads(out.read_text()))
-    assert "pmda_py.tables.simple" in modules and "pmda_py.daemon" in modules  # the run path did run
+    assert "pmda_py.tables.simple" in modules and "pmda_py.runtime.main" in modules  # the run path did run
     loaded = sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in NOT_LOADED))
     assert loaded == [], f"a simple-only agent imported {loaded}"

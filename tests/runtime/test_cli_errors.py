@@ -6,19 +6,18 @@ reason, even when its log goes to a file (which takes over fd 2)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
+from pmda_py.testing.support import pmda_py_argv
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
     return subprocess.run(
-        [*PMDA_PY, *args],
+        pmda_py_argv(*args),
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         capture_output=True,

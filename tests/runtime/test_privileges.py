@@ -18,6 +18,7 @@ import trio
 
 from pmda_py.errors import PmErr
 from pmda_py.testing.client import PmdaClient, PmdaReplyError, open_pipe_pmda, open_socket_pmda
+from pmda_py.testing.support import traversable_dir
 from pmda_py.wire import ErrorPdu
 from tests.conftest import require
 
@@ -111,7 +112,7 @@ def _python_for(user: str) -> tuple[str, dict[str, str]]:
     our source and site-packages on PYTHONPATH."""
     import sysconfig
 
-    probe = "import trio, structlog, attrs, pmda_py.daemon, pmda_py.tables.openmetrics_scrape"
+    probe = "import trio, structlog, attrs, pmda_py.runtime.main, pmda_py.tables.openmetrics_scrape"
     repo = str(Path(__file__).resolve().parents[2])
     candidates = [
         (sys.executable, {}),
@@ -148,7 +149,6 @@ def _readable_copy(repo: str, site: str) -> str:
     if _COPIES:
         return _COPIES[0]
     import atexit
-    import shutil
 
     top = tempfile.mkdtemp(prefix="pmda_py-readable-")
     atexit.register(shutil.rmtree, top, True)
@@ -210,8 +210,7 @@ async def test_nothing_of_a_table_runs_as_root_under_dash_U() -> None:
     needs_root_and_pcp()
     pcp = pwd.getpwnam("pcp")
     python, extra = _python_for("pcp")
-    root = Path(tempfile.mkdtemp(prefix="pmda_py-privileges-"))
-    try:
+    with traversable_dir("pmda_py-privileges-") as root:
         conf, before = _bed(root, pcp)
         log = root / "pmda.log"
         env = {
@@ -267,8 +266,6 @@ async def test_nothing_of_a_table_runs_as_root_under_dash_U() -> None:
             st = path.lstat()
             assert (st.st_uid, st.st_gid) == (pcp.pw_uid, pcp.pw_gid), (path, st.st_uid)
         assert log.stat().st_uid == 0
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _bed(root: Path, pcp: pwd.struct_passwd) -> tuple[Path, set[Path]]:

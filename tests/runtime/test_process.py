@@ -7,7 +7,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,16 @@ import trio
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
 from pmda_py.testing.client import PmdaReplyError, open_pipe_pmda, open_socket_pmda
+from pmda_py.testing.support import pmda_py_argv
 from tests.conftest import require
 from tests.integration.pcpbed import free_port
-
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
 
 
 @pytest.fixture
 def run_args(tmp_path: Path) -> list[str]:
     conf = tmp_path / "simple.conf"
     conf.write_text("sec,min\n")
-    return [
-        *PMDA_PY,
+    return pmda_py_argv(
         "run",
         "-d",
         "253",
@@ -43,7 +40,7 @@ def run_args(tmp_path: Path) -> list[str]:
         "control=simple.control",
         "--table",
         "tests.tables.faults:CrashTable=crash",
-    ]
+    )
 
 
 async def test_pipe_round_trip_and_clean_exit_on_eof(run_args: list[str], tmp_path: Path) -> None:
@@ -83,7 +80,7 @@ def test_nothing_but_pdus_on_stdout(tmp_path: Path) -> None:
         "        return {self.m: 5}\n"
     )
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    cmd = [*PMDA_PY, "run", "-d", "200", "-l", str(tmp_path / "n.log"), "--table", "noisy_table:Noisy=noisy"]
+    cmd = pmda_py_argv("run", "-d", "200", "-l", str(tmp_path / "n.log"), "--table", "noisy_table:Noisy=noisy")
 
     async def go() -> None:
         async with open_pipe_pmda(cmd, env=env) as pmda:
@@ -146,15 +143,15 @@ async def test_socket_transports(run_args: list[str], tmp_path: Path, transport:
 def test_bad_config_names_file_line_and_key(tmp_path: Path) -> None:
     cfg = tmp_path / "pypmda.conf"
     cfg.write_text("[pmda]\nname = pypmda\ndomain = 999\n\n[table simple]\nmount = pypmda.simple\n")
-    r = subprocess.run([*PMDA_PY, "run", "-c", str(cfg), "-l", "-"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(pmda_py_argv("run", "-c", str(cfg), "-l", "-"), capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert f"{cfg}:3: [pmda] domain: domain 999 out of range 1-510" in r.stderr
     cfg.write_text("[pmda]\nname = pypmda\n\n[table simple]\nmount = pypmda.simple\ndeadline = 9\n")
-    r = subprocess.run([*PMDA_PY, "run", "-c", str(cfg), "-l", "-"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(pmda_py_argv("run", "-c", str(cfg), "-l", "-"), capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert f"{cfg}:6: [table simple] deadline:" in r.stderr
     cfg.write_text("[pmda]\nname = pypmda\n\n[table nope]\ntable = no.such.module:Thing\nmount = x\n")
-    r = subprocess.run([*PMDA_PY, "run", "-c", str(cfg), "-l", "-"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(pmda_py_argv("run", "-c", str(cfg), "-l", "-"), capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert "table nope (no.such.module:Thing): ModuleNotFoundError" in r.stderr
 
@@ -176,7 +173,7 @@ async def test_sighup_reloads_config_atomically(tmp_path: Path) -> None:
     base = f"[pmda]\nname = pypmda\ndomain = 253\n\n[table simple]\nmount = simple\nconfig = {simple_conf}\n"
     cfg.write_text(base)
     log = tmp_path / "pmda.log"
-    cmd = [*PMDA_PY, "run", "-c", str(cfg), "-l", str(log), "--state-dir", str(tmp_path / "state")]
+    cmd = pmda_py_argv("run", "-c", str(cfg), "-l", str(log), "--state-dir", str(tmp_path / "state"))
     async with open_pipe_pmda(cmd) as pmda:
         assert (await pmda.fetch_values(["simple.numfetch"]))["simple.numfetch"] == 1
         with pytest.raises(PmdaReplyError):

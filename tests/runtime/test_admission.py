@@ -1,6 +1,6 @@
 """Socket modes serve pmcd, not whoever connects first (issue 15).
 
-Unit tests of the CREDS wait (:func:`pmda_py.daemon.await_creds`) on trio's
+Unit tests of the CREDS wait (:func:`pmda_py.runtime.admission.await_creds`) on trio's
 mock clock, then the daemon as a process: idle, garbage and foreign-uid
 peers are dropped while pmcd gets through; one pmcd session at a time;
 ``--standalone`` outlives pmcd sessions, the default exits with them.
@@ -14,26 +14,23 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
 from pmda_py.config import ConfigFileError, parse_args
-from pmda_py.daemon import await_creds
+from pmda_py.runtime.admission import await_creds
 from pmda_py.session import Session
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda
+from pmda_py.testing.support import pmda_py_argv, traversable_dir
 from pmda_py.wire import CredsPdu, DescReqPdu, PduReader
 from tests.conftest import require
 from tests.integration.pcpbed import foreign_uid_connect, free_port
-
-PMDA_PY = [sys.executable, "-m", "pmda_py"]
-
 
 # ------------------------------------------------------------ await_creds
 
@@ -173,8 +170,7 @@ def test_creds_timeout_option_and_config_key(tmp_path: Path) -> None:
 class Daemon:
     def __init__(self, root: Path, *args: str) -> None:
         self.log = root / "pmda.log"
-        cmd = [
-            *PMDA_PY,
+        cmd = pmda_py_argv(
             "run",
             "-d",
             "253",
@@ -187,7 +183,7 @@ class Daemon:
             "--table",
             "control=simple.control",
             *args,
-        ]
+        )
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         self.wait_log("listening")
 
@@ -224,14 +220,8 @@ class Daemon:
 @pytest.fixture
 def root() -> Iterator[Path]:
     """World-traversable (a process as 'nobody' must reach the socket)."""
-    d = Path(tempfile.mkdtemp(prefix="pmda_py-admission-"))
-    d.chmod(0o755)
-    try:
+    with traversable_dir("pmda_py-admission-") as d:
         yield d
-    finally:
-        for p in sorted(d.rglob("*"), reverse=True):
-            p.unlink() if not p.is_dir() or p.is_symlink() else p.rmdir()
-        d.rmdir()
 
 
 @pytest.fixture
@@ -469,7 +459,7 @@ async def test_inet_impostor_is_refused_before_any_pdu(root: Path, daemons: list
 
 
 def test_tcp_peer_uid_finds_the_owner_of_the_other_end(tmp_path: Path) -> None:
-    from pmda_py.admission import tcp_peer_uid
+    from pmda_py.runtime.admission import tcp_peer_uid
 
     for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         with socket.socket(fam) as lsock:
@@ -497,7 +487,7 @@ def test_refusals_are_logged_once_then_counted() -> None:
     reason, then a counted summary at most every interval."""
     import structlog.testing
 
-    from pmda_py.admission import RefusalLog
+    from pmda_py.runtime.admission import RefusalLog
 
     now = [100.0]
     rl = RefusalLog(interval=10.0, clock=lambda: now[0])
@@ -525,13 +515,12 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
     """A connection /proc/net/tcp does not show from this host's side (a
     remote peer, with --bind on another address) is refused before any PDU;
     a local one of an allowed uid is not."""
-    from pmda_py import daemon
     from pmda_py.config import Config
     from pmda_py.dispatch import Dispatcher
+    from pmda_py.runtime import sockets
+    from pmda_py.runtime.pump import Active, TrioRunner
 
-    server = daemon.SocketServer(
-        Config(transport="inet", address="0"), daemon.Active(Dispatcher(253, [], daemon.TrioRunner()))
-    )
+    server = sockets.SocketServer(Config(transport="inet", address="0"), Active(Dispatcher(253, [], TrioRunner())))
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -539,8 +528,51 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
     await client.connect(listener.getsockname())
     conn, addr = await listener.accept()
     with listener, client, conn:
-        peer, who, refusal = await server._peer(conn, addr)
+        check = await server._peer(conn, addr)
+        peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is None and who == f"uid={os.geteuid()}" and peer.endswith(f",uid={os.geteuid()}")
-        monkeypatch.setattr(daemon, "tcp_peer_uid", lambda *_args: None)
-        peer, who, refusal = await server._peer(conn, addr)
+        monkeypatch.setattr(sockets, "tcp_peer_uid", lambda *_args: None)
+        check = await server._peer(conn, addr)
+        peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is not None and "not pmcd on this host" in refusal and who == "127.0.0.1"
+
+
+async def test_pcp_conf_is_not_read_again_for_every_connection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Who may be pmcd is asked at every unix connection: the PCP user it
+    names comes from pcp.conf, parsed once, not once per connection."""
+    import builtins
+
+    from pmda_py.config import Config
+    from pmda_py.dispatch import Dispatcher
+    from pmda_py.runtime.pump import Active, TrioRunner
+    from pmda_py.runtime.sockets import SocketServer
+
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    conf = tmp_path / "pcp.conf"
+    conf.write_text(f"PCP_VERSION=6.0.3\nPCP_USER={user}\n")
+    monkeypatch.setenv("PCP_CONF", str(conf))
+    monkeypatch.delenv("PCP_USER", raising=False)
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting_open(file: Any, *args: Any, **kw: Any) -> Any:
+        if os.fspath(file) == str(conf):
+            opened.append(str(file))
+        return real_open(file, *args, **kw)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    path = str(tmp_path / "s")
+    server = SocketServer(Config(transport="unix", address=path), Active(Dispatcher(253, [], TrioRunner())))
+    listener = trio.socket.socket(socket.AF_UNIX)
+    await listener.bind(path)
+    listener.listen(8)
+    with listener:
+        for _ in range(6):
+            client = trio.socket.socket(socket.AF_UNIX)
+            await client.connect(path)
+            conn, addr = await listener.accept()
+            with client, conn:
+                check = await server._peer(conn, addr)
+                peer, who, refusal = check.peer, check.who, check.refusal
+                assert refusal is None and who == f"uid={os.geteuid()}", (peer, refusal)
+    assert len(opened) <= 1, f"pcp.conf read {len(opened)} times for 6 connections"

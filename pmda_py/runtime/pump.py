@@ -1,0 +1,287 @@
+"""The pump: bytes from pmcd's channel through the sans-IO session to the
+dispatcher and back (:func:`serve_stream`, :func:`serve_session`), one
+request at a time, one reply each, in order; and :class:`TrioRunner`, which
+runs table calls and checks under their deadlines so pmcd's 5 s timeout is
+never reached.  :class:`Active` holds the dispatcher in service (swapped
+whole on a reload; empty until the tables are loaded)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import Any, Callable, TypeVar
+
+import structlog
+import trio
+
+from pmda_py.dispatch import Dispatcher, TableTimeout
+from pmda_py.dispatch.core import check_kind
+from pmda_py.errors import PmErr, WireFormatError, codename
+from pmda_py.session import (
+    CLOSED,
+    NEED_DATA,
+    Answered,
+    BadRequest,
+    Ignored,
+    Notice,
+    Request,
+    Session,
+    SessionState,
+)
+from pmda_py.table import Table
+from pmda_py.wire import ErrorPdu, Pdu, PduType
+
+__all__ = ["CHECK_PAUSE", "Active", "TrioRunner", "serve_session", "serve_stream"]
+
+log = structlog.get_logger("pmda_py.runtime")
+
+_T = TypeVar("_T")
+
+
+#: seconds an async check() that overran (and was cancelled) is not run again
+CHECK_PAUSE = 1.0
+
+
+_IDLE: Any = object()  # no check of the table pending
+_DONE: Any = object()  # a check left running ended without raising
+
+
+class TrioRunner:
+    """Runs table calls under their deadlines (trio.move_on_after), and
+    tables' checks under theirs (see :meth:`Table.check`)."""
+
+    def __init__(self) -> None:
+        #: id(table) -> the outcome of its plain check left running in a
+        #: worker thread: None while it runs, then what it raised, or
+        #: ``_DONE``; an async check's id -> when its pause ends
+        self._pending: dict[int, Any] = {}
+        self._how: dict[type[Table], str] = {}
+
+    async def check(self, table: Table) -> None:
+        key = id(table)
+        pending = self._pending.get(key, _IDLE)
+        if pending is not _IDLE:
+            if pending is None or (type(pending) is float and pending > trio.current_time()):
+                return  # still running in its thread, or paused after an overrun
+            del self._pending[key]
+            if isinstance(pending, BaseException):
+                raise pending
+        kind = type(table)
+        how = self._how.get(kind)
+        if how is None:
+            how = self._how[kind] = check_kind(kind.check)
+        if how == "inline":  # an async check that never awaits: nothing could cut it short
+            await table.check()  # type: ignore[misc]  # an async def check returns its coroutine
+            return
+        deadline = table.check_deadline
+        if how == "async":
+            with trio.move_on_after(deadline):
+                await table.check()  # type: ignore[misc]
+                return
+            self._pending[key] = trio.current_time() + CHECK_PAUSE
+            raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (cancelled)")
+        outcome: list[Any] = []  # the thread's result, read only once it ended
+
+        def run() -> None:
+            try:
+                table.check()
+            except Exception as exc:
+                outcome.append(exc)
+            except BaseException as exc:  # e.g. sys.exit() in a check: it must not end the daemon
+                outcome.append(RuntimeError(f"check raised {type(exc).__name__}: {exc}"))
+            else:
+                outcome.append(_DONE)
+            if key in self._pending:  # the request gave up on it: report at the next one
+                self._pending[key] = outcome[0]
+
+        self._pending[key] = None  # no second check of this table while this one runs
+        with trio.move_on_after(deadline):
+            await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+            del self._pending[key]
+            if outcome and isinstance(outcome[0], BaseException):
+                raise outcome[0]
+            return
+        if outcome:  # it ended just as the deadline fired
+            del self._pending[key]
+            if isinstance(outcome[0], BaseException):
+                raise outcome[0]
+            return
+        raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (left running in its thread)")
+
+    async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:
+        with trio.move_on_after(table.deadline) as scope:
+            return await fn()
+        assert scope.cancelled_caught
+        raise TableTimeout(f"{type(table).__name__}.{what} overran {table.deadline}s")
+
+    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[Any]]]]) -> list[Any]:
+        results: list[Any] = [None] * len(calls)
+
+        async def one(k: int, table: Table, what: str, fn: Callable[[], Awaitable[Any]]) -> None:
+            try:
+                results[k] = await self.call(table, what, fn)
+            except Exception as exc:
+                results[k] = exc
+
+        if len(calls) == 1:
+            await one(0, *calls[0])
+            return results
+        async with trio.open_nursery() as nursery:
+            for k, (table, what, fn) in enumerate(calls):
+                nursery.start_soon(one, k, table, what, fn)
+        return results
+
+
+async def serve_stream(
+    stream: trio.abc.Stream,
+    session: Session,
+    dispatcher: Dispatcher | Active,
+    *,
+    notready: bool = False,
+    on_ready: Callable[[], Awaitable[None]] | None = None,
+) -> str:
+    """Serve one pmcd channel until EOF; returns why it ended.
+
+    ``dispatcher`` may be an :class:`Active` holder, whose dispatcher is
+    looked up for every request (so a reload takes effect between requests).
+    """
+    await stream.send_all(session.start())
+    return await serve_session(stream, session, dispatcher, notready=notready, on_ready=on_ready)
+
+
+async def serve_session(
+    stream: trio.abc.Stream,
+    session: Session,
+    dispatcher: Dispatcher | Active,
+    *,
+    notready: bool = False,
+    on_ready: Callable[[], Awaitable[None]] | None = None,
+) -> str:
+    """:func:`serve_stream` for a session whose CREDS were already sent
+    (and pmcd's perhaps received, by :func:`await_creds`)."""
+    active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
+    # replies remembered by request bytes answer before any decoding (the
+    # dispatcher in service is looked up each time: a reload swaps it)
+    session.shortcut = lambda pdu_type, key: active.dispatcher.memo_reply(pdu_type, key)
+    if notready:
+        session.not_ready()
+        log.info("notready", detail="pmcd.conf 'notready': starting tables before READY")
+        if on_ready is not None:
+            await on_ready()
+        await stream.send_all(session.ready())
+        log.info("ready")
+    while True:
+        try:
+            event = session.next_event()
+        except WireFormatError as err:
+            log.error("protocol_error", error=str(err), code=codename(err.pm_code), action="closing channel")
+            return "protocol error"
+        if event is NEED_DATA:
+            try:
+                data = await stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+                log.info("channel_error", error=str(err))
+                return "channel error"
+            session.receive_data(data)
+            continue
+        if event is CLOSED:
+            if session.truncated:
+                log.warning("eof_mid_pdu", detail="pmcd closed the channel in the middle of a PDU")
+            return "eof"
+        if isinstance(event, (Answered, Request, BadRequest)):
+            if isinstance(event, Answered):
+                data = event.data
+            else:
+                if isinstance(event, BadRequest):
+                    log.warning(
+                        "bad_request",
+                        type=_type_name(event.pdu_type),
+                        context=event.context,
+                        code=codename(event.code),
+                        error=event.reason,
+                    )
+                if not active.loaded.is_set() and isinstance(event, Request):
+                    with trio.move_on_after(active.request_grace):  # tables still loading
+                        await active.loaded.wait()
+                try:
+                    reply: Pdu = (
+                        await active.dispatcher.handle(event)
+                        if active.loaded.is_set() or not isinstance(event, Request)
+                        else _loading_reply(event)
+                    )
+                except Exception as exc:  # a bug: still answer, pmcd must not wait
+                    log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
+                    reply = ErrorPdu(PmErr.GENERIC)
+                data = session.send(reply)
+                if session.refused_reply is not None:
+                    kind, size = session.refused_reply
+                    session.refused_reply = None
+                    log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
+            try:
+                await stream.send_all(data)
+                if session.state is SessionState.NOTREADY:
+                    log.info("notready", detail="waiting for the tables before sending PMDAREADY")
+                    await active.wait_ready()
+                    await stream.send_all(session.ready())
+                    log.info("ready")
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
+                session.send_failed()
+                log.info("channel_error", error=str(err))
+                return "channel error"
+        elif isinstance(event, Notice):
+            pdu = event.pdu
+            if isinstance(pdu, ErrorPdu) and pdu.code == PmErr.NOTCONN:
+                active.dispatcher.end_context(event.context)
+                log.debug("end_context", context=event.context)
+            else:
+                log.debug("notice", type=_type_name(pdu.pdu_type), context=event.context)
+        elif isinstance(event, Ignored):
+            log.warning("ignored_pdu", type=_type_name(event.pdu_type), context=event.context, reason=event.reason)
+
+
+#: requests after whose PM_ERR_PMDANOTREADY reply pmcd waits for PMDAREADY
+#: (they go through its CheckError); the PMNS requests do not in PCP 6.0 --
+#: there a later PMDAREADY would be read as the next reply, a protocol
+#: failure that ends the agent -- so they are answered PM_ERR_AGAIN
+_NOTREADY_TYPES = frozenset(
+    {PduType.FETCH, PduType.DESC_REQ, PduType.INSTANCE_REQ, PduType.TEXT_REQ, PduType.LABEL_REQ, PduType.RESULT}
+)
+
+
+def _loading_reply(event: Request) -> ErrorPdu:
+    """The answer to a request that came before the tables were loaded:
+    PM_ERR_PMDANOTREADY (PMDAREADY follows) where pmcd expects it, else
+    PM_ERR_AGAIN."""
+    if event.pdu.pdu_type in _NOTREADY_TYPES:
+        return ErrorPdu(PmErr.PMDANOTREADY)
+    return ErrorPdu(PmErr.AGAIN)
+
+
+def _type_name(t: int) -> str:
+    try:
+        return PduType(t).name
+    except ValueError:
+        return hex(t)
+
+
+class Active:
+    """The dispatcher in service; swapped whole on a successful reload.
+
+    At start it holds an empty dispatcher until the tables are loaded
+    (``loaded`` is set then): a request that arrives before waits up to
+    :attr:`request_grace` seconds, then is answered PM_ERR_PMDANOTREADY
+    (PMDAREADY follows when the tables are there), or PM_ERR_AGAIN for the
+    PMNS requests (see :data:`_NOTREADY_TYPES`)."""
+
+    #: seconds a request waits for the tables still loading (pmcd waits 5 s for a reply)
+    request_grace = 2.0
+
+    def __init__(self, dispatcher: Dispatcher, *, loaded: bool = True) -> None:
+        self.dispatcher = dispatcher
+        self.loaded = trio.Event()
+        if loaded:
+            self.loaded.set()
+
+    async def wait_ready(self) -> None:
+        """Until the tables are loaded and every not-ready one is ready."""
+        await self.loaded.wait()
+        await self.dispatcher.wait_ready()
