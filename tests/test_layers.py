@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
     "pmda_py.tables": 4,
+    "pmda_py.openmetrics": 4,  # the OpenMetrics table, its scraper and worker processes (sans-IO parts: NO_TRIO)
     "pmda_py.loading": 4,  # the daemon's table loading (threads, deadlines)
     "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
     "pmda_py.daemon": 5,
@@ -59,6 +60,11 @@ NO_TRIO = (
     "pmda_py.wire",
     "pmda_py.session",
     "pmda_py.harvest",
+    "pmda_py.openmetrics.exposition",
+    "pmda_py.openmetrics.decode",
+    "pmda_py.openmetrics.names",
+    "pmda_py.openmetrics.model",
+    "pmda_py.openmetrics.digest",
     "pmda_py.table",
     "pmda_py.dispatch",
     "pmda_py.namespace",

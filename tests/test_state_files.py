@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from pmda_py.installer import main as installer_main
+from pmda_py.openmetrics.scrape import read_state, write_state
 from pmda_py.table import InstanceCache
-from pmda_py.tables.openmetrics_scrape import read_state, write_state
 
 VICTIM_TEXT = "root:only:victim\n"
 

@@ -18,9 +18,9 @@ import pytest
 import structlog
 import trio
 
-from pmda_py.harvest.openmetrics import NameTable
-from pmda_py.tables import openmetrics_scrape
-from pmda_py.tables.openmetrics import OpenMetricsTable
+from pmda_py.openmetrics import NameTable
+from pmda_py.openmetrics import scrape as openmetrics_scrape
+from pmda_py.openmetrics.table import OpenMetricsTable
 from tests.openmetrics.servers import ControlledServer, Route, gzip_bomb
 from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
 from tests.openmetrics.test_workers import _status, _wait_status, _worker_pid
@@ -413,7 +413,7 @@ def test_body_decoder_forms() -> None:
     import gzip
     import zlib
 
-    from pmda_py.harvest.openmetrics.decode import BodyDecoder, BodyRefused
+    from pmda_py.openmetrics.decode import BodyDecoder, BodyRefused
 
     doc = GOOD * 50
 
@@ -484,7 +484,7 @@ async def test_a_hung_worker_killed_takes_its_scripts_along(tmp_path: Path) -> N
     """A worker the pool must SIGKILL (hung) while a script source runs:
     the script and its children (a session of their own, out of the
     worker's reach once it is dead) are killed with it."""
-    from pmda_py.tables.openmetrics_procs import kill_quietly
+    from pmda_py.openmetrics.procs import kill_quietly
 
     pids = tmp_path / "pids"
     worker = await trio.lowlevel.open_process([sys.executable, "-c", HUNG_WORKER, str(pids)])

@@ -17,10 +17,10 @@ import pytest
 import structlog
 import trio
 
-from pmda_py.harvest.openmetrics import NameTable
-from pmda_py.harvest.openmetrics.exposition import Limits
-from pmda_py.tables.openmetrics import OpenMetricsTable
-from pmda_py.tables.openmetrics_scrape import Scraper
+from pmda_py.openmetrics import NameTable
+from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.scrape import Scraper
+from pmda_py.openmetrics.table import OpenMetricsTable
 from tests.openmetrics.servers import ControlledServer, Route
 from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
 

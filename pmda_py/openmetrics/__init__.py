@@ -5,13 +5,13 @@ pmdaopenmetrics reads it (same line grammar, same tolerance, plus limits);
 :mod:`.model` holds pmdaopenmetrics' naming and numbering: sources as
 clusters, metrics as items, one indom per metric, the persisted name tables
 (``$PCP_VAR_DIR/config/pmda/144.N.py``) and the metadata heuristics.  The
-trio side (scraping, serving) is :mod:`pmda_py.tables.openmetrics`.
+trio side (scraping, serving) is :mod:`pmda_py.openmetrics.table`.
 """
 
 from __future__ import annotations
 
-from pmda_py.harvest.openmetrics.exposition import Limits, Parsed, Sample, parse_document, parse_sample_line
-from pmda_py.harvest.openmetrics.model import (
+from pmda_py.openmetrics.exposition import Limits, Parsed, Sample, parse_document, parse_sample_line
+from pmda_py.openmetrics.model import (
     MAX_CLUSTER,
     MAX_METRIC,
     MetricState,

@@ -34,8 +34,8 @@ from typing import Any
 
 import attrs
 
-from pmda_py.harvest.openmetrics.exposition import Limits, Sample
-from pmda_py.harvest.openmetrics.names import NameTable
+from pmda_py.openmetrics.exposition import Limits, Sample
+from pmda_py.openmetrics.names import NameTable
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
 
 __all__ = [

@@ -20,8 +20,8 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from pmda_py.harvest.openmetrics.exposition import Limits, parse_document
-from pmda_py.harvest.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel
+from pmda_py.openmetrics.exposition import Limits, parse_document
+from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel
 from pmda_py.pmapi import PmType, PmUnits
 
 __all__ = ["Digest", "apply_meta", "digest", "pack_values"]

@@ -1,6 +1,6 @@
 """The OpenMetrics table's worker processes, seen from the daemon (trio).
 
-Each runs :func:`pmda_py.tables.openmetrics_scrape.worker_main`; a source
+Each runs :func:`pmda_py.openmetrics.scrape.worker_main`; a source
 always goes to the same one.  Nothing here raises out of the pool because a
 process cannot be signalled (a worker of another user after the privilege
 drop, one gone already): such a worker is told to end (EOF on its requests),
@@ -20,8 +20,8 @@ from typing import Any
 import attrs
 import trio
 
-from pmda_py.tables.openmetrics_procs import kill_quietly
-from pmda_py.tables.openmetrics_scrape import Reply, frame, read_frames
+from pmda_py.openmetrics.procs import kill_quietly
+from pmda_py.openmetrics.scrape import Reply, frame, read_frames
 
 __all__ = ["WorkerFailed", "WorkerPool"]
 
@@ -105,7 +105,7 @@ class WorkerPool:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([_HERE, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
         proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "pmda_py.tables.openmetrics_scrape", json.dumps(self.options)],
+            [sys.executable, "-m", "pmda_py.openmetrics.scrape", json.dumps(self.options)],
             stdin=-1,
             stdout=-1,
             env=env,

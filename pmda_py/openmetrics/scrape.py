@@ -1,9 +1,9 @@
 """Scraping OpenMetrics sources: fetch (HTTP, ``file://``, script), digest
-(:mod:`pmda_py.harvest.openmetrics.digest`) and save the name tables.
+(:mod:`pmda_py.openmetrics.digest`) and save the name tables.
 
 A :class:`Scraper` owns its sources' models.  The OpenMetrics table runs
 one in each of a few worker processes (``python -m
-pmda_py.tables.openmetrics_scrape``, a source always on the same one) so
+pmda_py.openmetrics.scrape``, a source always on the same one) so
 that HTTP, parsing and id assignment never hold the daemon's GIL or its
 trio loop; the daemon gets a compact :data:`Reply` per scrape.  With
 ``workers=0`` the table runs a Scraper in its own process instead (the
@@ -33,19 +33,19 @@ import attrs
 import trio
 
 from pmda_py import safefile
-from pmda_py.harvest.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
-from pmda_py.harvest.openmetrics.digest import Digest, digest
-from pmda_py.harvest.openmetrics.exposition import Limits
-from pmda_py.harvest.openmetrics.model import (
+from pmda_py.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
+from pmda_py.openmetrics.digest import Digest, digest
+from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.model import (
     MAX_METRIC,
     NameTable,
     SourceConfig,
     SourceModel,
     parse_url_config,
 )
+from pmda_py.openmetrics.procs import run_script
 from pmda_py.safefile import FileRefused, move_aside
 from pmda_py.safefile import read_regular as _read_regular
-from pmda_py.tables.openmetrics_procs import run_script
 
 __all__ = ["Reply", "Scraper", "frame", "read_frames", "read_state", "worker_main", "write_state"]
 
@@ -443,7 +443,7 @@ async def _serve(options: dict[str, Any]) -> None:
 
 
 def worker_main(argv: list[str] | None = None) -> int:
-    """A worker process: ``python -m pmda_py.tables.openmetrics_scrape OPTIONS_JSON``."""
+    """A worker process: ``python -m pmda_py.openmetrics.scrape OPTIONS_JSON``."""
     args = sys.argv[1:] if argv is None else argv
     options = json.loads(args[0])
     with contextlib.suppress(OSError):  # background work: the daemon answering pmcd comes first

@@ -16,7 +16,7 @@ client.  New and vanished metrics change the namespace (NAMES_CHANGE); the
 table is not ready until the first round of scrapes has finished.
 
 The scraping itself (HTTP, parsing, ids, saving the name tables) runs in
-``workers`` worker processes (:mod:`pmda_py.tables.openmetrics_scrape`), a
+``workers`` worker processes (:mod:`pmda_py.openmetrics.scrape`), a
 source always on the same one, so it never holds the daemon's GIL or trio
 loop: the daemon swaps in each scrape's digest (values already packed for
 the fetch).  ``workers=0`` scrapes in the daemon (the digest in a thread).
@@ -42,10 +42,10 @@ import trio
 from pmda_py import logconfig
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
-from pmda_py.harvest.openmetrics.decode import printable
-from pmda_py.harvest.openmetrics.digest import Digest, apply_meta
-from pmda_py.harvest.openmetrics.exposition import Limits
-from pmda_py.harvest.openmetrics.model import (
+from pmda_py.openmetrics.decode import printable
+from pmda_py.openmetrics.digest import Digest, apply_meta
+from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.model import (
     MAX_CLUSTER,
     MAX_METRIC,
     MetricState,
@@ -54,6 +54,8 @@ from pmda_py.harvest.openmetrics.model import (
     SourceModel,
     label_items,
 )
+from pmda_py.openmetrics.pool import WorkerFailed, WorkerPool
+from pmda_py.openmetrics.scrape import Reply, Scraper, read_state, write_state
 from pmda_py.pcpversion import parse
 from pmda_py.pcpversion import pcp_version as installed_pcp_version
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType
@@ -69,8 +71,6 @@ from pmda_py.table import (
     TableContext,
     units,
 )
-from pmda_py.tables.openmetrics_pool import WorkerFailed, WorkerPool
-from pmda_py.tables.openmetrics_scrape import Reply, Scraper, read_state, write_state
 
 __all__ = ["OpenMetricsTable"]
 
