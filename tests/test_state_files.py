@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pmda_py.installer import main as installer_main
-from pmda_py.openmetrics.scrape import read_state, write_state
+from pmda_py.openmetrics.state import read_state, write_state
 from pmda_py.table import InstanceCache
 
 VICTIM_TEXT = "root:only:victim\n"

@@ -1,4 +1,4 @@
-"""A scraped document digested into plain data, sans-IO.
+"""A scraped document digested into a :class:`~.records.Digest`, sans-IO.
 
 The scraper (in a worker process, or in the daemon) owns a source's
 :class:`~.model.SourceModel`: it parses each document, ingests it (names
@@ -8,38 +8,37 @@ present metric's values, already packed for the fetch (instances as a
 native ``uint32`` array image, numeric values as big-endian 8-byte words).
 The daemon keeps a mirror of the model (:func:`apply_meta`) for names,
 descriptors and labels, and swaps the packed values in with little work.
-
-Everything in a digest is a ``marshal``-able builtin (tuples, lists, dicts,
-str, bytes, int, float, bool, None): no objects, no code.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from array import array
 from collections.abc import Sequence
-from typing import Any
+from typing import cast
 
 from pmda_py.openmetrics.exposition import Limits, parse_document
 from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel
-from pmda_py.pmapi import PmType, PmUnits
+from pmda_py.openmetrics.records import Digest, Meta, Value
+from pmda_py.pmapi import TYPES, PmUnits
 
-__all__ = ["Digest", "apply_meta", "digest", "pack_values"]
+__all__ = ["apply_meta", "digest", "PACK_CODES", "pack_values"]
 
-#: (meta or None, values, problems); see :func:`digest`
-Digest = tuple[Any, list[tuple[int, bytes, Any, Any]], list[str]]
-
-_PACK: dict[int, str] = {PmType.DOUBLE: "d", PmType.I64: "q", PmType.U64: "Q"}
 _LITTLE = sys.byteorder == "little"
 
 
-def pack_values(mtype: int, values: Sequence[Any]) -> bytes | None:
+#: the ``array`` code of each type whose values are packed: the 8-byte numbers (I64, U64, DOUBLE)
+PACK_CODES: dict[int, str] = {int(t): info.code for t, info in TYPES.items() if info.size == 8}
+
+
+def pack_values(mtype: int, values: Sequence[Value]) -> bytes | None:
     """``values`` as big-endian 8-byte words (I64, U64, DOUBLE), else None."""
-    code = _PACK.get(mtype)
+    code = PACK_CODES.get(mtype)
     if code is None:
         return None
     try:
-        arr = array(code, values)
+        arr = array(code, cast("Sequence[float]", values))  # (a text among them: TypeError)
     except (TypeError, OverflowError):
         return None
     if _LITTLE:
@@ -47,43 +46,37 @@ def pack_values(mtype: int, values: Sequence[Any]) -> bytes | None:
     return arr.tobytes()
 
 
-def _units(u: PmUnits) -> tuple[int, ...]:
-    return (u.dim_space, u.dim_time, u.dim_count, u.scale_space, u.scale_time, u.scale_count, u.extra)
-
-
-def _meta(model: SourceModel) -> list[tuple[Any, ...]]:
-    return [
-        (
-            m.name,
-            int(m.item),
-            m.leaf,
-            int(m.type),
-            int(m.sem),
-            _units(m.units),
-            m.singular,
-            m.pcp,
-            m.oneline,
-            m.help,
-            None if m.indom_serial is None else int(m.indom_serial),
-            None if m.table is None else (list(m.table.names), m.table.prefix_mode),
-            dict(m.labels),
-            None if m.optional is None else dict(m.optional),
-            {k: dict(v) for k, v in m.inst_labels.items()},
-        )
-        for m in model.metrics.values()
-    ]
+def _meta(model: SourceModel) -> Meta:
+    meta = Meta()
+    for m in model.metrics.values():
+        meta.names.append(m.name)
+        meta.items.append(int(m.item))
+        meta.leaves.append(m.leaf)
+        meta.types.append(int(m.type))
+        meta.sems.append(int(m.sem))
+        meta.units.append(m.units.to_int())
+        meta.singular.append(m.singular)
+        meta.pcp.append(m.pcp)
+        meta.oneline.append(m.oneline)
+        meta.help.append(m.help)
+        meta.indom_serials.append(None if m.indom_serial is None else int(m.indom_serial))
+        meta.inst_names.append(None if m.table is None else list(m.table.names))
+        meta.prefix_mode.append(m.table is not None and m.table.prefix_mode)
+        meta.labels.append(dict(m.labels))
+        meta.optional.append(None if m.optional is None else dict(m.optional))
+        meta.inst_labels.append({k: dict(v) for k, v in m.inst_labels.items()})
+    return meta
 
 
 def digest(
     model: SourceModel, config: SourceConfig, text: str, limits: Limits, with_meta: bool = False
 ) -> tuple[Digest, list[tuple[int, NameTable]]]:
-    """Parse and ingest ``text`` into ``model``: ``((meta, values, problems),
-    dirty name tables)``.
+    """Parse and ingest ``text`` into ``model``: the digest and the name
+    tables it changed (``(serial, table)``, to save).
 
-    ``meta`` is None unless ``with_meta`` or the document changed the
-    metadata (new metrics, new instances, changed labels); ``values`` is
-    ``(item, instance array image, packed values or None, values or None)``
-    for each metric with values, instances in ascending order (as pmdaFetch
+    Its ``meta`` is None unless ``with_meta`` or the document changed the
+    metadata (new metrics, new instances, changed labels); values come for
+    each metric with values, instances in ascending order (as pmdaFetch
     walks an indom); ``problems`` are the log lines the document deserves.
     """
     parsed = parse_document(text, limits)
@@ -94,23 +87,52 @@ def digest(
     problems += list(res.refused)  # (texts that stay the same while the state lasts: logged once)
     if parsed.dropped:
         problems.append(f"{parsed.dropped} samples over the limit of {limits.max_samples} dropped")
-    values: list[tuple[int, bytes, Any, Any]] = []
+    items: list[int] = []
+    images: list[bytes] = []
+    blobs: list[bytes | None] = []
+    values: list[list[Value] | None] = []
     for m in model.metrics.values():
         if not m.values:
             continue
         insts = sorted(m.values)
         vals = [m.values[i] for i in insts]
         blob = pack_values(m.type, vals)
-        image = array("I", [i & 0xFFFFFFFF for i in insts]).tobytes()
-        values.append((int(m.item), image, blob, vals if blob is None else None))
+        items.append(int(m.item))
+        images.append(array("I", [i & 0xFFFFFFFF for i in insts]).tobytes())
+        blobs.append(blob)
+        values.append(vals if blob is None else None)
     changed = with_meta or bool(res.new) or res.new_instances or res.labels_changed
-    return (_meta(model) if changed else None, values, problems), res.dirty
+    return Digest(_meta(model) if changed else None, items, images, blobs, values, problems), res.dirty
 
 
-def apply_meta(model: SourceModel, meta: Sequence[tuple[Any, ...]]) -> None:
+@functools.lru_cache(maxsize=256)
+def _units(word: int) -> PmUnits:
+    """The (immutable, shared) units of a pmUnits word: a source's metrics have a few."""
+    return PmUnits.from_int(word)
+
+
+def apply_meta(model: SourceModel, meta: Meta) -> None:
     """Make ``model`` (the daemon's mirror) hold the metadata ``meta``; a
     metric already known keeps its :class:`MetricState` object (the table
     maps exported metrics to it)."""
+    columns = zip(
+        meta.names,
+        meta.items,
+        meta.leaves,
+        meta.types,
+        meta.sems,
+        meta.units,
+        meta.singular,
+        meta.pcp,
+        meta.oneline,
+        meta.help,
+        meta.indom_serials,
+        meta.inst_names,
+        meta.prefix_mode,
+        meta.labels,
+        meta.optional,
+        meta.inst_labels,
+    )
     for (
         name,
         item,
@@ -124,13 +146,12 @@ def apply_meta(model: SourceModel, meta: Sequence[tuple[Any, ...]]) -> None:
         help_text,
         serial,
         names,
+        prefix,
         labels,
         optional,
         inst_labels,
-    ) in meta:
-        table = None
-        if names is not None:
-            table = NameTable(0x7FFFFFFF, list(names[0]), bool(names[1]))
+    ) in columns:
+        table = None if names is None else NameTable(0x7FFFFFFF, list(names), prefix)
         m = model.by_item.get(item)
         if m is None or m.name != name:
             m = MetricState(
@@ -139,15 +160,7 @@ def apply_meta(model: SourceModel, meta: Sequence[tuple[Any, ...]]) -> None:
                 leaf,
                 mtype,
                 sem,
-                PmUnits(
-                    dim_space=units[0],
-                    dim_time=units[1],
-                    dim_count=units[2],
-                    scale_space=units[3],
-                    scale_time=units[4],
-                    scale_count=units[5],
-                    extra=units[6],
-                ),
+                _units(units),
                 singular,
                 pcp,
                 oneline,

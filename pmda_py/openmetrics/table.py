@@ -25,25 +25,19 @@ the fetch).  ``workers=0`` scrapes in the daemon (the digest in a thread).
 from __future__ import annotations
 
 import gc
-import math
 import os
-import socket
-import stat
-import sys
 import time
-from array import array
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
-import attrs
 import structlog
 import trio
 
-from pmda_py import logconfig
 from pmda_py.config import pcp_conf
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
+from pmda_py.openmetrics.answers import PackedPlans, swap_values
+from pmda_py.openmetrics.control import ControlMetrics, ControlValue
 from pmda_py.openmetrics.decode import printable
-from pmda_py.openmetrics.digest import Digest, apply_meta
+from pmda_py.openmetrics.digest import apply_meta
 from pmda_py.openmetrics.exposition import Limits
 from pmda_py.openmetrics.model import (
     MAX_CLUSTER,
@@ -55,10 +49,12 @@ from pmda_py.openmetrics.model import (
     label_items,
 )
 from pmda_py.openmetrics.pool import WorkerFailed, WorkerPool
-from pmda_py.openmetrics.scrape import Reply, Scraper, read_state, write_state
+from pmda_py.openmetrics.records import Digest, LogEntry, LogValue, Value
+from pmda_py.openmetrics.scrape import Scraper, WorkerOptions
+from pmda_py.openmetrics.sources import Source, find_sources, valid_source_name
+from pmda_py.openmetrics.state import StateFiles
 from pmda_py.pcpversion import parse
 from pmda_py.pcpversion import pcp_version as installed_pcp_version
-from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType
 from pmda_py.table import (
     Columns,
     FetchRequest,
@@ -66,10 +62,8 @@ from pmda_py.table import (
     InDom,
     Metric,
     PackedFetch,
-    StoreRequest,
     Table,
     TableContext,
-    units,
 )
 
 __all__ = ["OpenMetricsTable"]
@@ -86,18 +80,16 @@ WORKER_NICE = 5  #: the workers' nice(2) increment: on a busy machine the daemon
 NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
 
-_DEBUG_ONE = "debug flag to enable verbose log messages, to enable: pmstore openmetrics.control.debug 1"
-#: pmdaopenmetrics 7.0 shortened control.debug's one-line text, the rest went to a help text (PCP commit ae1adec444)
-_DEBUG_ONE_7 = "debug flag to enable verbose log messages"
-_DEBUG_HELP_7 = "Debugging flag to enable verbose log messages, to enable:\n> pmstore openmetrics.control.debug 1"
-
 _L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x20, 0x80
 
 
 def _describe(exc: BaseException) -> str:
     """``Type: text`` of the first leaf of an exception (group), bounded."""
-    while getattr(exc, "exceptions", None):
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    while True:
+        leaves: Sequence[BaseException] | None = getattr(exc, "exceptions", None)
+        if not leaves:
+            break
+        exc = leaves[0]
     return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
@@ -105,124 +97,7 @@ def _flag(value: str) -> bool:
     return value not in ("0", "", "no", "false")
 
 
-@attrs.define(eq=False)
-class Source:
-    """A configured source and its scrape state."""
-
-    name: str
-    cluster: int
-    path: str
-    scripted: bool
-    model: SourceModel  #: a mirror of the scraper's model: metadata, and the packed values
-    config: SourceConfig = attrs.field(factory=SourceConfig)
-    calls: int = 0
-    fetch_ms: int = 0
-    parse_ms: int = 0
-    status: str = "unknown"
-    status_code: int = 0
-    last_good: float = -math.inf
-    exported: dict[int, Metric] = attrs.field(factory=dict)  #: item -> Metric now in the namespace
-    scope: trio.CancelScope | None = None
-    logged_status: str = ""
-    logged_problems: list[str] = attrs.field(factory=list)  #: the last document's problems (logged)
-    version: int = 0  #: bumped by every good scrape (the packed plans check it)
-    scrapes: int = 0  #: scrapes started (the round it is in)
-
-    def cluster_labels(self) -> dict[str, str]:
-        if self.scripted:
-            return {"script": self.path, "source": self.name}
-        url = self.config.url
-        if url.startswith("http"):
-            host = url.replace("http://", "").replace("https://", "").split("/")[0]
-        elif url.startswith("file://"):
-            host = socket.gethostname()
-        else:
-            host = "localhost"
-        if host == "localhost":
-            host = socket.gethostname()
-        return {"hostname": host, "source": self.name, "url": url}
-
-
-_UNPACK: dict[int, str] = {PmType.DOUBLE: "d", PmType.I64: "q", PmType.U64: "Q"}
-_LITTLE = sys.byteorder == "little"
-
-
-class _Cached:
-    """A metric's answer from the last good parse: its instances (an
-    ``array('I')``, ascending) and values (packed big-endian 8-byte words
-    for I64, U64 and DOUBLE, else a list); lists made on demand."""
-
-    __slots__ = ("_insts", "_values", "blob", "iarr", "image", "mtype")
-
-    def __init__(self, mtype: int, image: bytes, iarr: Any, blob: bytes | None, values: list[Any] | None) -> None:
-        self.mtype, self.image, self.iarr, self.blob = mtype, image, iarr, blob
-        self._values = values
-        self._insts: list[int] | None = None
-
-    @property
-    def insts(self) -> list[int]:
-        if self._insts is None:
-            self._insts = [PM_IN_NULL if i == 0xFFFFFFFF else i for i in self.iarr]
-        return self._insts
-
-    @property
-    def values(self) -> list[Any]:
-        if self._values is None:
-            arr = array(_UNPACK[self.mtype])
-            arr.frombytes(self.blob or b"")
-            if _LITTLE:
-                arr.byteswap()
-            self._values = arr.tolist()
-        return self._values
-
-    @property
-    def packed(self) -> tuple[Any, bytes] | None:
-        return (self.iarr, self.blob) if self.blob is not None else None
-
-    @property
-    def packed_insts(self) -> Any:
-        return self.iarr if self.blob is not None else None
-
-
-@attrs.define(eq=False)
-class _Plan:
-    """How a repeated big fetch is answered in one piece."""
-
-    key: tuple[int, int]  #: the table's (shape, generation) it was made for
-    token: object | None  #: None: not every metric can be packed
-    parts: list[MetricState] = attrs.field(factory=list)
-    sources: list[Source] = attrs.field(factory=list)
-    vtypes: list[int] = attrs.field(factory=list)
-    insts: list[Any] = attrs.field(factory=list)
-    indoms: frozenset[int] = frozenset()
-    versions: list[int] = attrs.field(factory=list)  #: the sources' versions ``blob`` was joined at
-    blob: bytes = b""
-
-    @classmethod
-    def make(
-        cls, metrics: tuple[Metric, ...], key: tuple[int, int], by_metric: dict[int, tuple[Source, MetricState]]
-    ) -> _Plan:
-        plan = cls(key, object())
-        sources: dict[int, Source] = {}
-        indoms: set[int] = set()
-        for m in metrics:
-            found = by_metric.get(id(m))
-            cached: _Cached | None = found[1].cache if found is not None else None
-            if found is None or cached is None or cached.blob is None:
-                return cls(key, None)
-            sources[id(found[0])] = found[0]
-            plan.parts.append(found[1])
-            plan.vtypes.append(m.type)
-            plan.insts.append(cached.iarr)
-            if m.indom is not None:
-                indoms.add(m.indom.id)
-        plan.sources = list(sources.values())
-        plan.indoms = frozenset(indoms)
-        plan.versions = [-1]
-        return plan
-
-
-class OpenMetricsTable(Table):
+class OpenMetricsTable(ControlMetrics, Table):
     """OpenMetrics/Prometheus endpoints, as PCP's pmdaopenmetrics serves them."""
 
     name = "openmetrics"
@@ -288,7 +163,7 @@ class OpenMetricsTable(Table):
         self._limiter: trio.CapacityLimiter | None = None
         self._dirty: dict[int, NameTable] = {}  #: name tables to save (in a worker thread, once a second)
         #: packed-fetch plans by the request's metrics (a sweep of several fetches keeps one each)
-        self._plans: dict[tuple[Metric, ...], Any] = {}
+        self._plans = PackedPlans()
         #: with workers=0: one worker thread digests documents (more would only fight for the GIL)
         self._cpu = trio.CapacityLimiter(1)
         self._pool: WorkerPool | None = None
@@ -310,71 +185,6 @@ class OpenMetricsTable(Table):
         self._refused_items: dict[int, set[int]] = {}
         self._control()
 
-    # ------------------------------------------------------------ control
-    def _control(self) -> None:
-        self.c_sources = InDom(0)
-        ms, cnt, ind = units(time=1, scale_time=2), units(count=1), self.c_sources
-
-        def ctl(name: str, item: int, type_: int, sem: int, text: str, help: str = "", **kw: Any) -> Metric:
-            # pmdaopenmetrics gives the one-line text as the help text too, unless it has a help text
-            one, full = text, help or text
-            return Metric(f"control.{name}", cluster=0, item=item, type=type_, sem=sem, oneline=one, help=full, **kw)
-
-        self.c_calls = ctl(
-            "calls", 1, PmType.U64, PmSem.COUNTER, "per-end-point source call counter", units=cnt, indom=ind
-        )
-        self.c_fetch_time = ctl(
-            "fetch_time",
-            2,
-            PmType.U64,
-            PmSem.COUNTER,
-            "per-end-point source fetch time counter, excluding parse time",
-            units=ms,
-            indom=ind,
-        )
-        self.c_parse_time = ctl(
-            "parse_time",
-            3,
-            PmType.U64,
-            PmSem.COUNTER,
-            "per-end-point source parse time counter, excluding fetch time",
-            units=ms,
-            indom=ind,
-        )
-        self.c_debug = ctl(
-            "debug",
-            4,
-            PmType.U32,
-            PmSem.DISCRETE,
-            _DEBUG_ONE_7 if self.pcp7 else _DEBUG_ONE,
-            _DEBUG_HELP_7 if self.pcp7 else "",
-            writable=True,
-        )
-        self.c_status = ctl(
-            "status",
-            5,
-            PmType.STRING,
-            PmSem.INSTANT,
-            "per-end-point source URL response status after the most recent fetch",
-            indom=ind,
-        )
-        self.c_status_code = ctl(
-            "status_code",
-            6,
-            PmType.I32,
-            PmSem.DISCRETE,
-            "per-end-point source URL response status code after the most recent fetch",
-            indom=ind,
-        )
-        self._control_metrics = [
-            self.c_calls,
-            self.c_fetch_time,
-            self.c_parse_time,
-            self.c_debug,
-            self.c_status,
-            self.c_status_code,
-        ]
-
     def metrics(self) -> Sequence[Metric]:
         if self._metrics_cache is None:
             out = list(self._control_metrics)
@@ -390,36 +200,13 @@ class OpenMetricsTable(Table):
         return {0, *self.by_cluster}
 
     # ------------------------------------------------------------ state files
-    def _state_path(self, serial: int) -> str:
-        return os.path.join(self.state_dir, f"{self.domain}.{serial}.py")
+    def _state(self) -> StateFiles:
+        return StateFiles(self.state_dir, self.domain)
 
-    def load_table(self, serial: int, maxnum: int) -> NameTable:
-        path = self._state_path(serial)
-        table, problem = read_state(path, maxnum)
-        if problem is not None:
-            log.warning("openmetrics_state_unreadable", file=path, error=problem)
-        return table
-
-    def save_table(self, serial: int, table: NameTable) -> None:
-        if table.dirty and not table.frozen and self._write_state(serial, table.dumps()):
-            table.dirty = False
-
-    def _write_state(self, serial: int, data: bytes) -> bool:
-        path = self._state_path(serial)
-        problem = write_state(path, data)
-        if problem is not None:
-            log.warning("openmetrics_state_unsaved", file=path, error=problem)
-            return False
-        return True
-
-    def _take_dirty(self) -> list[tuple[int, bytes]]:
-        images = []
-        for serial, table in self._dirty.items():
-            if table.dirty and not table.frozen:
-                images.append((serial, table.dumps()))
-                table.dirty = False
-        self._dirty = {}
-        return images
+    @staticmethod
+    def _log_state(logs: Iterable[LogEntry]) -> None:
+        for entry in logs:
+            log.warning(entry.event, **entry.fields)
 
     async def sync_state(self) -> None:
         """Every changed name table saved now (the workers' too)."""
@@ -429,54 +216,28 @@ class OpenMetricsTable(Table):
 
     def flush_state(self) -> None:
         """Save every changed name table now."""
-        for serial, data in self._take_dirty():
-            self._write_state(serial, data)
+        images, self._dirty = StateFiles.take(self._dirty.items()), {}
+        self._log_state(self._state().write(images))
 
     async def _saver(self) -> None:
         while True:
             await trio.sleep(1.0)
-            images = self._take_dirty()
+            images, self._dirty = StateFiles.take(self._dirty.items()), {}
             if images:
-                await trio.to_thread.run_sync(self._write_all, images)
-
-    def _write_all(self, images: list[tuple[int, bytes]]) -> None:
-        for serial, data in images:
-            self._write_state(serial, data)
+                self._log_state(await trio.to_thread.run_sync(self._state().write, images))
 
     # ------------------------------------------------------------ sources
     def rescan(self) -> list[Source]:
         """Sources in the config directory now (new ones registered)."""
-        found: list[tuple[str, str, bool]] = []
-        for top, dirs, files in os.walk(self.dir):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            for f in files:
-                if f.startswith("."):
-                    continue
-                path = os.path.join(top, f)
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    continue
-                scripted = bool(st.st_mode & stat.S_IXUSR)
-                base, ext = os.path.splitext(path)
-                if not scripted and ext != ".url":
-                    continue
-                name = base.replace(self.dir + "/", "").replace("/", ".")
-                found.append((name, path, scripted))
-        if self.sort:
-            found.sort(key=lambda t: t[1])
+        found = find_sources(self.dir, self.sort)
         current: list[Source] = []
         too_many: list[str] = []
-        for name, path, scripted in found:
-            if (
-                name == "control"
-                or not name[:1].isalpha()
-                or not all(c.isalnum() or c in "_." for c in name)
-                or not name.isascii()
-            ):
+        for f in found:
+            name = f.name
+            if not valid_source_name(name):
                 if name not in self._refused:
                     self._refused.add(name)
-                    log.warning("openmetrics_source_refused", file=path, reason="unsuitable for the PCP namespace")
+                    log.warning("openmetrics_source_refused", file=f.path, reason="unsuitable for the PCP namespace")
                 continue
             src = self.sources.get(name)
             if src is None:
@@ -488,11 +249,11 @@ class OpenMetricsTable(Table):
                 self._dirty[0] = self.clusters_table
                 # the scraper owns the real model (ids, saved tables); this one mirrors its digests
                 mirror = SourceModel(name, cluster, NameTable(MAX_METRIC), lambda _s, m: NameTable(m), self.limits)
-                src = Source(name, cluster, path, scripted, mirror)
+                src = Source(name, cluster, f.path, f.scripted, mirror)
                 self.sources[name] = src
                 self.by_cluster[cluster] = src
                 self.c_sources.set(self.clusters_table.instances())
-                log.info("openmetrics_source", source=name, cluster=cluster, path=path)
+                log.info("openmetrics_source", source=name, cluster=cluster, path=f.path)
             current.append(src)
         if set(too_many) != self._too_many:  # one line when the set changes, not one per source per rescan
             self._too_many = set(too_many)
@@ -503,7 +264,7 @@ class OpenMetricsTable(Table):
                     sources=len(too_many),
                     first=too_many[:5],
                 )
-        self._refused.intersection_update(n for n, _, _ in found)  # (one back later is news again)
+        self._refused.intersection_update(f.name for f in found)  # (one back later is news again)
         return current
 
     # ------------------------------------------------------------ scraping
@@ -512,10 +273,12 @@ class OpenMetricsTable(Table):
         if context.state_dir and not self._state_dir_given:
             self.state_dir = context.state_dir
         self._refused = set()
-        self.clusters_table = self.load_table(0, MAX_CLUSTER)
+        self.clusters_table, problem = self._state().load(0, MAX_CLUSTER)
+        if problem is not None:
+            self._log_state([problem])
         if self.clusters_table.lookup("control") != 0:
             log.warning("openmetrics_state_odd", detail="cluster 0 is not 'control' in the saved table")
-        self.save_table(0, self.clusters_table)
+        self._log_state(self._state().save([(0, self.clusters_table)]))
         self.c_sources.set(self.clusters_table.instances())
         self._scope = trio.CancelScope()
         self._started = time.monotonic()
@@ -560,14 +323,9 @@ class OpenMetricsTable(Table):
         try:
             async with trio.open_nursery() as nursery:
                 if self.workers:
-                    options = {
-                        "state_dir": self.state_dir,
-                        "domain": self.domain,
-                        "timeout": self.timeout,
-                        "keepalive": self._keepalive(),
-                        "limits": attrs.asdict(self.limits),
-                        "nice": WORKER_NICE,
-                    }
+                    options = WorkerOptions(
+                        self.state_dir, self.domain, self.timeout, self._keepalive(), self.limits, WORKER_NICE
+                    )
                     self._pool = WorkerPool(self.workers, options, self._pool_log)
                     await nursery.start(self._pool.run)
                 else:
@@ -592,12 +350,12 @@ class OpenMetricsTable(Table):
         """How long a source's idle connection is kept: over the interval."""
         return self.interval + self.timeout + 5.0
 
-    async def _in_thread(self, fn: Any) -> Any:
+    async def _in_thread(self, fn: Callable[[], Digest]) -> Digest:
         return await trio.to_thread.run_sync(fn, limiter=self._cpu)
 
     @staticmethod
-    def _pool_log(event: str, **kw: Any) -> None:
-        log.error(event, **kw)
+    def _pool_log(event: str, **fields: LogValue) -> None:
+        log.error(event, **fields)
 
     async def _loop(self) -> None:
         self._limiter = trio.CapacityLimiter(self.concurrency)
@@ -720,35 +478,35 @@ class OpenMetricsTable(Table):
             src.calls += 1
             try:
                 if self._pool is not None:
-                    job = (src.name, src.cluster, src.path, src.scripted)
-                    reply: Reply = await self._pool.scrape(src.cluster, self.timeout + self.worker_grace, *job)
+                    deadline = self.timeout + self.worker_grace
+                    reply = await self._pool.scrape(src.name, src.cluster, src.path, src.scripted, deadline)
                 else:
                     assert self._scraper is not None
                     reply = await self._scraper.scrape(src.name, src.cluster, src.path, src.scripted)
             except WorkerFailed as err:
                 self._status(src, f"failed to fetch URL or execute script {src.path}: {err}", 0)
                 return
-        kind, code, fetch_ms, parse_ms, url, logs, result = reply
-        if url is not None:
-            src.config = SourceConfig(url=url)
-        for event, fields in logs:
-            log.warning(event, source=src.name, **fields)
-        if kind != "ok":  # ("fail", status text, code, ...)
-            self._status(src, str(reply[1]), int(reply[2]))
+        if reply.url is not None:
+            src.config = SourceConfig(url=reply.url)
+        for entry in reply.logs:
+            log.warning(entry.event, source=src.name, **entry.fields)
+        result = reply.digest
+        if reply.outcome != "ok" or result is None:
+            self._status(src, reply.status, reply.code)
             return
-        src.fetch_ms += fetch_ms
-        src.parse_ms += parse_ms
+        src.fetch_ms += reply.fetch_ms
+        src.parse_ms += reply.parse_ms
         # One swap per trip through trio's scheduler: the replies of a round come in bursts, and
         # a hundred swaps run back to back would hold up a fetch that arrived meanwhile.
         async with self._swap_lock:
             self._swap_in(src, result)
             src.last_good = time.monotonic()
-            self._status(src, "success", code)
+            self._status(src, "success", reply.code)
             await trio.lowlevel.checkpoint()  # (holding the lock: the next swap waits for the next batch)
 
     def _swap_in(self, src: Source, result: Digest) -> None:
         """A scrape's digest becomes the source's answers (and names)."""
-        meta, values, problems = result
+        problems = result.problems
         if problems != src.logged_problems:  # (a document's problems are logged when they change, not every scrape)
             news = [p for p in problems if p not in src.logged_problems]
             src.logged_problems = list(problems)
@@ -757,38 +515,16 @@ class OpenMetricsTable(Table):
             if len(news) > self.limits.max_errors_logged:
                 log.warning("openmetrics_parse", source=src.name, more=len(news) - self.limits.max_errors_logged)
         model = src.model
-        if meta is not None:
-            apply_meta(model, meta)
+        if result.meta is not None:
+            apply_meta(model, result.meta)
             self._metas += 1
             if self._metas >= 100 and not self._ready.is_set():  # (the first round's new names)
                 self._settle()
-        shape = False
-        seen = set()
-        by_item = model.by_item
-        for item, image, blob, vals in values:
-            ms = by_item.get(item)
-            if ms is None:  # (a digest without the metadata of a new metric: a scraper bug)
-                continue
-            seen.add(item)
-            old: _Cached | None = ms.cache
-            if old is not None and old.image == image:
-                # the same instances: the same object, new values (the packed plans check the instance
-                # array by identity; and no new object for the cyclic collector to walk, 100 000 a round)
-                old.blob, old._values = blob, vals
-            else:
-                iarr = array("I")
-                iarr.frombytes(image)
-                shape = True
-                ms.cache = _Cached(ms.type, image, iarr, blob, vals)
-        if len(seen) != len(model.metrics):
-            for ms in model.metrics.values():
-                if ms.cache is not None and ms.item not in seen:
-                    ms.cache = None
-                    shape = True
+        shape = swap_values(model, result)
         if shape:
             self._shape += 1
         src.version += 1
-        self._publish(src, meta is not None)
+        self._publish(src, result.meta is not None)
 
     def _status(self, src: Source, status: str, code: int) -> None:
         src.status, src.status_code = status, code
@@ -872,7 +608,7 @@ class OpenMetricsTable(Table):
             whole = self._fetch_packed(request.metrics)
             if whole is not None:
                 return whole
-        out: dict[Metric, Any] = {}
+        out: dict[Metric, ControlValue | PmdaError | Value | Columns] = {}
         stale_after = self._stale_after()
         now = time.monotonic()
         by_metric = self._by_metric
@@ -882,7 +618,7 @@ class OpenMetricsTable(Table):
                 out[m] = self._control_value(m)
                 continue
             src, ms = found
-            cached: _Cached | None = ms.cache
+            cached = ms.cache
             if cached is None or now - src.last_good > stale_after:
                 out[m] = PmdaError(code=PmErr.AGAIN)
             elif m.indom is None:
@@ -899,47 +635,12 @@ class OpenMetricsTable(Table):
         """Every value in one big-endian blob (the dispatcher's fast path), when
         every metric asked for is a source's numeric metric with fresh values.
         The blob is joined again only when one of its sources was scraped since."""
-        key = (self._shape, self.generation)
-        plan = self._plans.get(metrics)
-        if plan is None or plan.key != key:
-            if len(self._plans) >= 64:
-                del self._plans[next(iter(self._plans))]
-            plan = self._plans[metrics] = _Plan.make(metrics, key, self._by_metric)
-        if plan.token is None:
-            return None
         now, stale_after = time.monotonic(), self._stale_after()
-        versions = []
-        for src in plan.sources:
-            if now - src.last_good > stale_after:
-                return None
-            versions.append(src.version)
-        if versions != plan.versions:
-            blobs = []
-            for ms, ins in zip(plan.parts, plan.insts):
-                cached: _Cached | None = ms.cache
-                if cached is None or cached.blob is None or cached.iarr is not ins:  # instances changed since
-                    return None
-                blobs.append(cached.blob)
-            plan.blob, plan.versions = b"".join(blobs), versions
-        return PackedFetch(metrics, plan.vtypes, plan.insts, plan.blob, plan.indoms, plan.token)
+        return self._plans.answer(
+            metrics, (self._shape, self.generation), self._by_metric, lambda src: now - src.last_good <= stale_after
+        )
 
-    def _control_value(self, m: Metric) -> Any:
-        if m is self.c_debug:
-            return self.debug
-        srcs = self.by_cluster.values()
-        if m is self.c_calls:
-            return {0: sum(s.calls for s in srcs), **{s.cluster: s.calls for s in srcs}}
-        if m is self.c_fetch_time:
-            return {0: sum(s.fetch_ms for s in srcs), **{s.cluster: s.fetch_ms for s in srcs}}
-        if m is self.c_parse_time:
-            return {0: sum(s.parse_ms for s in srcs), **{s.cluster: s.parse_ms for s in srcs}}
-        if m is self.c_status:
-            return {0: "none", **{s.cluster: s.status for s in srcs}}
-        if m is self.c_status_code:
-            return {0: 0, **{s.cluster: s.status_code for s in srcs}}
-        return PmdaError(code=PmErr.PMID)
-
-    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+    def label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
         for _ in range(3):  # a worker thread may be adding a label key to a dict read here
             try:
                 return self._label_items(level, subject)
@@ -947,9 +648,9 @@ class OpenMetricsTable(Table):
                 continue
         return []
 
-    def _label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | None:
+    def _label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
         if level == _L_CLUSTER:
-            src = self.by_cluster.get(subject)
+            src = self.by_cluster.get(subject) if isinstance(subject, int) else None
             return label_items(src.cluster_labels(), _L_CLUSTER) if src is not None else []
         if level == _L_ITEM:
             found = self._by_metric.get(id(subject))
@@ -961,13 +662,15 @@ class OpenMetricsTable(Table):
                 items += label_items(ms.optional, _L_ITEM | _L_OPTIONAL)
             return items
         if level == _L_INDOM:
-            if subject is self.c_sources:
+            if subject is self.c_sources or not isinstance(subject, InDom):
                 return []
             src = self.by_cluster.get((subject.serial - MAX_CLUSTER - 1) // (MAX_METRIC + 1))
             return label_items({"source": src.name}, _L_INDOM) if src is not None else []
         if level == _L_INSTANCES:
+            if not isinstance(subject, tuple):
+                return []
             ind, inst = subject
-            if ind is self.c_sources:
+            if ind is self.c_sources or not isinstance(ind, InDom) or not isinstance(inst, int):
                 return []
             c, item = divmod(ind.serial - MAX_CLUSTER - 1, MAX_METRIC + 1)
             src = self.by_cluster.get(c)
@@ -982,18 +685,3 @@ class OpenMetricsTable(Table):
                 items.append(("instname", name, _L_INSTANCES | _L_OPTIONAL))
             return items
         return None
-
-    async def store(self, request: StoreRequest) -> None:
-        if request.metric is not self.c_debug:
-            raise PmdaError(code=PmErr.PERMISSION)
-        value = int(next(iter(request.values.values())))
-        if value < 0:
-            raise PmdaError(code=PmErr.BADSTORE)
-        debug = 1 if value else 0
-        if debug and not self.debug:  # as pmdaopenmetrics: verbose logs while it is set
-            self._level_before_debug = logconfig.current_level()
-            logconfig.set_level("debug")
-        elif not debug and self.debug:
-            logconfig.set_level(self._level_before_debug)
-        self.debug = debug
-        log.info("openmetrics_debug", value=self.debug, log_level=logconfig.current_level())

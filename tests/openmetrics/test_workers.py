@@ -233,7 +233,7 @@ async def test_http_set_up_is_not_a_scrapes_time(tmp_path: Path, monkeypatch: py
             reply = await scraper.scrape("a", 1, str(tmp_path / "a.url"), False)
         finally:
             await scraper.aclose()
-    assert reply[0] == "ok", reply[1]
+    assert reply.outcome == "ok", reply.status
 
 
 async def test_ids_survive_a_worker_restart(tmp_path: Path) -> None:
