@@ -42,7 +42,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
     "pmda_py.tables": 4,
-    "pmda_py.openmetrics": 4,  # the OpenMetrics table, its scraper and worker processes (sans-IO parts: NO_TRIO)
+    "pmda_py.openmetrics": 4,  # the OpenMetrics table, its sources, scraper and workers (the rest: NO_TRIO)
     "pmda_py.loading": 4,  # the daemon's table loading (threads, deadlines)
     "pmda_py.admission": 4,  # the daemon's socket peer checks and refusal log
     "pmda_py.daemon": 5,
@@ -65,6 +65,10 @@ NO_TRIO = (
     "pmda_py.openmetrics.names",
     "pmda_py.openmetrics.model",
     "pmda_py.openmetrics.digest",
+    "pmda_py.openmetrics.records",
+    "pmda_py.openmetrics.state",
+    "pmda_py.openmetrics.answers",
+    "pmda_py.openmetrics.control",
     "pmda_py.table",
     "pmda_py.dispatch",
     "pmda_py.namespace",

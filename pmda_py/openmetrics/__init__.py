@@ -1,11 +1,16 @@
-"""OpenMetrics (Prometheus text exposition) harvesting, sans-IO.
+"""The OpenMetrics harvester, a drop-in for PCP's pmdaopenmetrics.
 
-:mod:`.exposition` turns a scraped document into samples the way PCP's
-pmdaopenmetrics reads it (same line grammar, same tolerance, plus limits);
-:mod:`.model` holds pmdaopenmetrics' naming and numbering: sources as
-clusters, metrics as items, one indom per metric, the persisted name tables
-(``$PCP_VAR_DIR/config/pmda/144.N.py``) and the metadata heuristics.  The
-trio side (scraping, serving) is :mod:`pmda_py.openmetrics.table`.
+Sans-IO: :mod:`.exposition` (the text format, as pmdaopenmetrics reads it,
+with limits), :mod:`.decode` (bodies decoded under the cap), :mod:`.names`
+and :mod:`.model` (pmdaopenmetrics' names and numbering: sources as
+clusters, metrics as items, an indom per metric, the id tables),
+:mod:`.digest` (a document as a worker sends it), :mod:`.records` (the
+typed messages between the daemon and its workers), :mod:`.state` (the id
+tables' files), :mod:`.answers` (digests swapped in, packed fetches).
+Trio: :mod:`.scrape` (a worker process's scraper), :mod:`.pool` and
+:mod:`.procs` (the workers seen from the daemon), :mod:`.scheduler` (timers,
+deadlines, rounds), :mod:`.sources`, :mod:`.control` and :mod:`.table` (the
+table ``--openmetrics-compat`` mounts).
 """
 
 from __future__ import annotations

@@ -287,3 +287,18 @@ async def test_workers_follow_the_daemon_user(tmp_path: Path) -> None:
             assert (await _status(table))["a"] == "success"
             await table.shutdown()
     assert not [e for e in logs if e["event"].startswith("openmetrics_worker_") or e["event"].endswith("_failed")]
+
+
+def test_the_protocol_bench_runs() -> None:
+    """bench/openmetrics_digest.py keeps working (its figures are not checked)."""
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "openmetrics_digest.py"
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--metrics", "25", "--rounds", "3"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["new", "metadata"], ["values", "only"]], proc.stdout
+    assert all("read_swap_us=" in line and "frame_bytes=" in line for line in lines), proc.stdout
