@@ -61,7 +61,7 @@ def measure(worker: SourceModel, text: str, with_meta: bool, rounds: int) -> dic
     config = SourceConfig(url="http://127.0.0.1/s1")
     limits = Limits()
     result, _dirty = digest(worker, config, text, limits, with_meta)
-    reply = Reply("ok", "", 200, 1, 2, None, [], result)
+    reply = Reply("ok", code=200, fetch_ms=1, parse_ms=2, digest=result)
     frame = encode_answer(Answer(7, reply))
 
     def read() -> Digest:

@@ -102,7 +102,15 @@ def digest(
         blobs.append(blob)
         values.append(vals if blob is None else None)
     changed = with_meta or bool(res.new) or res.new_instances or res.labels_changed
-    return Digest(_meta(model) if changed else None, items, images, blobs, values, problems), res.dirty
+    out = Digest(
+        meta=_meta(model) if changed else None,
+        items=items,
+        images=images,
+        blobs=blobs,
+        values=values,
+        problems=problems,
+    )
+    return out, res.dirty
 
 
 @functools.lru_cache(maxsize=256)

@@ -238,7 +238,9 @@ class WorkerPool:
                         w = await self._start(k)
                     except OSError as err:
                         raise WorkerFailed(f"cannot start a worker process: {err}") from err
-        return await self._call(w, lambda rid: ScrapeJob(rid, name, cluster, path, scripted), deadline)
+        return await self._call(
+            w, lambda rid: ScrapeJob(rid=rid, name=name, cluster=cluster, path=path, scripted=scripted), deadline
+        )
 
     def _retire(self, w: _Worker) -> None:
         """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""

@@ -74,7 +74,7 @@ class LogEntry:
 
     @classmethod
     def unwire(cls, d: Wire) -> LogEntry:
-        return cls(d["event"], dict(_mapping(d["fields"])))
+        return cls(event=d["event"], fields=dict(_mapping(d["fields"])))
 
 
 @attrs.frozen
@@ -140,12 +140,12 @@ class Digest:
     def unwire(cls, d: Wire) -> Digest:
         meta = d["meta"]
         return cls(
-            None if meta is None else Meta.unwire(_mapping(meta)),
-            d["items"],
-            d["images"],
-            d["blobs"],
-            d["values"],
-            d["problems"],
+            meta=None if meta is None else Meta.unwire(_mapping(meta)),
+            items=d["items"],
+            images=d["images"],
+            blobs=d["blobs"],
+            values=d["values"],
+            problems=d["problems"],
         )
 
 
@@ -168,7 +168,7 @@ class Reply:
 
     @classmethod
     def fail(cls, status: str, code: int = 0, url: str | None = None, logs: list[LogEntry] | None = None) -> Reply:
-        return cls("fail", status, code, url=url, logs=logs or [])
+        return cls("fail", status=status, code=code, url=url, logs=logs or [])
 
     def wire(self) -> WireOut:
         return {
@@ -189,14 +189,14 @@ class Reply:
             raise ProtocolError(f"outcome {outcome!r}")
         dig = d["digest"]
         return cls(
-            "ok" if outcome == "ok" else "fail",
-            d["status"],
-            d["code"],
-            d["fetch_ms"],
-            d["parse_ms"],
-            d["url"],
-            [LogEntry.unwire(e) for e in d["logs"]],
-            None if dig is None else Digest.unwire(_mapping(dig)),
+            outcome="ok" if outcome == "ok" else "fail",
+            status=d["status"],
+            code=d["code"],
+            fetch_ms=d["fetch_ms"],
+            parse_ms=d["parse_ms"],
+            url=d["url"],
+            logs=[LogEntry.unwire(e) for e in d["logs"]],
+            digest=None if dig is None else Digest.unwire(_mapping(dig)),
         )
 
 
@@ -250,7 +250,9 @@ def encode_request(req: Request) -> bytes:
 def decode_request(d: Wire) -> Request:
     op = d.get("op")
     if op == "scrape":
-        return ScrapeJob(d["rid"], d["name"], d["cluster"], d["path"], bool(d["scripted"]))
+        return ScrapeJob(
+            rid=d["rid"], name=d["name"], cluster=d["cluster"], path=d["path"], scripted=bool(d["scripted"])
+        )
     if op == "forget":
         return Forget(d["name"])
     if op == "flush":

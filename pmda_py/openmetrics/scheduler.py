@@ -108,7 +108,12 @@ class Scheduling:
             async with trio.open_nursery() as nursery:
                 if self.workers:
                     options = WorkerOptions(
-                        self.state_dir, self.domain, self.timeout, self._keepalive(), self.limits, WORKER_NICE
+                        state_dir=self.state_dir,
+                        domain=self.domain,
+                        timeout=self.timeout,
+                        keepalive=self._keepalive(),
+                        limits=self.limits,
+                        nice=WORKER_NICE,
                     )
                     self._pool = WorkerPool(self.workers, options, self._pool_log)
                     await nursery.start(self._pool.run)

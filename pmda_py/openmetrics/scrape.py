@@ -194,7 +194,15 @@ class Scraper:
         src.sent_meta = True
         logs += src.logs
         src.logs.clear()
-        return Reply("ok", "", code, fetch_ms, int(1000 * (time.monotonic() - t1)), url, logs, result)
+        return Reply(
+            "ok",
+            code=code,
+            fetch_ms=fetch_ms,
+            parse_ms=int(1000 * (time.monotonic() - t1)),
+            url=url,
+            logs=logs,
+            digest=result,
+        )
 
     def _digest(self, src: _Src, body: bytes, with_meta: bool) -> Digest:
         out, dirty = digest(src.model, src.config, body.decode("utf-8", "replace"), self.limits, with_meta)
@@ -314,12 +322,12 @@ class WorkerOptions:
     def from_json(cls, text: str) -> WorkerOptions:
         d = json.loads(text)
         return cls(
-            str(d["state_dir"]),
-            int(d["domain"]),
-            float(d["timeout"]),
-            float(d["keepalive"]),
-            Limits(**d.get("limits", {})),
-            int(d.get("nice", 0)),
+            state_dir=str(d["state_dir"]),
+            domain=int(d["domain"]),
+            timeout=float(d["timeout"]),
+            keepalive=float(d["keepalive"]),
+            limits=Limits(**d.get("limits", {})),
+            nice=int(d.get("nice", 0)),
         )
 
 

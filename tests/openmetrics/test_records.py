@@ -46,7 +46,7 @@ def _model() -> SourceModel:
 def _digest(with_meta: bool = True) -> Reply:
     result, _dirty = digest(_model(), SourceConfig(url="http://x/"), DOC, Limits(), with_meta)
     logs = [LogEntry("openmetrics_config", {"problem": "line 2: odd", "n": 3, "x": None})]
-    return Reply("ok", "", 200, 4, 5, "http://x/", logs, result)
+    return Reply("ok", code=200, fetch_ms=4, parse_ms=5, url="http://x/", logs=logs, digest=result)
 
 
 def _tuples(obj: object) -> list[object]:
