@@ -35,7 +35,6 @@ LAYERS: dict[str, int] = {
     "pmda_py.helpfile": 2,
     "pmda_py.config": 2,
     "pmda_py.logconfig": 2,
-    "pmda_py.harvest": 2,
     "pmda_py.pcplabels": 1,  # libpcp's label parser (MMV label records, compat scripts' labels)
     "pmda_py.mmv": 2,  # MMV files, pmdammv's model, the scanner thread and watcher: below dispatch, no trio
     "pmda_py.mmv.table": 4,  # the drop-in table sits with the tables
@@ -45,6 +44,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.table": 3,
     "pmda_py.dispatch": 4,
     "pmda_py.tables": 4,
+    "pmda_py.openmetrics": 4,  # the OpenMetrics table, its sources, scraper and workers (the rest: NO_TRIO)
     "pmda_py.runtime": 5,  # pmda-py run: the only trio part of the core (pump, channels, admission, loader)
     # the tools on top: Install-time generators, pmda-py install/remove/new, the demo
     # (which drives the daemon through the testing client)
@@ -58,12 +58,20 @@ LAYERS: dict[str, int] = {
 NO_TRIO = (
     "pmda_py.wire",
     "pmda_py.session",
-    "pmda_py.harvest",
     "pmda_py.pcplabels",
     "pmda_py.mmv.reader",
     "pmda_py.mmv.model",
     "pmda_py.mmv.scanner",
     "pmda_py.mmv.watch",
+    "pmda_py.openmetrics.exposition",
+    "pmda_py.openmetrics.decode",
+    "pmda_py.openmetrics.names",
+    "pmda_py.openmetrics.model",
+    "pmda_py.openmetrics.digest",
+    "pmda_py.openmetrics.records",
+    "pmda_py.openmetrics.state",
+    "pmda_py.openmetrics.answers",
+    "pmda_py.openmetrics.control",
     "pmda_py.table",
     "pmda_py.dispatch",
     "pmda_py.namespace",

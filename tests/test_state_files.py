@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from pmda_py.openmetrics.state import read_state, write_state
 from pmda_py.table import InstanceCache
-from pmda_py.tables.openmetrics_scrape import read_state, write_state
 from pmda_py.tools.installer import main as installer_main
 
 VICTIM_TEXT = "root:only:victim\n"

@@ -197,7 +197,7 @@ BUILTIN_TABLES: dict[str, str] = {
     "simple": "pmda_py.tables.simple:SimpleTable",
     "control": "pmda_py.tables.control:ControlTable",
     "mmv": "pmda_py.mmv.table:MmvTable",
-    "openmetrics": "pmda_py.tables.openmetrics:OpenMetricsTable",
+    "openmetrics": "pmda_py.openmetrics.table:OpenMetricsTable",
 }
 
 

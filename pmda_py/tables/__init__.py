@@ -1,5 +1,6 @@
-"""Built-in tables: ``simple`` (PCP's simple PMDA rebuilt), ``control`` (the
-daemon's own metrics), ``mmv`` (the MMV harvester) and test tables."""
+"""Built-in tables: ``simple`` (PCP's simple PMDA rebuilt) and ``control``
+(the daemon's own metrics).  The harvesters' tables live with their
+harvesters (:mod:`pmda_py.mmv.table`, :mod:`pmda_py.openmetrics.table`)."""
 
 from __future__ import annotations
 

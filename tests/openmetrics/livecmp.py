@@ -11,11 +11,11 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from pmda_py.testing.support import pmda_py_argv, traversable_dir
 from tests.integration.pcpbed import PrivatePmcd
 from tests.openmetrics.servers import ControlledServer, Route, node_exporter, prometheus_client_app
 
@@ -103,10 +103,8 @@ def run_agent(who: str, root: Path, urls: dict[str, str], state: Path | None = N
     if who == "theirs":
         cmd = f"/usr/bin/python3 {THEIRS} -c {cfg} -l {root}/agent.log"
     else:
-        cmd = (
-            f"{sys.executable} -m pmda_py run --openmetrics-compat --notready --openmetrics-dir {cfg} "
-            f"--state-dir {var}/config/pmda -l {root}/agent.log"
-        )
+        argv = pmda_py_argv("run", "--openmetrics-compat", "--notready", "--openmetrics-dir", str(cfg))
+        cmd = " ".join([*argv, "--state-dir", f"{var}/config/pmda", "-l", f"{root}/agent.log"])
     pmcd = PrivatePmcd(
         root,
         [f"openmetrics 144 pipe binary notready {cmd}"],
@@ -137,8 +135,7 @@ def compare(theirs: str, ours: str, volatile: tuple[str, ...] = ("openmetrics.no
 def main() -> int:
     import difflib
 
-    with tempfile.TemporaryDirectory(prefix="omlive") as tmp:
-        root = Path(tmp)
+    with traversable_dir("omlive") as root:
         with sources(root) as urls:
             (root / "theirs").mkdir()
             (root / "ours").mkdir()

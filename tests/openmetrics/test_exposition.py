@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmda_py.harvest.openmetrics import Limits, NameTable, SourceModel, parse_document, parse_sample_line
-from pmda_py.harvest.openmetrics.model import indom_serial, metric_metadata, parse_units, parse_url_config
+from pmda_py.openmetrics import Limits, NameTable, SourceModel, parse_document, parse_sample_line
+from pmda_py.openmetrics.model import indom_serial, metric_metadata, parse_units, parse_url_config
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
 from tests.integration.pcpbed import require_pcp
 
@@ -236,7 +236,7 @@ def test_source_model_instances_labels_and_ids() -> None:
 
 
 def test_hostile_label_names_are_left_out_of_label_sets() -> None:
-    from pmda_py.harvest.openmetrics.model import label_items
+    from pmda_py.openmetrics.model import label_items
 
     items = label_items({"ok": 'a"b', 'x"y': "1", "9bad": "2", "good_2": "\n"}, 0x20)
     assert [k for k, _, _ in items] == ["ok", "good_2"]

@@ -18,9 +18,9 @@ import pytest
 import structlog
 import trio
 
-from pmda_py.harvest.openmetrics import NameTable
-from pmda_py.tables import openmetrics_scrape
-from pmda_py.tables.openmetrics import OpenMetricsTable
+from pmda_py.openmetrics import NameTable
+from pmda_py.openmetrics import state as openmetrics_state
+from pmda_py.openmetrics.table import OpenMetricsTable
 from tests.openmetrics.servers import ControlledServer, Route, gzip_bomb
 from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
 from tests.openmetrics.test_workers import _status, _wait_status, _worker_pid
@@ -306,7 +306,7 @@ async def test_unreadable_id_file_moved_aside(tmp_path: Path, kind: str, monkeyp
     good = NameTable(1023, ["a_long_metric_name_" * 4, "m_b"]).dumps()
     data = {"truncated": good[: len(good) // 2], "too_big": good, "corrupt": b"garbage\n"}[kind]
     if kind == "too_big":
-        monkeypatch.setattr(openmetrics_scrape, "STATE_READ_CAP", len(good) - 1)
+        monkeypatch.setattr(openmetrics_state, "STATE_READ_CAP", len(good) - 1)
     with ControlledServer() as server:
         server.routes["c"] = Route(b"m_b 1\nm_c 2\n")
         write_sources(tmp_path / "config.d", {"c": server.url("c") + "\n"})
@@ -413,7 +413,7 @@ def test_body_decoder_forms() -> None:
     import gzip
     import zlib
 
-    from pmda_py.harvest.openmetrics.decode import BodyDecoder, BodyRefused
+    from pmda_py.openmetrics.decode import BodyDecoder, BodyRefused
 
     doc = GOOD * 50
 
@@ -454,7 +454,7 @@ async def test_id_file_that_cannot_be_moved_aside_is_never_written_over(
     def cannot(path: str, suffix: str = "bad") -> str:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(openmetrics_scrape, "move_aside", cannot)
+    monkeypatch.setattr(openmetrics_state, "move_aside", cannot)
     with ControlledServer() as server:
         server.routes["c"] = Route(b"m_b 1\nm_c 2\n")
         write_sources(tmp_path / "config.d", {"c": server.url("c") + "\n"})
@@ -484,7 +484,7 @@ async def test_a_hung_worker_killed_takes_its_scripts_along(tmp_path: Path) -> N
     """A worker the pool must SIGKILL (hung) while a script source runs:
     the script and its children (a session of their own, out of the
     worker's reach once it is dead) are killed with it."""
-    from pmda_py.tables.openmetrics_procs import kill_quietly
+    from pmda_py.openmetrics.procs import kill_quietly
 
     pids = tmp_path / "pids"
     worker = await trio.lowlevel.open_process([sys.executable, "-c", HUNG_WORKER, str(pids)])

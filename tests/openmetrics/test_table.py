@@ -15,8 +15,8 @@ import structlog
 import trio
 
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
+from pmda_py.openmetrics.table import OpenMetricsTable
 from pmda_py.table import Columns, FetchRequest, Metric, StoreRequest, TableContext
-from pmda_py.tables.openmetrics import OpenMetricsTable
 from pmda_py.wire import ProfilePdu
 from tests.openmetrics.servers import ControlledServer, Route, free_port
 
@@ -178,7 +178,7 @@ async def test_changing_source_changes_names(tmp_path: Path, server: ControlledS
     assert a.item == item_a
     await table.sync_state()  # saved by the worker processes when idle; now, for the test
     saved = (tmp_path / "state" / "144.1.py").read_bytes()
-    from pmda_py.harvest.openmetrics import NameTable
+    from pmda_py.openmetrics import NameTable
 
     assert NameTable.loads(saved, 1023).names == ["a", "b", "new_one"]
     await table.shutdown()

@@ -17,10 +17,10 @@ import pytest
 import structlog
 import trio
 
-from pmda_py.harvest.openmetrics import NameTable
-from pmda_py.harvest.openmetrics.exposition import Limits
-from pmda_py.tables.openmetrics import OpenMetricsTable
-from pmda_py.tables.openmetrics_scrape import Scraper
+from pmda_py.openmetrics import NameTable
+from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.scrape import Scraper
+from pmda_py.openmetrics.table import OpenMetricsTable
 from tests.openmetrics.servers import ControlledServer, Route
 from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
 
@@ -233,7 +233,7 @@ async def test_http_set_up_is_not_a_scrapes_time(tmp_path: Path, monkeypatch: py
             reply = await scraper.scrape("a", 1, str(tmp_path / "a.url"), False)
         finally:
             await scraper.aclose()
-    assert reply[0] == "ok", reply[1]
+    assert reply.outcome == "ok", reply.status
 
 
 async def test_ids_survive_a_worker_restart(tmp_path: Path) -> None:
@@ -287,3 +287,18 @@ async def test_workers_follow_the_daemon_user(tmp_path: Path) -> None:
             assert (await _status(table))["a"] == "success"
             await table.shutdown()
     assert not [e for e in logs if e["event"].startswith("openmetrics_worker_") or e["event"].endswith("_failed")]
+
+
+def test_the_protocol_bench_runs() -> None:
+    """bench/openmetrics_digest.py keeps working (its figures are not checked)."""
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "bench" / "openmetrics_digest.py"
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--metrics", "25", "--rounds", "3"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["new", "metadata"], ["values", "only"]], proc.stdout
+    assert all("read_swap_us=" in line and "frame_bytes=" in line for line in lines), proc.stdout

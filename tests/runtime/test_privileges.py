@@ -112,7 +112,7 @@ def _python_for(user: str) -> tuple[str, dict[str, str]]:
     our source and site-packages on PYTHONPATH."""
     import sysconfig
 
-    probe = "import trio, structlog, attrs, pmda_py.runtime.main, pmda_py.tables.openmetrics_scrape"
+    probe = "import trio, structlog, attrs, pmda_py.runtime.main, pmda_py.openmetrics.scrape"
     repo = str(Path(__file__).resolve().parents[2])
     candidates = [
         (sys.executable, {}),
@@ -241,7 +241,7 @@ async def test_nothing_of_a_table_runs_as_root_under_dash_U() -> None:
             assert _uids(pmda.pid) == [pcp.pw_uid] * 4
             assert _groups(pmda.pid) == set(os.getgrouplist("pcp", pcp.pw_gid))  # root's groups are gone
             procs = _descendants(pmda.pid)
-            workers = [p for p, (_u, a) in procs.items() if "openmetrics_scrape" in a]
+            workers = [p for p, (_u, a) in procs.items() if "pmda_py.openmetrics.scrape" in a]
             assert len(workers) == 2, procs
             assert all(u == "pcp" for u, _ in procs.values()), procs
             for p in procs:

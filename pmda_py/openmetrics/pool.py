@@ -1,6 +1,6 @@
 """The OpenMetrics table's worker processes, seen from the daemon (trio).
 
-Each runs :func:`pmda_py.tables.openmetrics_scrape.worker_main`; a source
+Each runs :func:`pmda_py.openmetrics.scrape.worker_main`; a source
 always goes to the same one.  Nothing here raises out of the pool because a
 process cannot be signalled (a worker of another user after the privilege
 drop, one gone already): such a worker is told to end (EOF on its requests),
@@ -11,17 +11,26 @@ fails.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 import attrs
 import trio
 
-from pmda_py.tables.openmetrics_procs import kill_quietly
-from pmda_py.tables.openmetrics_scrape import Reply, frame, read_frames
+from pmda_py.openmetrics.procs import kill_quietly
+from pmda_py.openmetrics.records import (
+    Flush,
+    Forget,
+    LogValue,
+    Reply,
+    ScrapeJob,
+    decode_answer,
+    encode_request,
+    read_frames,
+)
+from pmda_py.openmetrics.scrape import WorkerOptions
 
 __all__ = ["WorkerFailed", "WorkerPool"]
 
@@ -35,18 +44,29 @@ class WorkerFailed(Exception):
     """The worker process scraping a source died or stopped answering."""
 
 
+class PoolLog(Protocol):
+    def __call__(self, event: str, **fields: LogValue) -> None: ...
+
+
+@attrs.define(eq=False)
+class _Pending:
+    """A request in flight: set when its answer came (``reply`` None: the worker is gone)."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    reply: Reply | None = None
+
+
 @attrs.define(eq=False)
 class _Worker:
     index: int
-    proc: Any
+    proc: trio.Process
+    stdin: trio.abc.SendStream  #: its requests
+    stdout: trio.abc.ReceiveStream  #: its answers
     lock: trio.Lock = attrs.field(factory=trio.Lock)
-    pending: dict[int, list[Any]] = attrs.field(factory=dict)  #: id -> [event, reply]
+    pending: dict[int, _Pending] = attrs.field(factory=dict)  #: request id -> its answer
     gone: str = ""  #: why it is no longer usable ("" while it is)
     uid: int = -1  #: the daemon's effective uid when it was started (it runs as that user)
     up: trio.Event = attrs.field(factory=trio.Event)  #: it said it is up (its first frame)
-
-
-_GONE = object()
 
 
 class WorkerPool:
@@ -58,7 +78,7 @@ class WorkerPool:
     reports both.
     """
 
-    def __init__(self, size: int, options: dict[str, Any], log: Callable[..., Any]) -> None:
+    def __init__(self, size: int, options: WorkerOptions, log: PoolLog) -> None:
         self.size = size
         self.options = options
         self.log = log
@@ -73,7 +93,7 @@ class WorkerPool:
     def _uid() -> int:
         return os.geteuid()
 
-    async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the workers' reader tasks until cancelled (then end the workers)."""
         try:
             async with trio.open_nursery() as nursery:
@@ -88,7 +108,7 @@ class WorkerPool:
                 alive = [w for w in [*self.workers, *self._retired] if w is not None and w.proc.returncode is None]
                 for w in alive:  # EOF: a worker saves its name tables and ends
                     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                        await w.proc.stdin.aclose()
+                        await w.stdin.aclose()
                 with trio.move_on_after(3):
                     for w in alive:
                         await w.proc.wait()
@@ -105,7 +125,7 @@ class WorkerPool:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([_HERE, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
         proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "pmda_py.tables.openmetrics_scrape", json.dumps(self.options)],
+            [sys.executable, "-m", "pmda_py.openmetrics.scrape", self.options.to_json()],
             stdin=-1,
             stdout=-1,
             env=env,
@@ -116,7 +136,8 @@ class WorkerPool:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await proc.wait()
             raise WorkerFailed("the worker processes are stopping")
-        w = _Worker(k, proc, uid=self._uid())
+        assert proc.stdin is not None and proc.stdout is not None
+        w = _Worker(k, proc, proc.stdin, proc.stdout, uid=self._uid())
         self.workers[k] = w
         self.started += 1
         nursery.start_soon(self._reader, w)
@@ -128,21 +149,30 @@ class WorkerPool:
         # (cancelled: the table is stopping, and the pool's run() ends the worker gracefully)
         try:
             while True:
-                data = await w.proc.stdout.receive_some(1 << 20)
+                data = await w.stdout.receive_some(1 << 20)
                 if not data:
                     break
                 buf += data
-                for rid, reply in read_frames(buf):
-                    if rid == 0:  # news of its own (up; a name table it could not save)
+                for msg in read_frames(buf):
+                    answer = decode_answer(msg)
+                    if answer.rid == 0:  # news of its own (up; a name table it could not save)
                         w.up.set()
-                        for event, fields in reply[5]:
-                            self.log(event, **fields)
+                        for entry in answer.reply.logs:
+                            self.log(entry.event, **entry.fields)
                         continue
-                    slot = w.pending.pop(rid, None)
+                    slot = w.pending.pop(answer.rid, None)
                     if slot is not None:
-                        slot[1] = reply
-                        slot[0].set()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ValueError, EOFError) as err:
+                        slot.reply = answer.reply
+                        slot.done.set()
+        except (
+            trio.BrokenResourceError,
+            trio.ClosedResourceError,
+            OSError,
+            ValueError,
+            EOFError,
+            KeyError,
+            TypeError,
+        ) as err:
             why = f"unreadable: {err}"
         self._fail(w, why)
         rc = None
@@ -162,7 +192,7 @@ class WorkerPool:
             with contextlib.suppress(
                 trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError
             ):
-                await w.proc.stdin.aclose()
+                await w.stdin.aclose()
         return why
 
     def _fail(self, w: _Worker, why: str) -> None:
@@ -172,8 +202,7 @@ class WorkerPool:
         if self.workers[w.index] is w:
             self.workers[w.index] = None
         for slot in w.pending.values():
-            slot[1] = _GONE
-            slot[0].set()
+            slot.done.set()  # (no reply: gone)
         w.pending.clear()
 
     async def flush(self, deadline: float = 10.0) -> None:
@@ -181,12 +210,12 @@ class WorkerPool:
         for k, w in enumerate(self.workers):
             if w is not None and not w.gone:
                 try:
-                    await self._call(w, ("flush",), deadline)
+                    await self._call(w, Flush, deadline)
                 except WorkerFailed as err:
                     self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
 
-    async def scrape(self, cluster: int, deadline: float, *job: Any) -> Reply:
-        """``job`` (name, cluster, path, scripted) scraped by its worker.
+    async def scrape(self, name: str, cluster: int, path: str, scripted: bool, deadline: float) -> Reply:
+        """Source ``name`` scraped by its worker.
 
         Raises:
             WorkerFailed: the worker died, or gave no answer within ``deadline``
@@ -209,7 +238,9 @@ class WorkerPool:
                         w = await self._start(k)
                     except OSError as err:
                         raise WorkerFailed(f"cannot start a worker process: {err}") from err
-        return await self._call(w, ("scrape", *job), deadline)
+        return await self._call(
+            w, lambda rid: ScrapeJob(rid=rid, name=name, cluster=cluster, path=path, scripted=scripted), deadline
+        )
 
     def _retire(self, w: _Worker) -> None:
         """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""
@@ -223,11 +254,11 @@ class WorkerPool:
                 await trio.sleep(0.05)
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 async with w.lock:
-                    await w.proc.stdin.aclose()
+                    await w.stdin.aclose()
 
         self._nursery.start_soon(close)
 
-    async def _call(self, w: _Worker, msg: tuple[Any, ...], deadline: float) -> Reply:
+    async def _call(self, w: _Worker, request: Callable[[int], ScrapeJob | Flush], deadline: float) -> Reply:
         if not w.up.is_set():  # a deadline counts from a worker that is up (a start may be slow on a busy host)
             with trio.move_on_after(WORKER_START_TIMEOUT):
                 await w.up.wait()
@@ -240,17 +271,15 @@ class WorkerPool:
                 raise WorkerFailed(f"worker process {w.proc.pid} {w.gone}")
         self._ids += 1
         rid = self._ids
-        slot: list[Any] = [trio.Event(), None]
-        w.pending[rid] = slot
+        slot = w.pending[rid] = _Pending()
         try:
             async with w.lock:
-                assert w.proc.stdin is not None
-                await w.proc.stdin.send_all(frame((msg[0], rid, *msg[1:])))
+                await w.stdin.send_all(encode_request(request(rid)))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as err:
             w.pending.pop(rid, None)
             raise WorkerFailed(f"worker process {w.proc.pid} gone: {err}") from err
         with trio.move_on_after(deadline) as scope:
-            await slot[0].wait()
+            await slot.done.wait()
         if scope.cancelled_caught:
             w.pending.pop(rid, None)
             outcome = "killed"
@@ -262,17 +291,15 @@ class WorkerPool:
                 if why is not None:
                     outcome = f"could not be killed: {why}; replaced"
             raise WorkerFailed(f"worker process {w.proc.pid} gave no answer in {deadline:g} s ({outcome})")
-        if slot[1] is _GONE:
+        if slot.reply is None:
             raise WorkerFailed(f"worker process {w.proc.pid} {w.gone}")
-        reply: Reply = slot[1]
-        return reply
+        return slot.reply
 
     async def forget(self, cluster: int, name: str) -> None:
         w = self.workers[cluster % self.size]
         if w is not None and not w.gone:
             try:
                 async with w.lock:
-                    assert w.proc.stdin is not None
-                    await w.proc.stdin.send_all(frame(("forget", 0, name)))
+                    await w.stdin.send_all(encode_request(Forget(name)))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass

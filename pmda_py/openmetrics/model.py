@@ -30,13 +30,17 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
-from pmda_py.harvest.openmetrics.exposition import Limits, Sample
-from pmda_py.harvest.openmetrics.names import NameTable
+from pmda_py.openmetrics.exposition import Limits, Sample
+from pmda_py.openmetrics.names import NameTable
+from pmda_py.openmetrics.records import Value
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
+
+if TYPE_CHECKING:
+    from pmda_py.openmetrics.answers import Cached
 
 __all__ = [
     "MAX_CLUSTER",
@@ -317,8 +321,8 @@ class MetricState:
     labels: dict[str, str] = attrs.field(factory=dict)  #: item labels (accumulated as pmdaopenmetrics does)
     optional: dict[str, str] | None = None
     inst_labels: dict[int, dict[str, str]] = attrs.field(factory=dict)
-    values: dict[int, Any] = attrs.field(factory=dict)  #: this scrape's values, inst -> value
-    cache: Any = None  #: the server's prepared answer (opaque here)
+    values: dict[int, Value] = attrs.field(factory=dict)  #: this scrape's values, inst -> value
+    cache: Cached | None = None  #: the daemon's prepared answer (see :mod:`.answers`)
     seen: dict[int, float] = attrs.field(factory=dict)  #: inst -> when it was last in a document
     cost: dict[int, int] = attrs.field(factory=dict)  #: inst -> characters it counts against the source's bound
 
@@ -327,7 +331,7 @@ class MetricState:
         return {k: v for k, v in self.labels.items() if k not in opt}
 
 
-def _convert(mtype: int, text: str) -> Any:
+def _convert(mtype: int, text: str) -> Value:
     if mtype in (PmType.DOUBLE, PmType.FLOAT):
         return float(text)
     if mtype in (PmType.U64, PmType.I64, PmType.U32, PmType.I32):

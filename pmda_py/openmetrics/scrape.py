@@ -1,63 +1,69 @@
 """Scraping OpenMetrics sources: fetch (HTTP, ``file://``, script), digest
-(:mod:`pmda_py.harvest.openmetrics.digest`) and save the name tables.
+(:mod:`pmda_py.openmetrics.digest`) and save the name tables.
 
 A :class:`Scraper` owns its sources' models.  The OpenMetrics table runs
 one in each of a few worker processes (``python -m
-pmda_py.tables.openmetrics_scrape``, a source always on the same one) so
+pmda_py.openmetrics.scrape``, a source always on the same one) so
 that HTTP, parsing and id assignment never hold the daemon's GIL or its
-trio loop; the daemon gets a compact :data:`Reply` per scrape.  With
+trio loop; the daemon gets a :class:`~.records.Reply` per scrape.  With
 ``workers=0`` the table runs a Scraper in its own process instead (the
 digest in a worker thread).
 
-The pipe protocol is frames of a 4-byte big-endian length and a
-``marshal`` image of builtins: ``("scrape", id, name, cluster, path,
-scripted)`` and ``("forget", 0, name)`` in, ``(id, reply)`` out; id 0 out
-is news of the worker's own (its logs), the first one when it is up.  A
-worker ends at EOF on its stdin.
+The pipe protocol is :mod:`pmda_py.openmetrics.records`: requests
+(scrape, forget, flush) in, answers out; answer 0 is news of the worker's
+own (its logs), the first one when it is up.  A worker ends at EOF on its
+stdin.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import marshal
 import os
 import stat
-import struct
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from pmda_py import safefile
-from pmda_py.harvest.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
-from pmda_py.harvest.openmetrics.digest import Digest, digest
-from pmda_py.harvest.openmetrics.exposition import Limits
-from pmda_py.harvest.openmetrics.model import (
+from pmda_py.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
+from pmda_py.openmetrics.digest import digest
+from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.model import (
     MAX_METRIC,
     NameTable,
     SourceConfig,
     SourceModel,
     parse_url_config,
 )
-from pmda_py.safefile import FileRefused, move_aside
-from pmda_py.safefile import read_regular as _read_regular
-from pmda_py.tables.openmetrics_procs import run_script
+from pmda_py.openmetrics.procs import run_script
+from pmda_py.openmetrics.records import (
+    Answer,
+    Digest,
+    Flush,
+    Forget,
+    LogEntry,
+    Reply,
+    ScrapeJob,
+    decode_request,
+    encode_answer,
+    read_frames,
+)
+from pmda_py.openmetrics.state import StateFiles
+from pmda_py.safefile import read_regular
 
-__all__ = ["Reply", "Scraper", "frame", "read_frames", "read_state", "worker_main", "write_state"]
+if TYPE_CHECKING:
+    import ssl
 
-#: ``("ok", code, fetch_ms, parse_ms, url or None, logs, digest)`` or
-#: ``("fail", status text, code, 0, url or None, logs, None)``; ``url`` is
-#: the config's URL when the config was (re)read; ``logs`` are
-#: ``(event, fields)`` the daemon logs for the source
-Reply = tuple[str, Any, int, int, Any, list[tuple[str, dict[str, Any]]], Any]
+    import httpx
 
-_LEN = struct.Struct(">I")
-#: the directory holding the pmda_py package (a worker process imports it from there)
-_HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+__all__ = ["Scraper", "worker_main"]
+
+#: runs the CPU part of a scrape (parse, ingest, save) and returns its digest
+RunCpu = Callable[[Callable[[], Digest]], Awaitable[Digest]]
 
 
 class TooBig(Exception):
@@ -72,62 +78,15 @@ class HttpStatus(Exception):
 
 _SCHEMES = ("http://", "https://", "file://")
 
-#: the largest name table file read (a larger one is moved aside)
-STATE_READ_CAP = 64 * 1024 * 1024
-
-
-def read_regular(path: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file (never blocks on a FIFO or device)."""
-    return _read_regular(path, limit)
-
-
-def write_state(path: str, data: bytes) -> str | None:
-    """Write a name table file atomically, never through a link; the error
-    text if it failed (the old file is then unchanged, no temporary left)."""
-    try:
-        safefile.atomic_write(path, data, makedirs=True)
-    except OSError as err:
-        return str(err)
-    return None
-
-
-def read_state(path: str, maxnum: int) -> tuple[NameTable, str | None]:
-    """The name table saved at ``path`` (empty if none); the problem if unreadable.
-
-    A file that cannot be read whole (over :data:`STATE_READ_CAP`, truncated,
-    corrupt, not a regular file) is moved aside (``PATH.bad``, never over
-    another file) and the table starts empty; if it cannot be moved, the
-    table is never saved (the file is not overwritten)."""
-    try:
-        data = _read_regular(path, STATE_READ_CAP, whole=True)
-        table = NameTable.loads(data, maxnum)
-    except FileNotFoundError:
-        return NameTable(maxnum), None
-    except (FileRefused, ValueError) as err:
-        problem = err.strerror if isinstance(err, FileRefused) and err.strerror else str(err)
-        table = NameTable(maxnum)
-        try:
-            aside = move_aside(path)
-        except OSError as merr:
-            table.frozen = True
-            return table, f"{problem}; cannot move it aside ({merr.strerror or merr}): ids not saved"
-        return table, f"{problem}; moved aside to {aside}, ids start afresh"
-    except OSError as err:
-        table = NameTable(maxnum)
-        table.frozen = True  # (unreadable now: never written over)
-        return table, f"cannot read: {err.strerror or err}; ids not saved"
-    table.dirty = False
-    return table, None
-
 
 @attrs.define(eq=False)
 class _Src:
     model: SourceModel
     config: SourceConfig = attrs.field(factory=SourceConfig)
     ctime: float = -1.0
-    client: Any = None
+    client: httpx.AsyncClient | None = None
     sent_meta: bool = False
-    logs: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)  #: the current scrape's
+    logs: list[LogEntry] = attrs.field(factory=list)  #: the current scrape's
 
 
 class Scraper:
@@ -144,10 +103,9 @@ class Scraper:
         limits: Limits,
         timeout: float,
         keepalive: float = 60.0,
-        run_cpu: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+        run_cpu: RunCpu | None = None,
     ) -> None:
-        self.state_dir = state_dir
-        self.domain = domain
+        self.state = StateFiles(state_dir, domain)
         self.limits = limits
         self.timeout = timeout
         self.keepalive = keepalive
@@ -158,26 +116,21 @@ class Scraper:
         self.defer_saves = False
         self.dirty: dict[int, NameTable] = {}
         self.dirty_since = 0.0
-        self._httpx: Any = None
-        self._ssl: Any = None
+        self._ssl: ssl.SSLContext | None = None
 
-    def state_path(self, serial: int) -> str:
-        return os.path.join(self.state_dir, f"{self.domain}.{serial}.py")
-
-    def load_table(self, serial: int, maxnum: int, logs: list[tuple[str, dict[str, Any]]]) -> NameTable:
+    def load_table(self, serial: int, maxnum: int, logs: list[LogEntry]) -> NameTable:
         unsaved = self.dirty.get(serial)
         if unsaved is not None:  # (a source forgotten and back before its tables were saved)
             return unsaved
-        path = self.state_path(serial)
-        table, problem = read_state(path, maxnum)
+        table, problem = self.state.load(serial, maxnum)
         if problem is not None:
-            logs.append(("openmetrics_state_unreadable", {"file": path, "error": problem}))
+            logs.append(problem)
         return table
 
     def _source(self, name: str, cluster: int) -> _Src:
         src = self.sources.get(name)
         if src is None or src.model.cluster != cluster:
-            logs: list[tuple[str, dict[str, Any]]] = []
+            logs: list[LogEntry] = []
             items = self.load_table(cluster, MAX_METRIC, logs)
 
             def load(serial: int, maxnum: int) -> NameTable:
@@ -211,15 +164,15 @@ class Scraper:
                 src.config = parse_url_config(read_regular(path, 1024 * 1024).decode("utf-8", "replace"))
                 src.ctime = st.st_ctime
                 for p in src.config.problems:
-                    logs.append(("openmetrics_config", {"problem": p}))
+                    logs.append(LogEntry("openmetrics_config", {"problem": p}))
                 if not src.config.url.startswith(_SCHEMES):  # (never quoted: the file may hold anything)
                     src.config.url = ""
-                    logs.append(("openmetrics_config", {"problem": "line 1: not an http, https or file URL"}))
+                    logs.append(LogEntry("openmetrics_config", {"problem": "line 1: not an http, https or file URL"}))
                 url = src.config.url
             if not scripted and not src.config.url:
-                return ("fail", f"{path}: no http, https or file URL on its first line", 0, 0, url, logs, None)
+                return Reply.fail(f"{path}: no http, https or file URL on its first line", url=url, logs=logs)
         except OSError as err:
-            return ("fail", f"cannot read {path}: {err.strerror or type(err).__name__}", 0, 0, url, logs, None)
+            return Reply.fail(f"cannot read {path}: {err.strerror or type(err).__name__}", url=url, logs=logs)
         code = 0
         if not scripted and src.config.url.startswith(("http://", "https://")):
             self._client(src)  # (its one-time set-up is not the source's time)
@@ -230,18 +183,26 @@ class Scraper:
             status = f"failed to fetch URL or execute script {path}: timed out after {self.timeout:g} s"
             if scripted:
                 status += " (its process group killed)"
-            return ("fail", status, code, 0, url, logs, None)
+            return Reply.fail(status, code, url, logs)
         except Exception as err:
             code = err.code if isinstance(err, HttpStatus) else code
-            return ("fail", f"failed to fetch URL or execute script {path}: {err}", code, 0, url, logs, None)
+            return Reply.fail(f"failed to fetch URL or execute script {path}: {err}", code, url, logs)
         fetch_ms = int(1000 * (time.monotonic() - t0))
         t1 = time.monotonic()
         with_meta = not src.sent_meta
-        result: Digest = await self.run_cpu(lambda: self._digest(src, body, with_meta))
+        result = await self.run_cpu(lambda: self._digest(src, body, with_meta))
         src.sent_meta = True
         logs += src.logs
         src.logs.clear()
-        return ("ok", code, fetch_ms, int(1000 * (time.monotonic() - t1)), url, logs, result)
+        return Reply(
+            "ok",
+            code=code,
+            fetch_ms=fetch_ms,
+            parse_ms=int(1000 * (time.monotonic() - t1)),
+            url=url,
+            logs=logs,
+            digest=result,
+        )
 
     def _digest(self, src: _Src, body: bytes, with_meta: bool) -> Digest:
         out, dirty = digest(src.model, src.config, body.decode("utf-8", "replace"), self.limits, with_meta)
@@ -250,52 +211,42 @@ class Scraper:
                 self.dirty_since = time.monotonic()
             self.dirty.update(dirty)
         else:
-            src.logs += self._save(dirty)
+            src.logs += self.state.save(dirty)
         return out
 
-    def _save(self, tables: Any) -> list[tuple[str, dict[str, Any]]]:
-        logs = []
-        for serial, table in tables:
-            if table.dirty and not table.frozen:
-                path = self.state_path(serial)
-                problem = write_state(path, table.dumps())
-                if problem is None:
-                    table.dirty = False
-                else:
-                    logs.append(("openmetrics_state_unsaved", {"file": path, "error": problem}))
-        return logs
-
-    def flush(self, most: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+    def flush(self, most: int | None = None) -> list[LogEntry]:
         """Save the name tables changed since the last flush (deferred
         saves), or at most ``most`` of them."""
         if most is None or most >= len(self.dirty):
             tables, self.dirty = list(self.dirty.items()), {}
         else:
             tables = [(k, self.dirty.pop(k)) for k in list(self.dirty)[:most]]
-        return self._save(tables)
+        return self.state.save(tables)
 
     def warm_up(self) -> None:
         """The HTTP side's one-time set-up: imports and the TLS context,
         ~0.1 s of CPU, which a niced worker on a busy host may take over a
         second to get.  A worker does it before it says it is up, and a
         scrape before its deadline starts: it is nobody's time-out."""
-        if self._httpx is None:
+        if self._ssl is None:
             import ssl
 
             import httpx
 
             self._ssl = ssl.create_default_context()  # one for every source's client
             httpx.AsyncClient(verify=self._ssl, trust_env=False)  # (what a client imports; it opens nothing)
-            self._httpx = httpx
 
-    def _client(self, src: _Src) -> Any:
+    def _client(self, src: _Src) -> httpx.AsyncClient:
         if src.client is None:
             self.warm_up()
+            import httpx
+
             # a client per source: keep-alive to its host (kept over the interval between scrapes), and no
             # shared pool to search (httpcore's pool scans every connection for every request); the global
             # cap is the table's CapacityLimiter
-            one = self._httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=self.keepalive)
-            src.client = self._httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
+            one = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=self.keepalive)
+            assert self._ssl is not None
+            src.client = httpx.AsyncClient(verify=self._ssl, follow_redirects=True, trust_env=False, limits=one)
         return src.client
 
     async def _get(self, src: _Src, path: str, scripted: bool) -> tuple[bytes, int]:
@@ -330,7 +281,7 @@ class Scraper:
             return decoder.finish(), code
 
 
-async def _inline(fn: Callable[[], Any]) -> Any:
+async def _inline(fn: Callable[[], Digest]) -> Digest:
     return fn()
 
 
@@ -343,25 +294,6 @@ async def _close(src: _Src) -> None:
             pass
 
 
-def frame(obj: Any) -> bytes:
-    data = marshal.dumps(obj)
-    return _LEN.pack(len(data)) + data
-
-
-def read_frames(buf: bytearray) -> list[Any]:
-    """The whole frames at the start of ``buf`` (removed from it)."""
-    out = []
-    pos = 0
-    while len(buf) - pos >= 4:
-        (n,) = _LEN.unpack_from(buf, pos)
-        if len(buf) - pos - 4 < n:
-            break
-        out.append(marshal.loads(bytes(buf[pos + 4 : pos + 4 + n])))
-        pos += 4 + n
-    del buf[:pos]
-    return out
-
-
 #: a worker saves its changed name tables when no scrape has been in flight for this long
 #: (after the burst of a round) ...
 _IDLE_FLUSH = 1.0
@@ -372,56 +304,88 @@ _FLUSH_TICK = 0.1
 FLUSH_CHUNK = 50
 
 
-async def _serve(options: dict[str, Any]) -> None:
-    limits = Limits(**options.get("limits", {}))
-    scraper = Scraper(
-        options["state_dir"], int(options["domain"]), limits, float(options["timeout"]), float(options["keepalive"])
-    )
+@attrs.frozen
+class WorkerOptions:
+    """What a worker process is told on its command line (as JSON)."""
+
+    state_dir: str
+    domain: int
+    timeout: float
+    keepalive: float
+    limits: Limits = attrs.field(factory=Limits)
+    nice: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerOptions:
+        d = json.loads(text)
+        return cls(
+            state_dir=str(d["state_dir"]),
+            domain=int(d["domain"]),
+            timeout=float(d["timeout"]),
+            keepalive=float(d["keepalive"]),
+            limits=Limits(**d.get("limits", {})),
+            nice=int(d.get("nice", 0)),
+        )
+
+
+@attrs.define
+class _Busy:
+    """Scrapes in flight, and since when there were none."""
+
+    n: int = 0
+    since: float = attrs.field(factory=time.monotonic)
+
+
+async def _serve(options: WorkerOptions) -> None:
+    scraper = Scraper(options.state_dir, options.domain, options.limits, options.timeout, options.keepalive)
     scraper.defer_saves = True
     stdin = trio.lowlevel.FdStream(os.dup(0))
     stdout = trio.lowlevel.FdStream(os.dup(1))
     lock = trio.Lock()
-    busy = {"n": 0, "since": time.monotonic()}  # scrapes in flight, and since when there were none
+    busy = _Busy()
 
-    async def send(rid: int, reply: Any) -> None:
+    async def send(rid: int, reply: Reply) -> None:
         try:
-            data = frame((rid, reply))
+            data = encode_answer(Answer(rid, reply))
         except ValueError as exc:
-            data = frame((rid, ("fail", f"scraper failed: unsendable reply: {exc}", 0, 0, None, [], None)))
+            data = encode_answer(Answer(rid, Reply.fail(f"scraper failed: unsendable reply: {exc}")))
         async with lock:
             await stdout.send_all(data)
 
-    async def one(rid: int, name: str, cluster: int, path: str, scripted: bool) -> None:
-        busy["n"] += 1
-        try:
-            reply: Any = await scraper.scrape(name, cluster, path, scripted)
-        except Exception as exc:  # a bug for one source stays with that source
-            reply = ("fail", f"scraper failed: {type(exc).__name__}: {exc}", 0, 0, None, [], None)
-        finally:
-            busy["n"] -= 1
-            if not busy["n"]:
-                busy["since"] = time.monotonic()
-        await send(rid, reply)
+    async def news(logs: Iterable[LogEntry]) -> None:
+        await send(0, Reply("ok", logs=list(logs)))
 
-    async def flush(rid: int) -> None:
-        await send(rid, ("ok", 0, 0, 0, None, scraper.flush(), None))
+    async def one(job: ScrapeJob) -> None:
+        busy.n += 1
+        try:
+            reply = await scraper.scrape(job.name, job.cluster, job.path, job.scripted)
+        except Exception as exc:  # a bug for one source stays with that source
+            reply = Reply.fail(f"scraper failed: {type(exc).__name__}: {exc}")
+        finally:
+            busy.n -= 1
+            if not busy.n:
+                busy.since = time.monotonic()
+        await send(job.rid, reply)
 
     async def flusher() -> None:
         while True:
             await trio.sleep(_FLUSH_TICK)
             now = time.monotonic()
             if scraper.dirty and (
-                (not busy["n"] and now - busy["since"] >= _IDLE_FLUSH) or now - scraper.dirty_since > _MAX_FLUSH_DELAY
+                (not busy.n and now - busy.since >= _IDLE_FLUSH) or now - scraper.dirty_since > _MAX_FLUSH_DELAY
             ):
                 logs = scraper.flush(FLUSH_CHUNK)
                 if logs:
-                    await send(0, ("ok", 0, 0, 0, None, logs, None))
+                    await news(logs)
 
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(flusher)
             scraper.warm_up()  # (before the deadlines count)
-            await send(0, ("ok", 0, 0, 0, None, [], None))  # up: the daemon's deadlines count from here
+            await news([])  # up: the daemon's deadlines count from here
             buf = bytearray()
             while True:
                 data = await stdin.receive_some(1 << 20)
@@ -429,12 +393,13 @@ async def _serve(options: dict[str, Any]) -> None:
                     break
                 buf += data
                 for msg in read_frames(buf):
-                    if msg[0] == "scrape":
-                        nursery.start_soon(one, *msg[1:6])
-                    elif msg[0] == "forget":
-                        await scraper.forget(msg[2])
-                    elif msg[0] == "flush":
-                        await flush(msg[1])
+                    req = decode_request(msg)
+                    if isinstance(req, ScrapeJob):
+                        nursery.start_soon(one, req)
+                    elif isinstance(req, Forget):
+                        await scraper.forget(req.name)
+                    elif isinstance(req, Flush):
+                        await send(req.rid, Reply("ok", logs=scraper.flush()))
             nursery.cancel_scope.cancel()
     finally:
         scraper.flush()  # the daemon is stopping (EOF): keep every id
@@ -443,11 +408,11 @@ async def _serve(options: dict[str, Any]) -> None:
 
 
 def worker_main(argv: list[str] | None = None) -> int:
-    """A worker process: ``python -m pmda_py.tables.openmetrics_scrape OPTIONS_JSON``."""
+    """A worker process: ``python -m pmda_py.openmetrics.scrape OPTIONS_JSON``."""
     args = sys.argv[1:] if argv is None else argv
-    options = json.loads(args[0])
+    options = WorkerOptions.from_json(args[0])
     with contextlib.suppress(OSError):  # background work: the daemon answering pmcd comes first
-        os.nice(int(options.get("nice", 0)))
+        os.nice(options.nice)
     try:
         trio.run(_serve, options)
     except KeyboardInterrupt:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from typing import Any
 
 import trio
 
@@ -25,7 +24,7 @@ class ScriptFailed(Exception):
     """A script source gave no document (its status says why)."""
 
 
-def kill_quietly(proc: Any) -> str | None:
+def kill_quietly(proc: trio.Process) -> str | None:
     """SIGKILL ``proc`` (a trio Process); the reason if it could not be done
     (a process of another user after the privilege drop, one gone already).
 

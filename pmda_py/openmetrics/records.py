@@ -1,0 +1,295 @@
+"""What the daemon and its scraper worker processes say to each other, sans-IO.
+
+Every message is a frozen attrs record with named fields: requests
+(:class:`ScrapeJob`, :class:`Forget`, :class:`Flush`) in, :class:`Answer`
+(a request's :class:`Reply`) out.  On the pipe a message is a frame: a
+4-byte big-endian length and a ``marshal`` image of a dict keyed by the
+field names (:func:`frame`, :func:`read_frames`); ``marshal`` carries only
+builtins (no objects, no code: a worker that parsed hostile documents cannot
+make the daemon run anything), and field names travel with the values, so
+no side reads a field by its position.
+
+A :class:`Digest` carries a scrape's values column by column (items,
+instance images, packed values): one dict per scrape, not one per metric,
+which keeps the daemon's share of a round small.
+"""
+
+from __future__ import annotations
+
+import marshal
+import struct
+from collections.abc import Mapping
+from typing import Any, Literal, Optional, Union
+
+import attrs
+
+__all__ = [
+    "Answer",
+    "Digest",
+    "Flush",
+    "Forget",
+    "LogEntry",
+    "Meta",
+    "Reply",
+    "Request",
+    "ScrapeJob",
+    "Value",
+    "decode_answer",
+    "decode_request",
+    "encode_answer",
+    "encode_request",
+    "frame",
+    "read_frames",
+]
+
+#: a sample's value, as the exposition gives it (float, int or text)
+Value = Union[float, int, str]
+#: a log field's value (what a worker may send for the daemon to log)
+LogValue = Union[str, int, float, None]
+#: how a scrape ended
+Outcome = Literal["ok", "fail"]
+
+#: a record as it travels: its fields by name (what ``marshal`` gives back is
+#: builtins of any type: the record's constructor takes them as they come)
+Wire = Mapping[str, Any]
+#: a record on its way out (builtins only)
+WireOut = dict[str, object]
+
+_LEN = struct.Struct(">I")
+
+
+class ProtocolError(ValueError):
+    """A frame that is not one of these records (a worker bug)."""
+
+
+@attrs.frozen
+class LogEntry:
+    """A line for the daemon to log for the source (event and fields)."""
+
+    event: str
+    fields: Mapping[str, LogValue] = attrs.field(factory=dict)
+
+    def wire(self) -> WireOut:
+        return {"event": self.event, "fields": dict(self.fields)}
+
+    @classmethod
+    def unwire(cls, d: Wire) -> LogEntry:
+        return cls(event=d["event"], fields=dict(_mapping(d["fields"])))
+
+
+@attrs.frozen
+class Meta:
+    """The metadata of a source's metrics, field by field: metric ``k`` is
+    index ``k`` of every list (one record per scrape, not one per metric:
+    a first round of 1 000 sources brings 100 000 metrics to the daemon)."""
+
+    names: list[str] = attrs.field(factory=list)  #: the exposition names
+    items: list[int] = attrs.field(factory=list)
+    leaves: list[str] = attrs.field(factory=list)  #: the names under ``openmetrics.SOURCE.``
+    types: list[int] = attrs.field(factory=list)
+    sems: list[int] = attrs.field(factory=list)
+    units: list[int] = attrs.field(factory=list)  #: pmUnits words (:meth:`PmUnits.to_int`)
+    singular: list[bool] = attrs.field(factory=list)
+    pcp: list[bool] = attrs.field(factory=list)
+    oneline: list[str] = attrs.field(factory=list)
+    help: list[str] = attrs.field(factory=list)
+    indom_serials: list[Optional[int]] = attrs.field(factory=list)
+    inst_names: list[Optional[list[str]]] = attrs.field(factory=list)  #: instance names (None: singular)
+    prefix_mode: list[bool] = attrs.field(factory=list)
+    labels: list[dict[str, str]] = attrs.field(factory=list)
+    optional: list[Optional[dict[str, str]]] = attrs.field(factory=list)
+    inst_labels: list[dict[int, dict[str, str]]] = attrs.field(factory=list)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def wire(self) -> WireOut:
+        return attrs.asdict(self, recurse=False)
+
+    @classmethod
+    def unwire(cls, d: Wire) -> Meta:
+        return cls(**d)
+
+
+@attrs.frozen
+class Digest:
+    """A scraped document digested: metadata (None unless it changed),
+    values column by column (for each metric with values: its item, its
+    instances as a native ``uint32`` array image in ascending order, its
+    values packed as big-endian 8-byte words or None, and its values as a
+    list when they could not be packed), and the problems to log."""
+
+    meta: Optional[Meta]
+    items: list[int]
+    images: list[bytes]
+    blobs: list[Optional[bytes]]
+    values: list[Optional[list[Value]]]
+    problems: list[str]
+
+    def wire(self) -> WireOut:
+        return {
+            "meta": None if self.meta is None else self.meta.wire(),
+            "items": self.items,
+            "images": self.images,
+            "blobs": self.blobs,
+            "values": self.values,
+            "problems": self.problems,
+        }
+
+    @classmethod
+    def unwire(cls, d: Wire) -> Digest:
+        meta = d["meta"]
+        return cls(
+            meta=None if meta is None else Meta.unwire(_mapping(meta)),
+            items=d["items"],
+            images=d["images"],
+            blobs=d["blobs"],
+            values=d["values"],
+            problems=d["problems"],
+        )
+
+
+@attrs.frozen
+class Reply:
+    """How one scrape went.  ``outcome`` "ok": ``code`` is the HTTP status
+    (0 for a file or script), the times are the fetch's and the digest's,
+    ``digest`` the document's; "fail": ``status`` says why.  ``url`` is
+    the config's URL when the config was (re)read; ``logs`` are lines for
+    the daemon to log."""
+
+    outcome: Outcome
+    status: str = ""
+    code: int = 0
+    fetch_ms: int = 0
+    parse_ms: int = 0
+    url: Optional[str] = None
+    logs: list[LogEntry] = attrs.field(factory=list)
+    digest: Optional[Digest] = None
+
+    @classmethod
+    def fail(cls, status: str, code: int = 0, url: str | None = None, logs: list[LogEntry] | None = None) -> Reply:
+        return cls("fail", status=status, code=code, url=url, logs=logs or [])
+
+    def wire(self) -> WireOut:
+        return {
+            "outcome": self.outcome,
+            "status": self.status,
+            "code": self.code,
+            "fetch_ms": self.fetch_ms,
+            "parse_ms": self.parse_ms,
+            "url": self.url,
+            "logs": [e.wire() for e in self.logs],
+            "digest": None if self.digest is None else self.digest.wire(),
+        }
+
+    @classmethod
+    def unwire(cls, d: Wire) -> Reply:
+        outcome = d["outcome"]
+        if outcome not in ("ok", "fail"):
+            raise ProtocolError(f"outcome {outcome!r}")
+        dig = d["digest"]
+        return cls(
+            outcome="ok" if outcome == "ok" else "fail",
+            status=d["status"],
+            code=d["code"],
+            fetch_ms=d["fetch_ms"],
+            parse_ms=d["parse_ms"],
+            url=d["url"],
+            logs=[LogEntry.unwire(e) for e in d["logs"]],
+            digest=None if dig is None else Digest.unwire(_mapping(dig)),
+        )
+
+
+@attrs.frozen
+class Answer:
+    """A worker's answer to request ``rid``; ``rid`` 0 is news of its own
+    (its logs), the first one when it is up."""
+
+    rid: int
+    reply: Reply
+
+
+@attrs.frozen
+class ScrapeJob:
+    """Scrape the source ``name`` (its cluster, its config file or script)."""
+
+    rid: int
+    name: str
+    cluster: int
+    path: str
+    scripted: bool
+
+
+@attrs.frozen
+class Forget:
+    """Drop the source ``name`` (its config file went)."""
+
+    name: str
+
+
+@attrs.frozen
+class Flush:
+    """Save every changed name table now; answered when done."""
+
+    rid: int
+
+
+Request = Union[ScrapeJob, Forget, Flush]
+
+
+def encode_request(req: Request) -> bytes:
+    if isinstance(req, ScrapeJob):
+        d: WireOut = {"op": "scrape", **attrs.asdict(req)}
+    elif isinstance(req, Forget):
+        d = {"op": "forget", "name": req.name}
+    else:
+        d = {"op": "flush", "rid": req.rid}
+    return frame(d)
+
+
+def decode_request(d: Wire) -> Request:
+    op = d.get("op")
+    if op == "scrape":
+        return ScrapeJob(
+            rid=d["rid"], name=d["name"], cluster=d["cluster"], path=d["path"], scripted=bool(d["scripted"])
+        )
+    if op == "forget":
+        return Forget(d["name"])
+    if op == "flush":
+        return Flush(d["rid"])
+    raise ProtocolError(f"request {op!r}")
+
+
+def encode_answer(answer: Answer) -> bytes:
+    return frame({"rid": answer.rid, "reply": answer.reply.wire()})
+
+
+def decode_answer(d: Wire) -> Answer:
+    return Answer(d["rid"], Reply.unwire(_mapping(d["reply"])))
+
+
+def frame(d: WireOut) -> bytes:
+    """One frame (raises ValueError for what ``marshal`` cannot carry)."""
+    data = marshal.dumps(d)
+    return _LEN.pack(len(data)) + data
+
+
+def read_frames(buf: bytearray) -> list[Wire]:
+    """The whole frames at the start of ``buf`` (removed from it)."""
+    out = []
+    pos = 0
+    while len(buf) - pos >= 4:
+        (n,) = _LEN.unpack_from(buf, pos)
+        if len(buf) - pos - 4 < n:
+            break
+        obj = marshal.loads(bytes(buf[pos + 4 : pos + 4 + n]))
+        out.append(_mapping(obj))
+        pos += 4 + n
+    del buf[:pos]
+    return out
+
+
+def _mapping(obj: object) -> Wire:
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"expected a dict, got {type(obj).__name__}")
+    return obj

@@ -1,0 +1,268 @@
+"""The OpenMetrics table's scraping: every source on its own timer, a
+deadline per scrape, a cap on scrapes at once, the work done by the worker
+processes (:class:`~.pool.WorkerPool`) or, with ``workers=0``, by a
+:class:`~.scrape.Scraper` in the daemon; a scraper that fails is restarted;
+rounds are timed and logged."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from pmda_py.openmetrics.decode import printable
+from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.model import SourceConfig
+from pmda_py.openmetrics.pool import WorkerFailed, WorkerPool
+from pmda_py.openmetrics.records import Digest, LogValue
+from pmda_py.openmetrics.scrape import Scraper, WorkerOptions
+from pmda_py.openmetrics.sources import Source
+
+__all__ = ["WORKER_NICE", "Scheduling"]
+
+log = structlog.get_logger("pmda_py.openmetrics")
+
+WORKER_NICE = 5  #: the workers' nice(2) increment: on a busy machine the daemon's fetches go first
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: text`` of the first leaf of an exception (group), bounded."""
+    while True:
+        leaves: list[BaseException] | None = getattr(exc, "exceptions", None)
+        if not leaves:
+            break
+        exc = leaves[0]
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+class Scheduling:
+    """The scraping part of :class:`~.table.OpenMetricsTable` (the table
+    holds the state; this is what runs in its system task)."""
+
+    dir: str
+    sources: dict[str, Source]
+    interval: float
+    timeout: float
+    workers: int
+    worker_grace: float
+    state_dir: str
+    domain: int
+    limits: Limits
+    concurrency: int
+    rounds: int
+    restarts: int
+    _scope: trio.CancelScope | None
+    _pool: WorkerPool | None
+    _scraper: Scraper | None
+    _cpu: trio.CapacityLimiter
+    _limiter: trio.CapacityLimiter | None
+    _round_start: dict[int, float]
+    _round_done_n: dict[int, int]
+    _inactive: int
+    _first_round: set[str]
+    _ready: trio.Event
+    _started: float
+    _swap_lock: trio.Lock
+
+    if TYPE_CHECKING:  # (the table's own)
+
+        def rescan(self) -> list[Source]: ...
+        def flush_state(self) -> None: ...
+        def _drop_exports(self, src: Source) -> None: ...
+        def _set_ready(self) -> None: ...
+        def _swap_in(self, src: Source, result: Digest) -> None: ...
+        async def _saver(self) -> None: ...
+        async def _names_bumper(self) -> None: ...
+
+    async def _run(self) -> None:
+        """Scrape until shut down; a scraper that fails (a bug, a worker
+        that cannot be handled) is logged, every source's status says so,
+        and it is started again (after 1 s, doubling to 30 s while it keeps failing)."""
+        assert self._scope is not None
+        backoff = 1.0
+        with self._scope:
+            while True:
+                t0 = time.monotonic()
+                error = await self._run_once()
+                if error is None:
+                    return
+                for src in self.sources.values():
+                    src.scope = None  # (its loop ended with the scraper's nursery)
+                    self._status(src, f"scraper failed ({error}): restarting in {backoff:g} s", 0)
+                self._round_start.clear()
+                self._round_done_n.clear()
+                self._inactive = 0
+                self._pool = None
+                if time.monotonic() - t0 > 60:  # (it ran a good while: start over quickly)
+                    backoff = 1.0
+                await trio.sleep(backoff)
+                backoff = min(30.0, 2 * backoff)
+                self.restarts += 1
+
+    async def _run_once(self) -> str | None:
+        """One life of the scraper; what failed, or None when cancelled."""
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.workers:
+                    options = WorkerOptions(
+                        state_dir=self.state_dir,
+                        domain=self.domain,
+                        timeout=self.timeout,
+                        keepalive=self._keepalive(),
+                        limits=self.limits,
+                        nice=WORKER_NICE,
+                    )
+                    self._pool = WorkerPool(self.workers, options, self._pool_log)
+                    await nursery.start(self._pool.run)
+                else:
+                    self._scraper = Scraper(
+                        self.state_dir, self.domain, self.limits, self.timeout, self._keepalive(), self._in_thread
+                    )
+                await self._loop()
+        except Exception as exc:  # never take the daemon down
+            error = _describe(exc)
+            log.exception("openmetrics_scraper_failed", error=error)
+            self._set_ready()
+            return error
+        finally:
+            self.flush_state()
+            if self._scraper is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await self._scraper.aclose()
+                self._scraper = None
+        return None
+
+    def _keepalive(self) -> float:
+        """How long a source's idle connection is kept: over the interval."""
+        return self.interval + self.timeout + 5.0
+
+    async def _in_thread(self, fn: Callable[[], Digest]) -> Digest:
+        return await trio.to_thread.run_sync(fn, limiter=self._cpu)
+
+    @staticmethod
+    def _pool_log(event: str, **fields: LogValue) -> None:
+        log.error(event, **fields)
+
+    async def _loop(self) -> None:
+        self._limiter = trio.CapacityLimiter(self.concurrency)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._saver)
+            nursery.start_soon(self._names_bumper)
+            first = True
+            while True:
+                try:
+                    current = self.rescan()
+                except OSError as err:
+                    log.warning("openmetrics_config_unreadable", dir=self.dir, error=str(err))
+                    current = list(self.sources.values())
+                names = {s.name for s in current}
+                for src in list(self.sources.values()):
+                    if src.name not in names and src.scope is not None:  # config file gone
+                        src.scope.cancel()
+                        src.scope = None
+                        self._inactive += 1
+                        self._drop_exports(src)
+                        await self._forget(src)
+                for src in current:
+                    if src.scope is None:
+                        if src.scrapes:  # (a source back after its config file went)
+                            self._inactive -= 1
+                        if first:
+                            self._first_round.add(src.name)
+                        src.scope = trio.CancelScope()
+                        nursery.start_soon(self._source_loop, src, src.scope)
+                if first:
+                    first = False
+                    if not self._first_round:
+                        self._set_ready()
+                await trio.sleep(self.interval)
+
+    async def _forget(self, src: Source) -> None:
+        if self._pool is not None:
+            await self._pool.forget(src.cluster, src.name)
+        elif self._scraper is not None:
+            await self._scraper.forget(src.name)
+
+    def _round_done(self, src: Source) -> None:
+        if src.name in self._first_round:
+            self._first_round.discard(src.name)
+            if not self._first_round and not self._ready.is_set():
+                self.rounds += 1
+                log.info(
+                    "openmetrics_ready",
+                    sources=len(self.sources),
+                    first_round_s=round(time.monotonic() - self._started, 3),
+                )
+                self._set_ready()
+        # a round: the n-th scrape of every source, from the first one's start to the last one's end
+        k = src.scrapes
+        done = self._round_done_n[k] = self._round_done_n.get(k, 0) + 1
+        if done >= len(self.sources) - self._inactive and k in self._round_start:
+            seconds = round(time.monotonic() - self._round_start.pop(k), 3)
+            del self._round_done_n[k]
+            for old in [r for r in self._round_start if r < k]:  # rounds a vanished source never finished
+                self._round_start.pop(old)
+                self._round_done_n.pop(old, None)
+            if seconds > self.interval:
+                log.warning("openmetrics_round_slow", round=k, sources=done, seconds=seconds, interval=self.interval)
+            elif k <= 3:  # the first rounds are news; later ones only when slow
+                log.info("openmetrics_round", round=k, sources=done, seconds=seconds)
+
+    async def _source_loop(self, src: Source, scope: trio.CancelScope) -> None:
+        with scope:
+            while True:
+                t0 = trio.current_time()
+                src.scrapes += 1
+                self._round_start.setdefault(src.scrapes, time.monotonic())
+                try:
+                    await self.scrape(src)
+                except Exception as exc:  # a bug for one source stays with that source
+                    log.exception("openmetrics_scrape_bug", source=src.name, error=f"{type(exc).__name__}: {exc}")
+                self._round_done(src)
+                await trio.sleep_until(t0 + self.interval)
+
+    async def scrape(self, src: Source) -> None:
+        """One scrape of ``src`` (by its worker, or here): fetch under the
+        deadline, parse, then swap the digest in and publish."""
+        assert self._limiter is not None
+        async with self._limiter:
+            src.calls += 1
+            try:
+                if self._pool is not None:
+                    deadline = self.timeout + self.worker_grace
+                    reply = await self._pool.scrape(src.name, src.cluster, src.path, src.scripted, deadline)
+                else:
+                    assert self._scraper is not None
+                    reply = await self._scraper.scrape(src.name, src.cluster, src.path, src.scripted)
+            except WorkerFailed as err:
+                self._status(src, f"failed to fetch URL or execute script {src.path}: {err}", 0)
+                return
+        if reply.url is not None:
+            src.config = SourceConfig(url=reply.url)
+        for entry in reply.logs:
+            log.warning(entry.event, source=src.name, **entry.fields)
+        result = reply.digest
+        if reply.outcome != "ok" or result is None:
+            self._status(src, reply.status, reply.code)
+            return
+        src.fetch_ms += reply.fetch_ms
+        src.parse_ms += reply.parse_ms
+        # One swap per trip through trio's scheduler: the replies of a round come in bursts, and
+        # a hundred swaps run back to back would hold up a fetch that arrived meanwhile.
+        async with self._swap_lock:
+            self._swap_in(src, result)
+            src.last_good = time.monotonic()
+            self._status(src, "success", reply.code)
+            await trio.lowlevel.checkpoint()  # (holding the lock: the next swap waits for the next batch)
+
+    def _status(self, src: Source, status: str, code: int) -> None:
+        src.status, src.status_code = status, code
+        if status != src.logged_status:  # a change of state is logged once, not every scrape
+            src.logged_status = status
+            if status == "success":
+                log.info("openmetrics_source_ok", source=src.name)
+            else:
+                log.warning("openmetrics_source_failed", source=src.name, status=printable(status, 300), code=code)

@@ -1,0 +1,145 @@
+"""The daemon-worker protocol (pmda_py.openmetrics.records): every message
+comes back as the record it was, fields travel by name (no tuple on the
+pipe: nothing is read by position), and a frame that is not one of the
+records is refused as a ValueError (the pool then treats the worker as
+unreadable and replaces it)."""
+
+from __future__ import annotations
+
+import marshal
+
+import pytest
+
+from pmda_py.openmetrics.digest import apply_meta, digest
+from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.model import MAX_METRIC, NameTable, SourceConfig, SourceModel
+from pmda_py.openmetrics.records import (
+    Answer,
+    Flush,
+    Forget,
+    LogEntry,
+    ProtocolError,
+    Reply,
+    Request,
+    ScrapeJob,
+    decode_answer,
+    decode_request,
+    encode_answer,
+    encode_request,
+    frame,
+    read_frames,
+)
+from pmda_py.pmapi import PmType
+
+DOC = (
+    "# HELP req_total Requests.\n# TYPE req_total counter\n"
+    'req_total{code="200"} 5\nreq_total{code="500"} 1\n'
+    "# TYPE temp gauge\ntemp 21.5\n"
+    '# TYPE build info\nbuild_info{version="1.2"} 1\n'
+)
+
+
+def _model() -> SourceModel:
+    return SourceModel("s", 1, NameTable(MAX_METRIC), lambda _s, m: NameTable(m), Limits())
+
+
+def _digest(with_meta: bool = True) -> Reply:
+    result, _dirty = digest(_model(), SourceConfig(url="http://x/"), DOC, Limits(), with_meta)
+    logs = [LogEntry("openmetrics_config", {"problem": "line 2: odd", "n": 3, "x": None})]
+    return Reply("ok", code=200, fetch_ms=4, parse_ms=5, url="http://x/", logs=logs, digest=result)
+
+
+def _tuples(obj: object) -> list[object]:
+    """Every tuple inside ``obj`` (dicts, lists)."""
+    if isinstance(obj, tuple):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tuples(v)]
+    if isinstance(obj, list):
+        return [t for v in obj for t in _tuples(v)]
+    return []
+
+
+def test_answers_come_back_as_they_were_sent() -> None:
+    for reply in (_digest(), _digest(with_meta=False), Reply.fail("timed out", 0, None), Reply("ok")):
+        buf = bytearray(encode_answer(Answer(9, reply)))
+        (msg,) = read_frames(buf)
+        assert buf == b""
+        assert decode_answer(msg) == Answer(9, reply)
+
+
+def test_requests_come_back_as_they_were_sent() -> None:
+    reqs: list[Request] = [ScrapeJob(3, "a.b", 7, "/etc/x.url", False), Forget("a.b"), Flush(4)]
+    buf = bytearray(b"".join(encode_request(r) for r in reqs))
+    assert [decode_request(m) for m in read_frames(buf)] == reqs
+
+
+def test_no_tuple_crosses_the_pipe() -> None:
+    """Fields by name, at every level: the old protocol's 7-tuple replies and
+    15-field metadata tuples would show here."""
+    data = encode_answer(Answer(1, _digest()))
+    image = marshal.loads(data[4:])
+    assert isinstance(image, dict) and _tuples(image) == []
+    assert image["reply"]["digest"]["meta"]["names"] == ["req_total", "temp", "build_info"]
+
+
+def test_the_mirror_holds_what_the_worker_has() -> None:
+    """The daemon's mirror, made from the metadata as it arrives, describes
+    each metric as the worker's model does."""
+    worker = _model()
+    result, _dirty = digest(worker, SourceConfig(url="http://x/"), DOC, Limits(), True)
+    (msg,) = read_frames(bytearray(encode_answer(Answer(1, Reply("ok", digest=result)))))
+    got = decode_answer(msg).reply.digest
+    assert got is not None and got.meta is not None
+    mirror = _model()
+    apply_meta(mirror, got.meta)
+    for name, m in worker.metrics.items():
+        ours = mirror.metrics[name]
+        assert (ours.item, ours.leaf, ours.type, ours.sem, ours.units, ours.oneline, ours.help) == (
+            m.item,
+            m.leaf,
+            m.type,
+            m.sem,
+            m.units,
+            m.oneline,
+            m.help,
+        )
+        assert (ours.table is None) == (m.table is None)
+        if m.table is not None and ours.table is not None:
+            assert ours.table.names == m.table.names
+        assert (ours.labels, ours.optional, ours.inst_labels) == (m.labels, m.optional, m.inst_labels)
+    assert mirror.metrics["temp"].type == PmType.DOUBLE
+
+
+def test_a_partial_frame_waits_for_the_rest() -> None:
+    data = encode_request(Forget("a"))
+    buf = bytearray(data[:-1])
+    assert read_frames(buf) == [] and len(buf) == len(data) - 1
+    buf += data[-1:]
+    assert [decode_request(m) for m in read_frames(buf)] == [Forget("a")]
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        [1, 2],  # not a dict
+        {"op": "reboot"},  # no such request
+    ],
+)
+def test_what_is_not_a_request_is_refused(image: list[int] | dict[str, str]) -> None:
+    with pytest.raises(ValueError):  # noqa: PT012
+        for msg in read_frames(bytearray(_raw(image))):
+            decode_request(msg)
+
+
+def test_a_reply_with_an_unknown_outcome_is_refused() -> None:
+    wire = Reply("ok").wire()
+    wire["outcome"] = "maybe"
+    (msg,) = read_frames(bytearray(frame({"rid": 1, "reply": wire})))
+    with pytest.raises(ProtocolError):
+        decode_answer(msg)
+
+
+def _raw(obj: list[int] | dict[str, str]) -> bytes:
+    data = marshal.dumps(obj)
+    return len(data).to_bytes(4, "big") + data
