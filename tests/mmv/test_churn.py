@@ -57,6 +57,7 @@ def _check(values: dict[str, object]) -> int:
     return checked
 
 
+@pytest.mark.slow
 async def test_churn_while_fetching(tmp_path: Path) -> None:
     require_pcp()
     src = tmp_path / "src"

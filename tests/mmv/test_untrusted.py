@@ -55,6 +55,7 @@ async def _eventually(pmda: PmdaClient, prefix: str, want_present: bool) -> dict
     raise AssertionError(f"{prefix}: never {'there' if want_present else 'gone'}")
 
 
+@pytest.mark.slow
 async def test_a_symlink_retargeted_to_a_fifo_does_not_block_the_daemon(tmp_path: Path) -> None:
     """Issue case 3: the daemon answers every request at once (pmdammv's
     rescan triggers included) after a loaded file's target became a FIFO."""

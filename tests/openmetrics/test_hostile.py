@@ -42,6 +42,7 @@ def unkillable(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[int]]:
     yield pids
 
 
+@pytest.mark.slow
 async def test_a_worker_that_cannot_be_killed_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with ControlledServer() as server, unkillable(monkeypatch) as blocked:
         server.routes["a"] = Route(GOOD)
@@ -97,6 +98,7 @@ async def test_retired_worker_that_cannot_be_signalled(tmp_path: Path, monkeypat
         await table.shutdown()
 
 
+@pytest.mark.slow
 async def test_a_failed_scraper_is_restarted_and_status_says_so(tmp_path: Path) -> None:
     with ControlledServer() as server:
         server.routes["a"] = Route(GOOD)
@@ -130,6 +132,7 @@ async def test_a_failed_scraper_is_restarted_and_status_says_so(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("workers", ["0", "1"])
+@pytest.mark.slow
 async def test_decompression_bomb_refused_while_decoding(tmp_path: Path, workers: str) -> None:
     bomb = gzip_bomb()  # 2 GiB of zeros in about 5 KB
     single = gzip_bomb(64 << 20)  # ... a gzip of a gzip: its inner layer, served as plain gzip
@@ -196,6 +199,7 @@ async def test_timed_out_script_leaves_no_process(tmp_path: Path, workers: str) 
             await trio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_script_cannot_read_the_workers_requests(tmp_path: Path) -> None:
     """A script's child that reads stdin gets EOF; the other sources of its
     worker stay fresh."""
@@ -234,6 +238,7 @@ def _churn(hits: int) -> bytes:
     return ("first 1\n" + "\n".join(lines) + "\nafter_total 7\n").encode()
 
 
+@pytest.mark.slow
 async def test_label_churn_is_bounded_and_keeps_the_rest(tmp_path: Path) -> None:
     with ControlledServer() as server:
         server.routes["c"] = Route(make=_churn)

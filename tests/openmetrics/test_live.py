@@ -53,6 +53,7 @@ def test_same_pminfo_as_pmdaopenmetrics(tmp_path: Path) -> None:
         assert re.sub(r"value .*", "", a[name]) == re.sub(r"value .*", "", b[name])
 
 
+@pytest.mark.slow
 def test_keeps_pmdaopenmetrics_ids(tmp_path: Path) -> None:
     """Ours started on the state pmdaopenmetrics saved keeps its cluster,
     item and instance numbers, with a new source sorted first."""

@@ -58,6 +58,7 @@ async def server() -> AsyncIterator[ControlledServer]:
         yield s
 
 
+@pytest.mark.slow
 async def test_bad_sources_never_hold_up_fetch(tmp_path: Path, server: ControlledServer) -> None:
     server.routes.update(
         good=Route(GOOD),
@@ -101,6 +102,7 @@ async def test_bad_sources_never_hold_up_fetch(tmp_path: Path, server: Controlle
     await table.shutdown()
 
 
+@pytest.mark.slow
 async def test_not_ready_until_first_round(tmp_path: Path, server: ControlledServer) -> None:
     server.routes["late"] = Route(GOOD, delay=2.5)
     write_sources(tmp_path / "config.d", {"late": server.url("late") + "\n"})

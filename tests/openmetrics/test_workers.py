@@ -142,6 +142,7 @@ async def _wait_status(table: OpenMetricsTable, name: str, text: str) -> str:
         await trio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_dead_worker_is_replaced(tmp_path: Path) -> None:
     with ControlledServer() as server:
         server.routes["a"] = Route(GOOD, delay=1.0)  # a scrape in flight when its worker dies
@@ -177,6 +178,7 @@ async def test_dead_worker_is_replaced(tmp_path: Path) -> None:
     assert [e["source"] for e in failed_logs] == ["a"]
 
 
+@pytest.mark.slow
 async def test_hung_worker_is_killed_and_replaced(tmp_path: Path) -> None:
     with ControlledServer() as server:
         server.routes["a"] = Route(GOOD)

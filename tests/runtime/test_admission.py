@@ -245,6 +245,7 @@ async def _fetch(client: PmdaClient, *names: str) -> dict[str, object]:
     return dict(await client.fetch_values(list(names)))
 
 
+@pytest.mark.slow
 async def test_unix_only_pmcd_gets_a_session_and_standalone_outlives_it(root: Path, daemons: list[Daemon]) -> None:
     require(os.geteuid() == 0, "needs root (to run a child as 'nobody')")
     path = str(root / "pmda.sock")

@@ -125,6 +125,7 @@ def test_raise_in_startup_is_one_line_and_the_agent_serves_on(tmp_path: Path, ra
     assert "table_startup_failed" in log and shown in log and "reason=eof" in log
 
 
+@pytest.mark.slow
 def test_slow_import_delays_neither_creds_nor_the_other_tables(tmp_path: Path) -> None:
     """A module that takes 60 s to import: CREDS goes out at once (1.5 s
     at most); a request waits 2 s, then a PMNS request meets PM_ERR_AGAIN
@@ -159,6 +160,7 @@ def test_slow_import_delays_neither_creds_nor_the_other_tables(tmp_path: Path) -
     assert "table_load_timeout" in (tmp_path / "pmda.log").read_text()
 
 
+@pytest.mark.slow
 async def test_slow_import_on_sighup_does_not_stall_fetches(tmp_path: Path) -> None:
     _module(tmp_path, "slow", at_import="time.sleep(60)")
     conf = tmp_path / "pmda.conf"
@@ -183,6 +185,7 @@ async def test_slow_import_on_sighup_does_not_stall_fetches(tmp_path: Path) -> N
     assert "import did not finish within 2 s" in (tmp_path / "pmda.log").read_text()
 
 
+@pytest.mark.slow
 def test_creds_before_the_tables_with_notready(tmp_path: Path) -> None:
     """pmcd.conf ``notready``: CREDS at once, PMDAREADY once loaded."""
     _module(tmp_path, "lazy", at_import="time.sleep(2)")
