@@ -177,3 +177,33 @@ def test_the_table_api_names_no_wire_type() -> None:
     )
     assert probe == {"pmda_py.wire", "pmda_py.wire.result"}
     assert all(dep.startswith("pmda_py.wire") for dep in probe) and "pmda_py.table" in NO_WIRE
+
+
+#: the only modules that may import trio: the runtime, the tables (they
+#: await their own I/O), the OpenMetrics scraper's parts, and the tools on
+#: top of the daemon (the compat agent, the testing harness, the demo)
+TRIO_ALLOWED = (
+    "pmda_py.runtime",
+    "pmda_py.tables",
+    "pmda_py.mmv.table",
+    "pmda_py.openmetrics.table",
+    "pmda_py.openmetrics.scheduler",
+    "pmda_py.openmetrics.sources",
+    "pmda_py.openmetrics.scrape",
+    "pmda_py.openmetrics.pool",
+    "pmda_py.openmetrics.procs",
+    "pmda_py.compat",
+    "pmda_py.testing",
+    "pmda_py.tools.demo",
+)
+
+
+def _trio_allowed(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in TRIO_ALLOWED)
+
+
+def test_only_the_runtime_tables_and_scraper_import_trio() -> None:
+    users = [_name(p) for p in MODULES if any(d.split(".")[0] == "trio" for d in _imports(p))]
+    assert "pmda_py.runtime.pump" in users  # the check sees trio imports at all
+    assert [m for m in users if not _trio_allowed(m)] == []
+    assert not _trio_allowed("pmda_py.dispatch.dispatcher") and not _trio_allowed("pmda_py.session")
