@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pmda_py.pmapi import PmType
 from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns
 from pmda_py.wire.layout import FIXED_CODES
-from tests.daemon.test_fast_fetch import DOMAIN, LIMITS, TYPES, _fetch, _pair, _Session, _value, profiles_st
+from tests.dispatch.test_fast_fetch import DOMAIN, LIMITS, TYPES, _fetch, _pair, _Session, _value, profiles_st
 
 FORMS = ["dict", "list", "tuple", "array", "array_double", "packed", "packed_long", "packed_code"]
 

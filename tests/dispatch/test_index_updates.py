@@ -17,7 +17,7 @@ from pmda_py.dispatch import Dispatcher, Mount, MountIndex
 from pmda_py.namespace import Namespace, Node
 from pmda_py.pmapi import PmType
 from pmda_py.table import FetchRequest, InDom, Metric, Table
-from tests.daemon.test_fast_fetch import _fetch, _Runner, _Session
+from tests.dispatch.test_fast_fetch import _fetch, _Runner, _Session
 
 DOMAIN = 251
 
