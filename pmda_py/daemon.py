@@ -49,7 +49,6 @@ from pmda_py.loading import Say, TableLoadError, describe, load_all, start_all
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
-    Answered,
     BadRequest,
     HandshakeError,
     Ignored,
@@ -273,9 +272,6 @@ async def serve_session(
     """:func:`serve_stream` for a session whose CREDS were already sent
     (and pmcd's perhaps received, by :func:`await_creds`)."""
     active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
-    # replies remembered by request bytes answer before any decoding (the
-    # dispatcher in service is looked up each time: a reload swaps it)
-    session.shortcut = lambda pdu_type, key: active.dispatcher.memo_reply(pdu_type, key)
     if notready:
         session.not_ready()
         log.info("notready", detail="pmcd.conf 'notready': starting tables before READY")
@@ -301,35 +297,32 @@ async def serve_session(
             if session.truncated:
                 log.warning("eof_mid_pdu", detail="pmcd closed the channel in the middle of a PDU")
             return "eof"
-        if isinstance(event, (Answered, Request, BadRequest)):
-            if isinstance(event, Answered):
-                data = event.data
-            else:
-                if isinstance(event, BadRequest):
-                    log.warning(
-                        "bad_request",
-                        type=_type_name(event.pdu_type),
-                        context=event.context,
-                        code=codename(event.code),
-                        error=event.reason,
-                    )
-                if not active.loaded.is_set() and isinstance(event, Request):
-                    with trio.move_on_after(active.request_grace):  # tables still loading
-                        await active.loaded.wait()
-                try:
-                    reply: Pdu = (
-                        await active.dispatcher.handle(event)
-                        if active.loaded.is_set() or not isinstance(event, Request)
-                        else _loading_reply(event)
-                    )
-                except Exception as exc:  # a bug: still answer, pmcd must not wait
-                    log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
-                    reply = ErrorPdu(PmErr.GENERIC)
-                data = session.send(reply)
-                if session.refused_reply is not None:
-                    kind, size = session.refused_reply
-                    session.refused_reply = None
-                    log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
+        if isinstance(event, (Request, BadRequest)):
+            if isinstance(event, BadRequest):
+                log.warning(
+                    "bad_request",
+                    type=_type_name(event.pdu_type),
+                    context=event.context,
+                    code=codename(event.code),
+                    error=event.reason,
+                )
+            if not active.loaded.is_set() and isinstance(event, Request):
+                with trio.move_on_after(active.request_grace):  # tables still loading
+                    await active.loaded.wait()
+            try:
+                reply: Pdu = (
+                    await active.dispatcher.handle(event)
+                    if active.loaded.is_set() or not isinstance(event, Request)
+                    else _loading_reply(event)
+                )
+            except Exception as exc:  # a bug: still answer, pmcd must not wait
+                log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
+                reply = ErrorPdu(PmErr.GENERIC)
+            data = session.send(reply)
+            if session.refused_reply is not None:
+                kind, size = session.refused_reply
+                session.refused_reply = None
+                log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
             try:
                 await stream.send_all(data)
                 if session.state is SessionState.NOTREADY:

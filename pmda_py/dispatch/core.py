@@ -19,6 +19,7 @@ import structlog
 from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, event_arrays, includes_all, store_value
 from pmda_py.dispatch.fast import FastFetch
 from pmda_py.dispatch.mounts import ConfigError, Mount, MountIndex
+from pmda_py.dispatch.replies import ReplyCache
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename, errstr
 from pmda_py.namespace import Namespace, Node
 from pmda_py.pmapi import (
@@ -30,7 +31,7 @@ from pmda_py.pmapi import (
     pmid_domain,
 )
 from pmda_py.pmdacache import PmdaCache
-from pmda_py.session import MEMO_TYPES, BadRequest, Request
+from pmda_py.session import BadRequest, Request
 from pmda_py.stats import PmdaStats
 from pmda_py.table import (
     PACKED_TYPECODES,
@@ -134,22 +135,6 @@ class HelpSource(Protocol):
 EncodedReply = EncodedPdu
 
 
-@attrs.frozen
-class _Memo:
-    """A remembered reply: its bytes, and for INSTANCE the indom and the
-    ``instances`` map it was built from."""
-
-    data: bytes
-    indom: InDom | None = None
-    instances: dict[int, str] | None = None
-    #: how many instances the map had (an id added or dropped in place shows)
-    count: int = 0
-
-    def stale(self) -> bool:
-        ind = self.indom
-        return ind is not None and (ind.instances is not self.instances or len(ind.instances) != self.count)
-
-
 #: the dispatcher's counters (the name this module exported before pmda_py.stats)
 DispatchStats = PmdaStats
 
@@ -206,17 +191,11 @@ class Dispatcher:
         self._fast: dict[tuple[int, ...], FastFetch | int] = {}
         #: the metrics of a request's PMIDs by table, by the request's PMIDs
         self._wanted: dict[tuple[int, ...], dict[int, tuple[Mount, list[Metric]]]] = {}
-        #: encoded DESC replies by PMID (cleared with the index)
-        self._desc_replies: dict[int, EncodedReply] = {}
         #: whether repeated fetches take the fast path (off: always the general one)
         self.fast_fetch = True
-        #: replies remembered by their request's bytes (see :meth:`memo_reply`),
-        #: by request type; cleared with the index
-        self._memo: dict[int, dict[bytes, _Memo]] = {t: {} for t in MEMO_TYPES}
-        #: whether DESC/TEXT/LABEL/INSTANCE replies are remembered (off: always built)
-        self.memo = True
-        #: memo_reply already ran the checks for the request handle() gets next
-        self._prechecked = False
+        #: DESC/TEXT/LABEL/INSTANCE replies remembered by their request's
+        #: bytes (see :meth:`_remember`); cleared with the index
+        self.replies = ReplyCache()
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False
@@ -278,9 +257,7 @@ class Dispatcher:
         self.index_rebuilds += 1
         self._fast.clear()
         self._wanted.clear()
-        self._desc_replies.clear()
-        for memo in self._memo.values():
-            memo.clear()
+        self.replies.clear()
         if old_names and old_names != set(index.by_name):
             self.names_changed = True
 
@@ -366,10 +343,7 @@ class Dispatcher:
         for cache in (self._fast, self._wanted, self._packed_caches):
             for key in [key for key in cache if not changed.isdisjoint(key)]:
                 del cache[key]
-        for p in changed:
-            self._desc_replies.pop(p, None)
-        for memo in self._memo.values():
-            memo.clear()
+        self.replies.clear()
 
     def metric(self, p: int) -> tuple[Mount, Metric] | None:
         """The mount and metric of PMID ``p``."""
@@ -385,8 +359,10 @@ class Dispatcher:
     # ---------------------------------------------------------- dispatching
 
     async def handle(self, event: Request | BadRequest) -> Pdu:
-        """The one reply to ``event``."""
-        prechecked, self._prechecked = self._prechecked, False
+        """The one reply to ``event``: the tables' checks run, the index
+        is brought up to their generations, then the reply remembered for
+        the request's bytes is sent if there is one (see :mod:`.replies`),
+        else the reply is built."""
         if isinstance(event, BadRequest):
             self.stats.bad_requests += 1
             self.stats.count("BAD")
@@ -397,10 +373,14 @@ class Dispatcher:
                 await self.runner.check(m.table)
             except Exception as exc:
                 self._table_failed(m.name or type(m.table).__name__, "check", exc)
-        if not prechecked:  # (memo_reply ran it for this request and found its memory stale)
-            self._before_request()
+        self._before_request()
         kind = _KIND_NAMES[pdu.pdu_type]
         self.stats.count(kind)
+        remember = event.key is not None and self.replies.enabled
+        if remember:
+            data = self.replies.get(pdu.pdu_type, event.key)
+            if data is not None:
+                return EncodedReply(pdu.pdu_type, data)
         route = self._routes.get(pdu.pdu_type)
         if route is None:  # the session passes only request types: a bug if reached
             return ErrorPdu(PmErr.IPC)
@@ -408,7 +388,7 @@ class Dispatcher:
             reply = await route(event, pdu)
         except PmdaError as err:
             return ErrorPdu(err.pm_code)
-        if event.key is not None and self.memo:
+        if remember:
             return self._remember(event, reply)
         return reply
 
@@ -425,25 +405,6 @@ class Dispatcher:
         self._refresh_index()
 
     # ------------------------------------------------------ remembered replies
-
-    def memo_reply(self, pdu_type: int, key: bytes) -> bytes | None:
-        """The session's shortcut: the reply remembered for a DESC, TEXT,
-        LABEL or INSTANCE request with these bytes (after the header), or
-        None to decode and handle it.  A hit runs what every request runs
-        first (checks, index refresh, counters), so it answers exactly what
-        :meth:`handle` would."""
-        memo = self._memo.get(pdu_type)
-        if memo is None:
-            return None
-        entry = memo.get(key)
-        if entry is None or self._bounded:  # a check that may wait is awaited by handle()
-            return None
-        self._before_request()
-        if memo.get(key) is not entry or entry.stale():
-            self._prechecked = True  # handle() builds it anew, without checking again
-            return None
-        self.stats.count(_KIND_NAMES[pdu_type])
-        return entry.data
 
     def _labels_computed(self, pdu: LabelReqPdu) -> bool:
         """Whether a table's label_items took part in the reply to ``pdu``."""
@@ -465,7 +426,7 @@ class Dispatcher:
         help file, indom texts), LABEL unless of instances (the profile
         picks them) or computed by a table (label_items), INSTANCE of an
         indom with no refresh hook and no repeated ids, while its
-        ``instances`` map is the same object (InDom.set makes a new one).
+        ``instances`` map is the same (InDom's ``version`` and size).
         Returns the reply to send: its bytes, once encoded here."""
         pdu = event.pdu
         assert event.key is not None
@@ -482,14 +443,11 @@ class Dispatcher:
             mount, indom = found
             if indom.listing is not None or type(mount.table).refresh_instances is not Table.refresh_instances:
                 return reply
-        data = reply.encode() if reply.from_ == 0 else attrs.evolve(reply, from_=0).encode()
-        memo = self._memo[pdu.pdu_type]
-        if len(memo) >= _MEMO_LIMIT:  # bounded whatever clients ask (TEXT of any ident, say)
-            memo.clear()
-        if indom is None:
-            memo[event.key] = _Memo(data)
+        if isinstance(reply, EncodedReply):
+            data = reply.data
         else:
-            memo[event.key] = _Memo(data, indom, indom.instances, len(indom.instances))
+            data = reply.encode() if reply.from_ == 0 else attrs.evolve(reply, from_=0).encode()
+        self.replies.put(pdu.pdu_type, event.key, data, indom)
         # an ERROR stays an ErrorPdu for the session; anything else goes out as these bytes
         return reply if isinstance(reply, ErrorPdu) else EncodedReply(reply.pdu_type, data)
 
@@ -499,15 +457,10 @@ class Dispatcher:
     # ---------------------------------------------------------------- DESC
 
     async def _desc(self, event: Request, pdu: DescReqPdu) -> Pdu:
-        reply = self._desc_replies.get(pdu.pmid)
-        if reply is not None:
-            return reply
         found = self._by_pmid.get(pdu.pmid)
         if found is None:
             return ErrorPdu(PmErr.PMID)
-        # a metric's descriptor is fixed (Metric is frozen): encode it once per index
-        reply = self._desc_replies[pdu.pmid] = EncodedReply(PduType.DESC, DescPdu(found[1].desc(self.domain)).encode())
-        return reply
+        return DescPdu(found[1].desc(self.domain))
 
     # --------------------------------------------------------------- FETCH
 
@@ -987,7 +940,6 @@ def _walk(node: Node, prefix: str, out: list[str]) -> None:
 
 _KIND_NAMES: dict[int, str] = {t: t.name for t in PduType}
 
-_MEMO_LIMIT = 1 << 16  # remembered replies per request type
 _FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
 _FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
 _EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))

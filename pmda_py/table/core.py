@@ -300,7 +300,9 @@ class InDom:
     """
 
     serial: int
-    instances: dict[int, str] = attrs.field(factory=dict)
+    #: the ``{id: name}`` map; assigning a new one (or :meth:`set`,
+    #: :meth:`set_names`) moves :attr:`version`
+    instances: dict[int, str] = attrs.field(factory=dict, on_setattr=lambda ind, _a, value: ind._new_map(value))
     oneline: str | int | None = None  #: an int: the PCP error code answered instead
     help: str | int | None = None
     labels: Mapping[str, Any] = _NO_LABELS
@@ -312,8 +314,15 @@ class InDom:
     listing: tuple[tuple[int, str], ...] | None = None
     #: set by the daemon when mounted
     domain: int = -1
+    #: moves whenever a new ``instances`` map is set (what the daemon's
+    #: remembered INSTANCE replies are checked against)
+    version: int = attrs.field(default=0, init=False)
     _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
     _refused: set[str] = attrs.field(factory=set, init=False, repr=False)
+
+    def _new_map(self, value: dict[int, str]) -> dict[int, str]:
+        self.version += 1
+        return value
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.serial <= 0x3FFFFF:
