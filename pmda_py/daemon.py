@@ -43,7 +43,6 @@ from pmda_py import logconfig
 from pmda_py.admission import RefusalLog, tcp_peer_uid
 from pmda_py.config import Config, ConfigFileError, TableSpec, _line_of, parse_args, pcp_conf
 from pmda_py.dispatch import ConfigError, Dispatcher, HelpSource, Mount, TableTimeout
-from pmda_py.dispatch.core import check_kind
 from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.loading import Say, TableLoadError, describe, load_all, start_all
 from pmda_py.session import (
@@ -58,7 +57,8 @@ from pmda_py.session import (
     SessionState,
 )
 from pmda_py.stats import PmdaStats
-from pmda_py.table import Table
+from pmda_py.table import CheckMode, Table
+from pmda_py.table.core import check_mode_of
 from pmda_py.wire import ErrorPdu, Pdu, PduType
 
 __all__ = [
@@ -167,7 +167,7 @@ class TrioRunner:
         #: worker thread: None while it runs, then what it raised, or
         #: ``_DONE``; an async check's id -> when its pause ends
         self._pending: dict[int, Any] = {}
-        self._how: dict[type[Table], str] = {}
+        self._how: dict[type[Table], CheckMode] = {}
 
     async def check(self, table: Table) -> None:
         key = id(table)
@@ -181,9 +181,9 @@ class TrioRunner:
         kind = type(table)
         how = self._how.get(kind)
         if how is None:
-            how = self._how[kind] = check_kind(kind.check)
-        if how == "inline":  # an async check that never awaits: nothing could cut it short
-            await table.check()  # type: ignore[misc]  # an async def check returns its coroutine
+            how = self._how[kind] = check_mode_of(kind)
+        if how == "inline":  # declared: a plain def called here, no deadline (nothing could cut it short)
+            table.check()
             return
         deadline = table.check_deadline
         if how == "async":

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import dis
 import gc
-import inspect
 import os
 import struct
 import sys
@@ -45,6 +43,7 @@ from pmda_py.table import (
     Table,
     TableContext,
 )
+from pmda_py.table.core import check_mode_of
 from pmda_py.wire import (
     DescPdu,
     DescReqPdu,
@@ -202,9 +201,15 @@ class Dispatcher:
         self.labels_changed = False  # a table's labels changed: LABEL_CHANGE in the next RESULT
         #: tables with a check() of their own (the base one does nothing)
         self._checked = [m for m in self.mounts if type(m.table).check is not Table.check]
-        #: those whose check may wait (the runner bounds it), and those whose check cannot (run inline)
-        self._bounded = [m for m in self._checked if check_kind(type(m.table).check) != "inline"]
-        self._inline = [m for m in self._checked if check_kind(type(m.table).check) == "inline"]
+        #: those whose check may wait (the runner bounds it), and those declared inline (run here)
+        modes = {}
+        for m in self._checked:
+            try:
+                modes[id(m)] = check_mode_of(type(m.table))
+            except TypeError as err:
+                raise ConfigError(f"table {m.name or type(m.table).__name__}: {err}") from None
+        self._bounded = [m for m in self._checked if modes[id(m)] != "inline"]
+        self._inline = [m for m in self._checked if modes[id(m)] == "inline"]
         #: tables that compute their labels (label_items): their LABEL replies are never remembered
         self._computed_labels = {id(m.table) for m in self.mounts if type(m.table).label_items is not Table.label_items}
         #: request PDU type -> its handler (the session hands out only these)
@@ -394,12 +399,12 @@ class Dispatcher:
 
     def _before_request(self) -> None:
         """What runs before every request but the bounded checks (awaited by
-        :meth:`handle`): the checks that cannot wait (async ones that never
-        await, run to their end here), then the index is rebuilt if a
-        table's generation moved."""
+        :meth:`handle`): the checks declared inline (``check_mode =
+        "inline"``: plain defs, called here), then the index is rebuilt if
+        a table's generation moved."""
         for m in self._inline:
             try:
-                _run_inline(m.table.check())
+                m.table.check()
             except Exception as exc:
                 self._table_failed(m.name or type(m.table).__name__, "check", exc)
         self._refresh_index()
@@ -943,46 +948,6 @@ _KIND_NAMES: dict[int, str] = {t: t.name for t in PduType}
 _FAST_SLOTS = 32  # PMID lists whose layout is kept (pmcd's clients each fetch their own)
 _FAST_RETRY = 64  # fetches before a PMID list found ineligible is looked at again
 _EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
-
-
-#: the opcodes by which a coroutine's own code may suspend (await, async for, async with)
-_SUSPENDS = frozenset(
-    {
-        "GET_AWAITABLE",
-        "GET_AITER",
-        "GET_ANEXT",
-        "BEFORE_ASYNC_WITH",
-        "END_ASYNC_FOR",
-        "SEND",
-        "YIELD_VALUE",
-        "YIELD_FROM",  # Python < 3.11
-    }
-)
-
-
-def check_kind(check: Callable[..., Any]) -> str:
-    """How a table's :meth:`~pmda_py.table.Table.check` runs: ``thread`` (a
-    plain def: the runner puts it in a worker thread), ``async`` (the runner
-    awaits it under its deadline) or ``inline`` -- an async def whose body
-    never awaits cannot be suspended, so no deadline could cut it: it runs
-    to its end without one (no cancel scope: about 5 us a request less; the
-    MMV table's), and even in the session's shortcut for remembered replies."""
-    if not inspect.iscoroutinefunction(check):
-        return "thread"
-    code = getattr(check, "__code__", None)
-    if code is None or any(i.opname in _SUSPENDS for i in dis.get_instructions(code)):
-        return "async"
-    return "inline"
-
-
-def _run_inline(coro: Any) -> None:
-    """Run an ``inline`` check's coroutine to its end, here and now."""
-    try:
-        coro.send(None)
-    except StopIteration:
-        return
-    coro.close()  # unreachable for an inline check: its code has no await
-    raise RuntimeError("an inline check suspended")
 
 
 def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[Any]]:

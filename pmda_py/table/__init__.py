@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pmda_py.table.core import (
     PACKED_TYPECODES,
+    CheckMode,
     Columns,
     Event,
     EventFlag,
@@ -32,6 +33,7 @@ from pmda_py.table.core import (
 )
 
 __all__ = [
+    "CheckMode",
     "Columns",
     "Event",
     "EventFlag",

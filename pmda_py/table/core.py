@@ -44,12 +44,13 @@ may use trio freely).
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import time
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Callable, ClassVar, Protocol, Union
+from typing import Any, Callable, ClassVar, Literal, Protocol, Union
 
 import attrs
 import structlog
@@ -69,6 +70,7 @@ from pmda_py.pmdacache import PmdaCache
 from pmda_py.stats import PmdaStats
 
 __all__ = [
+    "CheckMode",
     "Columns",
     "Event",
     "EventFlag",
@@ -92,6 +94,9 @@ __all__ = [
 ]
 
 Scalar = Union[int, float, str, bytes]
+
+#: how a table's check() runs (:attr:`Table.check_mode`)
+CheckMode = Literal["thread", "async", "inline"]
 
 
 @attrs.frozen
@@ -571,6 +576,8 @@ class Table:
     dynamic_names: ClassVar[bool] = False
     #: incremented by dynamic tables whenever metrics() or indoms() change
     generation: int = 0
+    #: how :meth:`check` runs (see there); None: from how it is written
+    check_mode: ClassVar[CheckMode | None] = None
 
     def metrics(self) -> Sequence[Metric]:
         """The table's metrics (default: every Metric class/instance attribute)."""
@@ -608,24 +615,27 @@ class Table:
         """Called before every request the daemon answers, when a table
         overrides it: notice cheaply whether the table's source changed (a
         stat, not a scan); a dynamic table may rescan here and bump
-        :attr:`generation`.  Write it ``async def`` or plain ``def``.
+        :attr:`generation`.  Write it ``async def`` or plain ``def``; how it
+        runs is :attr:`check_mode` (declared, never guessed):
 
-        It never holds a request up for more than :attr:`check_deadline`
-        seconds, and never stops the daemon:
-
-        * ``async def check``: runs in the daemon's event loop, so keep it
-          short and await anything slow (``trio.to_thread.run_sync`` for
-          blocking work); past the deadline it is cancelled at its next
-          await, and the table is not checked again for a second.  One whose
-          body never awaits cannot be cut short: it runs to its end, with no
-          deadline to arm (the cheapest kind, for a stat);
-        * plain ``def check``: runs in a worker thread (about 0.1 ms a
+        * ``async def check`` (``check_mode`` None or ``"async"``): runs in
+          the daemon's event loop, so keep it short and await anything slow
+          (``trio.to_thread.run_sync`` for blocking work); past
+          :attr:`check_deadline` it is cancelled at its next await, and the
+          table is not checked again for a second;
+        * plain ``def check`` with ``check_mode = "inline"``: called in the
+          event loop, with no deadline to arm (the cheapest kind, for a
+          stat: it must not block, nothing can cut it short);
+        * plain ``def check`` (``check_mode`` None or ``"thread"``): runs in
+          a worker thread (about 0.1 ms a
           request), so a blocking one stalls nothing; past the deadline the
           request is answered without waiting for it, it goes on in its
           thread, and no new check of the table starts until it has ended
           (its changes then land while requests are served: swap new state
           in with single assignments);
-        * an overrun is logged as ``table_timeout`` (``call="check"``), an
+        * otherwise a request is never held up for more than
+          :attr:`check_deadline` seconds, and the daemon never stops: an
+          overrun is logged as ``table_timeout`` (``call="check"``), an
           exception as ``table_exception`` (one a background check raised, at
           the next request); either way the request is answered with the
           table's state as it is, and the next check runs as usual.
@@ -649,6 +659,24 @@ class Table:
 
     async def shutdown(self) -> None:
         """Called once when the daemon exits."""
+
+
+def check_mode_of(table: type[Table]) -> CheckMode:
+    """How ``table``'s :meth:`~Table.check` runs: its declared
+    :attr:`~Table.check_mode`, else ``"async"`` for an ``async def`` and
+    ``"thread"`` for a plain one.  Raises TypeError when the declaration
+    does not fit the method (``"async"`` for a plain def, ``"thread"`` or
+    ``"inline"`` for an async def)."""
+    is_async = inspect.iscoroutinefunction(table.check)
+    declared = table.check_mode
+    if declared is None:
+        return "async" if is_async else "thread"
+    if declared not in ("thread", "async", "inline"):
+        raise TypeError(f"{table.__name__}.check_mode {declared!r}: not 'thread', 'async', 'inline' or None")
+    if is_async != (declared == "async"):
+        kind = "an async def" if is_async else "a plain def"
+        raise TypeError(f"{table.__name__}.check_mode {declared!r} does not fit its check(), {kind}")
+    return declared
 
 
 def _collect(obj: object, kind: type[Any]) -> list[Any]:

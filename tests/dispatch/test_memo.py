@@ -242,13 +242,15 @@ def test_reindex_leaves_the_collector_as_it_was() -> None:
 
 
 class _Checked(_Static):
-    """A table whose check (inline: it never awaits) counts its calls."""
+    """A table whose check (declared inline) counts its calls."""
+
+    check_mode = "inline"
 
     def __init__(self) -> None:
         super().__init__()
         self.checks = 0
 
-    async def check(self) -> None:
+    def check(self) -> None:
         self.checks += 1
 
 
