@@ -13,7 +13,7 @@ Runtime-neutral: no trio here (the daemon supplies the Runner).
 
 from __future__ import annotations
 
-from pmda_py.dispatch.core import Dispatcher, DispatchStats, EncodedReply, HelpSource, Runner, TableTimeout
+from pmda_py.dispatch.dispatcher import Dispatcher, DispatchStats, EncodedReply, HelpSource, Runner, TableTimeout
 from pmda_py.dispatch.mounts import ConfigError, Mount, MountIndex
 
 __all__ = [
