@@ -5,8 +5,13 @@ One staleness rule: a remembered reply stands until the index changes (a
 table's ``generation`` moved: the dispatcher then clears the cache), and
 an INSTANCE reply also only while its indom's ``version`` (moved by every
 new ``instances`` map) and size are those it was built from.  Which
-replies may be remembered at all is the dispatcher's decision (see
-:meth:`Dispatcher.remember`).
+replies may be remembered at all is decided in :mod:`.meta`
+(:meth:`~pmda_py.dispatch.meta.MetaRequests.remember`).
+
+Beside them, the encoded instance list of an indom whose table refreshes
+it (:meth:`~pmda_py.table.Table.refresh_instances`, which may change the
+map in place) is kept by indom, and reused while the map is equal to the
+one it was built from.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class ReplyCache:
         self.enabled = True
         #: requests answered from here
         self.hits = 0
+        #: indom id -> (the map an instance list was built from, its bytes)
+        self._listings: dict[int, tuple[dict[int, str], bytes]] = {}
 
     def get(self, pdu_type: int, key: bytes | None) -> bytes | None:
         """The reply remembered for this request, if it is still fresh."""
@@ -72,7 +79,18 @@ class ReplyCache:
         else:
             memo[key] = _Entry(data, indom, indom.version, len(indom.instances))
 
+    def listing(self, indom: InDom) -> bytes | None:
+        """The INSTANCE reply listing every instance of ``indom``, if its
+        map is the one it was built from."""
+        kept = self._listings.get(indom.id)
+        if kept is None or kept[0] != indom.instances:
+            return None
+        return kept[1]
+
+    def put_listing(self, indom: InDom, data: bytes) -> None:
+        self._listings[indom.id] = (dict(indom.instances), data)
+
     def clear(self) -> None:
-        """Forget everything (the index changed)."""
+        """Forget the replies remembered by request (the index changed)."""
         for memo in self._by_type.values():
             memo.clear()

@@ -100,7 +100,7 @@ def _pair(specs: Sequence[tuple[int, bool]]) -> tuple[_Shaped, Dispatcher, _Shap
     fast_t, gen_t = _Shaped(specs), _Shaped(specs)
     fast = Dispatcher(DOMAIN, [Mount(fast_t, "f", "f")], _Runner())
     gen = Dispatcher(DOMAIN, [Mount(gen_t, "f", "f")], _Runner())
-    gen.fast_fetch = False
+    gen.planner.fast_enabled = False
     return fast_t, fast, gen_t, gen
 
 
@@ -174,7 +174,7 @@ def test_fast_path_bytes_equal_general_path(data: st.DataObject, specs: list[tup
         gen_t.answer = dict(zip(gen_t.ms, ans.values()))
         want = _fetch(gen, gs, pmids)
         assert _fetch(fast, fs, pmids) == want
-        hits = sum(f.hits for f in fast._fast.values() if not isinstance(f, int))
+        hits = sum(f.hits for f in fast.planner._fast.values() if not isinstance(f, int))
     if hits == 0:
         return  # nothing repeated with good values: the equality above is all there is to check
 
@@ -197,7 +197,7 @@ def test_repeat_takes_the_fast_path_and_changes_invalidate_it() -> None:
     pmids = tuple(m.pmid(DOMAIN) for m in t.ms)
     t.answer = {a: {1: 10, 2: 20}, b: 5, c: {1: 0.5, 2: 1.5}}
     first = _fetch(d, s, pmids)
-    layout = d._fast[pmids]
+    layout = d.planner._fast[pmids]
     assert not isinstance(layout, int) and layout.hits == 0
     t.answer = {a: {1: 11, 2: 21}, b: 6, c: {1: 2.5, 2: 3.5}}
     second = _fetch(d, s, pmids)
@@ -220,7 +220,7 @@ def test_repeat_takes_the_fast_path_and_changes_invalidate_it() -> None:
     # an equal profile in a new object (pmcd resends it on context switches): still the fast way
     s.prof = ProfilePdu(entries=(ProfileEntry(INDOM_ID, 1, (2,)),))
     _fetch(d, s, pmids)
-    fast = d._fast[pmids]
+    fast = d.planner._fast[pmids]
     assert not isinstance(fast, int)
     before = fast.hits
     s.prof = ProfilePdu(entries=(ProfileEntry(INDOM_ID, 1, (2,)),))

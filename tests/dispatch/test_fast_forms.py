@@ -129,7 +129,7 @@ def test_a_repeat_takes_the_fast_path_in_every_form(form: str, t: int) -> None:
         fast_t.answer, gen_t.answer = ans, dict(zip(gen_t.ms, ans.values()))
         replies.append(_fetch(fast, s, pmids))
         assert replies[-1] == _fetch(gen, _Session(), pmids)
-    layout = fast._fast[pmids]
+    layout = fast.planner._fast[pmids]
     assert not isinstance(layout, int) and layout.hits == 2, form  # both repeats went the fast way
     assert len(set(replies)) == 3
 
