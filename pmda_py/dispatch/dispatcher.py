@@ -41,9 +41,7 @@ from pmda_py.wire import (
 )
 
 __all__ = [
-    "DispatchStats",
     "Dispatcher",
-    "EncodedReply",
     "Mount",
     "Runner",
     "TableTimeout",
@@ -91,14 +89,6 @@ class HelpSource(Protocol):
     def text(self, ident: int, type_: int) -> str | None:
         """The one-line or long text for a PMID or indom, or None."""
         ...
-
-
-#: a reply already encoded (the fast fetch and INSTANCE paths)
-EncodedReply = EncodedPdu
-
-
-#: the dispatcher's counters (the name this module exported before pmda_py.stats)
-DispatchStats = PmdaStats
 
 
 class Dispatcher:
@@ -328,7 +318,7 @@ class Dispatcher:
         if remember:
             data = self.replies.get(pdu.pdu_type, event.key)
             if data is not None:
-                return EncodedReply(pdu.pdu_type, data)
+                return EncodedPdu(pdu.pdu_type, data)
         route = self._routes.get(pdu.pdu_type)
         if route is None:  # the session passes only request types: a bug if reached
             return ErrorPdu(PmErr.IPC)

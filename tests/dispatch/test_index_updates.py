@@ -17,7 +17,8 @@ from pmda_py.dispatch import Dispatcher, Mount, MountIndex
 from pmda_py.namespace import Namespace, Node
 from pmda_py.pmapi import PmType
 from pmda_py.table import FetchRequest, InDom, Metric, Table
-from tests.dispatch.test_fast_fetch import _fetch, _Runner, _Session
+from pmda_py.testing.support import InlineRunner
+from tests.dispatch.test_fast_fetch import _fetch, _Session
 
 DOMAIN = 251
 
@@ -107,7 +108,7 @@ ops_st = st.lists(
 def test_updated_index_is_a_rebuilt_one(ops: list[tuple[str, int, int]], data: st.DataObject) -> None:
     static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
     d = Dispatcher(
-        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], _Runner()
+        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], InlineRunner()
     )
     collided = False
     for op, c, i in ops:
@@ -152,7 +153,7 @@ def test_updated_index_is_a_rebuilt_one(ops: list[tuple[str, int, int]], data: s
 
 def test_other_tables_fast_layouts_survive_a_names_change() -> None:
     static, dyn = _Static(), _Dynamic()
-    d = Dispatcher(DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om")], _Runner())
+    d = Dispatcher(DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om")], InlineRunner())
     s = _Session()
     pmids = tuple(m.pmid(DOMAIN) for m in static.ms)
     first = _fetch(d, s, pmids)
@@ -181,7 +182,7 @@ class _Claims(_Dynamic):
 
 def test_a_cluster_given_up_or_claimed_takes_its_metrics_along() -> None:
     t = _Claims()
-    d = Dispatcher(DOMAIN, [Mount(_Static(), "static", "static"), Mount(t, "om", "om")], _Runner())
+    d = Dispatcher(DOMAIN, [Mount(_Static(), "static", "static"), Mount(t, "om", "om")], InlineRunner())
     t.ms.extend(t.metric(c, j) for c in (1, 2) for j in range(3))
     for claimed in ({1, 2}, {1}, {1, 2}, set(), {2}):
         t.claimed = claimed
@@ -197,7 +198,7 @@ def test_an_update_that_gives_up_at_once_reports_no_names_of_an_earlier_one() ->
     the names served, and pmcd hears of no change that did not happen."""
     static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
     d = Dispatcher(
-        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], _Runner()
+        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], InlineRunner()
     )
     dyn.ms.append(dyn.metric(11, 999))
     dyn.generation += 1

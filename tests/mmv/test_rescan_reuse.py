@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pmda_py.dispatch import Dispatcher, Mount, MountIndex
 from pmda_py.tables.mmv import MmvTable
-from tests.dispatch.test_fast_fetch import _Runner
+from pmda_py.testing.support import InlineRunner as _Runner
 from tests.mmv.corpus import MMV
 
 GENSTATS = (MMV / "qa_v1_genstats.mmv").read_bytes()  # metrics on two indoms
