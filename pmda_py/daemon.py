@@ -58,7 +58,7 @@ from pmda_py.session import (
 )
 from pmda_py.stats import PmdaStats
 from pmda_py.table import CheckMode, Table
-from pmda_py.table.core import check_mode_of
+from pmda_py.table.base import check_mode_of
 from pmda_py.wire import ErrorPdu, Pdu, PduType
 
 __all__ = [

@@ -31,7 +31,7 @@ from pmda_py.table import (
     Table,
     TableContext,
 )
-from pmda_py.table.core import check_mode_of
+from pmda_py.table.base import check_mode_of
 from pmda_py.wire import (
     EncodedPdu,
     ErrorPdu,

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from pmda_py import daemon
 from pmda_py.dispatch import ConfigError, Dispatcher, Mount
-from pmda_py.table.core import check_mode_of
+from pmda_py.table.base import check_mode_of
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.harness import open_table_pmda
 from pmda_py.testing.support import InlineRunner
