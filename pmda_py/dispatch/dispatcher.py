@@ -33,7 +33,6 @@ from pmda_py.table import (
 )
 from pmda_py.table.base import check_mode_of
 from pmda_py.wire import (
-    EncodedPdu,
     ErrorPdu,
     Pdu,
     PduType,
@@ -316,9 +315,9 @@ class Dispatcher:
         self.stats.count(kind)
         remember = event.key is not None and self.replies.enabled
         if remember:
-            data = self.replies.get(pdu.pdu_type, event.key)
-            if data is not None:
-                return EncodedPdu(pdu.pdu_type, data)
+            remembered = self.replies.get(pdu.pdu_type, event.key)
+            if remembered is not None:
+                return remembered
         route = self._routes.get(pdu.pdu_type)
         if route is None:  # the session passes only request types: a bug if reached
             return ErrorPdu(PmErr.IPC)

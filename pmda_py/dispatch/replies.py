@@ -22,6 +22,7 @@ import attrs
 
 from pmda_py.session import MEMO_TYPES
 from pmda_py.table import InDom
+from pmda_py.wire import EncodedPdu
 
 __all__ = ["ReplyCache"]
 
@@ -31,10 +32,10 @@ LIMIT: Final = 1 << 16
 
 @attrs.frozen
 class _Entry:
-    """A remembered reply's bytes (``from`` 0), and for INSTANCE the indom
-    and the version and size of its map when the reply was built."""
+    """A remembered reply (its bytes, ``from`` 0), and for INSTANCE the
+    indom and the version and size of its map when the reply was built."""
 
-    data: bytes
+    reply: EncodedPdu
     indom: InDom | None = None
     version: int = 0
     count: int = 0
@@ -57,7 +58,7 @@ class ReplyCache:
         #: indom id -> (the map an instance list was built from, its bytes)
         self._listings: dict[int, tuple[dict[int, str], bytes]] = {}
 
-    def get(self, pdu_type: int, key: bytes | None) -> bytes | None:
+    def get(self, pdu_type: int, key: bytes | None) -> EncodedPdu | None:
         """The reply remembered for this request, if it is still fresh."""
         if key is None:
             return None
@@ -68,16 +69,18 @@ class ReplyCache:
         if entry is None or not entry.fresh():
             return None
         self.hits += 1
-        return entry.data
+        return entry.reply
 
     def put(self, pdu_type: int, key: bytes, data: bytes, indom: InDom | None = None) -> None:
         memo = self._by_type[pdu_type]
         if len(memo) >= self.limit:
             memo.clear()
+        # (typed by the request: the bytes may be an ERROR's, PM_ERR_TEXT)
+        reply = EncodedPdu(pdu_type, data)
         if indom is None:
-            memo[key] = _Entry(data)
+            memo[key] = _Entry(reply)
         else:
-            memo[key] = _Entry(data, indom, indom.version, len(indom.instances))
+            memo[key] = _Entry(reply, indom, indom.version, len(indom.instances))
 
     def listing(self, indom: InDom) -> bytes | None:
         """The INSTANCE reply listing every instance of ``indom``, if its
