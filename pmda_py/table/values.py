@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Union
 import attrs
 
 from pmda_py.errors import PmdaError
-from pmda_py.pmapi import PmType
+from pmda_py.pmapi import TYPES, PmType
 
 if TYPE_CHECKING:
     from pmda_py.table.metric import Metric
@@ -59,7 +59,7 @@ class Columns:
 
 #: the ``array`` type code of each type :class:`PackedColumns` may carry
 PACKED_TYPECODES: Mapping[int, str] = MappingProxyType(
-    {PmType.I64: "q", PmType.U64: "Q", PmType.DOUBLE: "d", PmType.FLOAT: "f"}
+    {t: TYPES[t].code for t in (PmType.I64, PmType.U64, PmType.DOUBLE, PmType.FLOAT)}
 )
 
 
