@@ -13,7 +13,7 @@ from typing import Any
 
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pmapi import TYPES, EventFlag, PmType
-from pmda_py.table import PACKED_TYPECODES, Columns, Event, Metric, PackedColumns
+from pmda_py.table import PACKED_TYPECODES, Columns, Event, Metric, PackedColumns, Scalar
 from pmda_py.wire import EventArray, EventParam, EventRecord, ProfilePdu, ValueBlock
 from pmda_py.wire.result import PackedColumn
 
@@ -118,15 +118,15 @@ def event_arrays(type_: int, values: Sequence[Any], domain: int) -> list[EventAr
     return out
 
 
-def store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:
+def store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Scalar:
     """Decode one stored value per the metric's type, and range-check it."""
     t = metric.type
     if t in (PmType.I32, PmType.U32):
         if isinstance(value, ValueBlock):
             raise PmdaError(code=PmErr.TYPE)
-        v: Any = value & 0xFFFFFFFF
-        if t == PmType.I32 and v & 0x80000000:
-            v -= 1 << 32
+        v: Scalar = value & 0xFFFFFFFF
+        if t == PmType.I32 and value & 0x80000000:
+            v = (value & 0xFFFFFFFF) - (1 << 32)
     else:
         if not isinstance(value, ValueBlock):
             raise PmdaError(code=PmErr.TYPE)

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Callable, Protocol, TypeVar
 
 import structlog
@@ -27,6 +28,7 @@ from pmda_py.stats import PmdaStats
 from pmda_py.table import (
     InDom,
     Metric,
+    Scalar,
     StoreRequest,
     Table,
     TableContext,
@@ -68,7 +70,7 @@ class Runner(Protocol):
         """Run ``fn()`` for ``table``; raise :class:`TableTimeout` past its deadline."""
         ...
 
-    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[Any]]]]) -> list[Any]:
+    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[object]]]]) -> list[object]:
         """Run several calls concurrently; each result is a value or the
         exception it raised (TableTimeout on deadline)."""
         ...
@@ -80,6 +82,13 @@ class Runner(Protocol):
         deadline, raised since); return at once while such a check is still
         running or the table's checks are paused."""
         ...
+
+
+class Cancellable(Protocol):
+    """What a runtime's deadline scope tells once it is left (trio's ``CancelScope``)."""
+
+    @property
+    def cancelled_caught(self) -> bool: ...
 
 
 class HelpSource(Protocol):
@@ -109,7 +118,7 @@ class Dispatcher:
         runner: Runner,
         *,
         name: str = "pmda_py",
-        domain_labels: Mapping[str, Any] | None = None,
+        domain_labels: Mapping[str, object] | None = None,
         help_source: HelpSource | None = None,
         state_dir: str | None = None,
         stats: PmdaStats | None = None,
@@ -215,7 +224,7 @@ class Dispatcher:
             tables=[m.label for m in self.mounts],
         )
 
-    async def start_tables(self, deadline_scope: Callable[[float], Any]) -> None:
+    async def start_tables(self, deadline_scope: Callable[[float], AbstractContextManager[Cancellable]]) -> None:
         """Run every table's startup under its deadline (``deadline_scope``
         is the runtime's move-on-after, e.g. ``trio.move_on_after``);
         failures are logged and the table serves what it can."""
@@ -380,7 +389,7 @@ class Dispatcher:
             mount, metric = found
             if not metric.writable:
                 return ErrorPdu(PmErr.PERMISSION)
-            values: dict[int, Any] = {}
+            values: dict[int, Scalar] = {}
             for v in vs.values:
                 if metric.indom is None:
                     if v.inst != PM_IN_NULL:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import structlog
@@ -182,7 +182,7 @@ class MetaRequests:
 
     # -------------------------------------------------------------- LABELS
 
-    def domain_labels(self) -> dict[str, Any]:
+    def domain_labels(self) -> dict[str, object]:
         """The domain level: ``{"agent": name}`` (what libpcp gives an agent
         that sets no domain labels) plus the configured ones (``[pmda]
         labels``; the compat modes' agent names).  Tables' own domain labels
@@ -194,7 +194,7 @@ class MetaRequests:
             return {**self.dispatcher.mounts[0].table.domain_labels, **extra}
         return {"agent": self.dispatcher.name, **extra}
 
-    def cluster_labels(self, table: Table, cluster: int) -> Mapping[str, Any]:
+    def cluster_labels(self, table: Table, cluster: int) -> Mapping[str, object]:
         """A cluster's labels: its table's domain labels (several tables
         share the domain) and then the cluster's own."""
         own = table.cluster_labels.get(cluster, {})
@@ -223,7 +223,7 @@ class MetaRequests:
                 else:
                     sets.append(LabelSet.from_dict(dict(ind.labels_for(inst)), LabelType.INSTANCES, inst))
             return LabelPdu(pdu.ident, pdu.type, tuple(sets))
-        labels: Mapping[str, Any] = {}
+        labels: Mapping[str, object] = {}
         items: list[tuple[str, str, int]] | LabelText | None = None
         flag = t
         if t == LabelType.DOMAIN:
