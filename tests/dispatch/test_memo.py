@@ -272,3 +272,24 @@ async def test_each_request_checks_the_tables_once() -> None:
         hits.append((await _ask(disp, session, desc))[1])
     assert hits == [False, True, False]
     assert table.checks == 3
+
+
+class _Waiting(_Static):
+    """A table whose check may wait (a plain def: the runner bounds it)."""
+
+    def check(self) -> None:
+        pass
+
+
+async def test_remembered_replies_are_used_when_a_check_may_wait() -> None:
+    """A table whose check the runner bounds does not turn the reply cache
+    off: the check is awaited, then the remembered reply answers."""
+    table = _Waiting()
+    disp = Dispatcher(DOMAIN, [Mount(table, table.name, table.name, {})], InlineRunner())
+    session = Session()
+    session.start()
+    session.receive_data(CredsPdu.cversion(0).encode())
+    session.next_event()
+    desc = DescReqPdu(PMIDS[0]).encode()
+    hits = [(await _ask(disp, session, desc))[1] for _ in range(5)]
+    assert hits == [False, True, True, True, True]
