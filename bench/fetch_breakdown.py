@@ -94,7 +94,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     dispatcher_reply = await dispatcher.handle(Request(FetchPdu(pmids), 0))
     rows.append(("  session: frame, decode (kept), reply bytes", best(decode, reps)))
 
-    fast = dispatcher._fast[pmids]
+    fast = dispatcher.planner._fast[pmids]
     table = dispatcher.mounts[0].table
     answer: Any = None
 

@@ -15,8 +15,6 @@ returns, in order:
   ``ERROR(code)`` (what libpcp_pmda does), via :meth:`Session.send`;
 * :class:`Ignored` -- CONTROL_REQ, unknown types, undecodable no-reply PDUs:
   log and carry on;
-* :class:`Answered` -- a request answered at once by :attr:`Session.shortcut`
-  (a reply remembered for the same request bytes): write its bytes;
 * :data:`NEED_DATA`, or :data:`CLOSED` once the peer closed the channel.
 
 With ``require_creds`` (socket transports, where anyone may connect), the
@@ -41,7 +39,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Callable, Final, NoReturn, Optional, Union
+from typing import Final, NoReturn, Optional, Union
 
 import attrs
 
@@ -127,14 +125,11 @@ _REPLY_EXPECTED: Final = frozenset(
 )
 
 
-#: requests whose reply may be remembered by their bytes (see :attr:`Session.shortcut`)
+#: requests whose reply may be remembered by their bytes (a :class:`Request`'s ``key``)
 MEMO_TYPES: Final = frozenset({PduType.DESC_REQ, PduType.TEXT_REQ, PduType.LABEL_REQ, PduType.INSTANCE_REQ})
 
 #: FETCH PDUs kept decoded by their bytes (about one per client of pmcd)
 _FETCHES_KEPT: Final = 32
-
-#: ``(pdu_type, request body) -> reply bytes or None``: a remembered reply
-Shortcut = Callable[[int, bytes], Optional[bytes]]
 
 
 class SessionState(enum.Enum):
@@ -180,16 +175,6 @@ class Notice:
 
 
 @attrs.frozen
-class Answered:
-    """A request the :attr:`Session.shortcut` answered: ``data`` is the
-    reply, ``from`` 0, to be written as it is (nothing is pending)."""
-
-    pdu_type: int
-    context: int
-    data: bytes
-
-
-@attrs.frozen
 class Ignored:
     """A PDU that was dropped (CONTROL_REQ, unknown type, bad no-reply PDU)."""
 
@@ -198,7 +183,7 @@ class Ignored:
     reason: str
 
 
-Event = Union[Request, BadRequest, Notice, Ignored, Answered]
+Event = Union[Request, BadRequest, Notice, Ignored]
 
 
 class HandshakeError(Exception):
@@ -236,10 +221,6 @@ class Session:
     _contexts: dict[int, _Context] = attrs.field(factory=dict, init=False)
     _pending: list[int] = attrs.field(factory=list, init=False)  # PDU types awaiting a reply
     _last_profile: ProfilePdu = attrs.field(default=DEFAULT_PROFILE, init=False)
-    #: asked first, before decoding, for a request of a type in
-    #: :data:`MEMO_TYPES`: a reply's bytes answer it (an :class:`Answered`
-    #: event); None decodes it as usual (a :class:`Request` with its ``key``)
-    shortcut: Shortcut | None = attrs.field(default=None, init=False)
     #: the last FETCH PDUs decoded, by their bytes (pmcd repeats them per client)
     _fetches: dict[bytes, Pdu] = attrs.field(factory=dict, init=False)
 
@@ -365,10 +346,6 @@ class Session:
         key = None
         if pdu_type in MEMO_TYPES and self.state is SessionState.READY:
             key = frame[12:]
-            if self.shortcut is not None:
-                data = self.shortcut(pdu_type, key)
-                if data is not None and len(data) <= self.max_length:  # (a too big one is refused by send())
-                    return Answered(pdu_type, context, data)
         try:
             if pdu_type == PduType.FETCH:  # a client fetches the same PMIDs again and again
                 pdu = self._fetches.get(frame)

@@ -248,8 +248,7 @@ def test_repeated_fetches_decode_alike_per_context() -> None:
 
 def test_a_reply_over_the_pdu_limit_is_refused_not_sent() -> None:
     """An INSTANCE reply of 68 MB (over the 64 MiB PDU limit pmcd enforces)
-    becomes PM_ERR_TOOBIG, noted for the daemon to log; a remembered reply
-    that big is never used as a shortcut."""
+    becomes PM_ERR_TOOBIG, noted for the daemon to log."""
     from pmda_py.wire import InstanceEntry, InstancePdu, InstanceReqPdu
 
     s = started()
@@ -261,8 +260,19 @@ def test_a_reply_over_the_pdu_limit_is_refused_not_sent() -> None:
     assert isinstance(reply, ErrorPdu) and reply.code == PmErr.TOOBIG
     assert s.refused_reply is not None and s.refused_reply[1] > s.max_length == 64 * 1024 * 1024
     s.refused_reply = None
-    s.shortcut = lambda _type, _key: b"\0" * (s.max_length + 1)
     s.receive_data(InstanceReqPdu(5, from_=3).encode())
-    assert isinstance(s.next_event(), Request)  # decoded and dispatched, not answered with those bytes
+    assert isinstance(s.next_event(), Request)
     out = s.send(ErrorPdu(PmErr.INDOM))
     assert decode_pdu(out) == ErrorPdu(PmErr.INDOM) and s.refused_reply is None
+
+
+def test_remembered_reply_bytes_over_the_pdu_limit_are_refused_too() -> None:
+    """Encoded bytes (a remembered reply) go through the same limit."""
+    from pmda_py.wire import EncodedPdu, InstanceReqPdu, PduType
+
+    s = started()
+    s.receive_data(InstanceReqPdu(5, from_=3).encode())
+    assert isinstance(s.next_event(), Request)
+    reply = decode_pdu(s.send(EncodedPdu(PduType.INSTANCE, b"\0" * (s.max_length + 1))))
+    assert isinstance(reply, ErrorPdu) and reply.code == PmErr.TOOBIG
+    assert s.refused_reply is not None and s.refused_reply[1] > s.max_length

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.pmapi import EventFlag, PmType
-from pmda_py.table import PACKED_TYPECODES, Columns, Event, Metric, PackedColumns
+from pmda_py.pmapi import TYPES, EventFlag, PmType
+from pmda_py.table import PACKED_TYPECODES, Columns, Event, Metric, PackedColumns, Scalar
 from pmda_py.wire import EventArray, EventParam, EventRecord, ProfilePdu, ValueBlock
 from pmda_py.wire.result import PackedColumn
 
@@ -23,7 +23,7 @@ __all__ = ["PACKED_SIZE", "check_range", "columns", "event_arrays", "includes_al
 
 
 # types a PackedColumn can carry (DPTR blocks of fixed size), and that size
-PACKED_SIZE: dict[int, int] = {PmType.I64: 8, PmType.U64: 8, PmType.DOUBLE: 8, PmType.FLOAT: 4}
+PACKED_SIZE: dict[int, int] = {t: TYPES[PmType(t)].size for t in PACKED_TYPECODES}
 
 
 def includes_all(profile: ProfilePdu, indom: int) -> bool:
@@ -62,22 +62,11 @@ def columns(value: Any, type_: int) -> tuple[Sequence[int], Sequence[Any]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
+#: the integer types' ranges, and the array codes of each numeric type (from pmapi.TYPES)
 _RANGES: dict[int, tuple[int, int]] = {
-    PmType.I32: (-(1 << 31), (1 << 31) - 1),
-    PmType.U32: (0, (1 << 32) - 1),
-    PmType.I64: (-(1 << 63), (1 << 63) - 1),
-    PmType.U64: (0, (1 << 64) - 1),
+    t: (info.low, info.high) for t, info in TYPES.items() if info.low is not None and info.high is not None
 }
-
-
-_ARRAY_CODES: dict[int, tuple[str, ...]] = {
-    PmType.I32: ("i", "l"),
-    PmType.U32: ("I", "L"),
-    PmType.I64: ("q",),
-    PmType.U64: ("Q",),
-    PmType.FLOAT: ("f",),
-    PmType.DOUBLE: ("d",),
-}
+_ARRAY_CODES: dict[int, tuple[str, ...]] = {t: info.array_codes for t, info in TYPES.items() if info.array_codes}
 
 
 def check_range(type_: int, vals: Sequence[Any]) -> None:
@@ -129,15 +118,15 @@ def event_arrays(type_: int, values: Sequence[Any], domain: int) -> list[EventAr
     return out
 
 
-def store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Any:
+def store_value(metric: Metric, valfmt: int, value: int | ValueBlock) -> Scalar:
     """Decode one stored value per the metric's type, and range-check it."""
     t = metric.type
     if t in (PmType.I32, PmType.U32):
         if isinstance(value, ValueBlock):
             raise PmdaError(code=PmErr.TYPE)
-        v: Any = value & 0xFFFFFFFF
-        if t == PmType.I32 and v & 0x80000000:
-            v -= 1 << 32
+        v: Scalar = value & 0xFFFFFFFF
+        if t == PmType.I32 and value & 0x80000000:
+            v = (value & 0xFFFFFFFF) - (1 << 32)
     else:
         if not isinstance(value, ValueBlock):
             raise PmdaError(code=PmErr.TYPE)

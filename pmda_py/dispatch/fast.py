@@ -17,11 +17,16 @@ from typing import Any, Callable
 
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.dispatch.mounts import Mount
-from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns
+from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns, Values
 from pmda_py.wire import ProfilePdu
 from pmda_py.wire.layout import FIXED_CODES, FixedLayout
 
 __all__ = ["FastFetch"]
+
+#: takes the profile's values out of a group's values
+Picker = Callable[[Sequence[object]], Sequence[object]]
+#: a raw group: its group number, metrics, instances' copies, type codes, value lengths
+RawGroup = tuple[int, list[Metric], list[Sequence[int]], list[str], list[int]]
 
 _LITTLE = sys.byteorder == "little"
 _NUMBERS = frozenset((int, float))
@@ -45,7 +50,7 @@ _NGROUPS = 6
 _RAW = (_PACKED_G, _ARRAY8, _ARRAY4)
 
 
-def _inst_copy(insts: Any) -> Any:
+def _inst_copy(insts: Sequence[int]) -> Sequence[int] | None:
     """A copy of a table's instance sequence that compares equal to it only
     while its ids are the same (None: a kind of sequence not followed)."""
     kind = type(insts)
@@ -53,7 +58,7 @@ def _inst_copy(insts: Any) -> Any:
         return list(insts)
     if kind is tuple:
         return insts
-    if kind is array:
+    if isinstance(insts, array) and kind is array:
         return array(insts.typecode, insts)
     return None
 
@@ -94,16 +99,16 @@ class FastFetch:
         self.singles: list[Metric] = []
         #: dict metrics, every instance id of theirs in order, how many each has, the profile's pick
         self.dicts: list[Metric] = []
-        self.keys: list[Any] = []
+        self.keys: list[int] = []
         self.lens: list[int] = []
-        self.pick: Callable[[Sequence[Any]], Any] | None = None
+        self.pick: Picker | None = None
         #: Columns metrics (values of any sequence): their instances' copies, lengths, the profile's pick
         self.cols: list[Metric] = []
-        self.cols_copies: list[Any] = []
+        self.cols_copies: list[Sequence[int]] = []
         self.cols_lens: list[int] = []
-        self.cols_pick: Callable[[Sequence[Any]], Any] | None = None
+        self.cols_pick: Picker | None = None
         #: raw groups: (group, metrics, instances' copies, type codes, value lengths)
-        self.raw: list[tuple[int, list[Metric], list[Any], list[str], list[int]]] = []
+        self.raw: list[RawGroup] = []
         self.layout: FixedLayout
 
     @property
@@ -117,7 +122,7 @@ class FastFetch:
         pmids: Sequence[int],
         profile: ProfilePdu,
         by_pmid: Mapping[int, tuple[Mount, Metric]],
-        answers: Mapping[int, Mapping[Metric, Any]],
+        answers: Mapping[int, Mapping[Metric, Values]],
         data: bytes,
         ntables: int,
     ) -> FastFetch | None:
@@ -125,9 +130,7 @@ class FastFetch:
         when some value is not a plain number (or a column of them) of a
         fixed-size type."""
         self = cls(profile, ntables)
-        raws: dict[int, tuple[int, list[Metric], list[Any], list[str], list[int]]] = {
-            g: (g, [], [], [], []) for g in _RAW
-        }
+        raws: dict[int, RawGroup] = {g: (g, [], [], [], []) for g in _RAW}
         picked: dict[int, list[int]] = {_DICT: [], _COLS: []}
         flat = {_DICT: 0, _COLS: 0}  # values of the group so far, before the profile
         groups: list[int] = []
@@ -216,7 +219,7 @@ class FastFetch:
         self.cols_pick = _picker(picked[_COLS], flat[_COLS])
         return self
 
-    def encode(self, outcomes: list[Any], flags: int) -> bytes | None:
+    def encode(self, outcomes: Sequence[object], flags: int) -> bytes | None:
         """The reply for these table answers, or None to take the general path."""
         if len(outcomes) != self.ntables:
             return None
@@ -291,7 +294,7 @@ class FastFetch:
         return data
 
 
-def _picker(picked: list[int], flat: int) -> Callable[[Sequence[Any]], Any] | None:
+def _picker(picked: list[int], flat: int) -> Picker | None:
     """What takes the profile's values out of a group's ``flat`` values (None: all of them)."""
     if len(picked) == flat:
         return None

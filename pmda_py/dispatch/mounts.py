@@ -34,6 +34,11 @@ class Mount:
     prefix: str
     name: str = ""
     options: dict[str, str] = attrs.field(factory=dict)
+    #: the table's name in logs and counters: ``name``, else the table's class name
+    label: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.label = self.name or type(self.table).__name__
 
     def full(self, metric: Metric) -> str:
         return f"{self.prefix}.{metric.name}" if self.prefix else metric.name
@@ -103,7 +108,7 @@ class MountIndex:
             for c in sorted(clusters):
                 other = cluster_owner.get(c)
                 if other is not None and other is not mount:
-                    problem(f"tables {other.name or type(other.table).__name__} and {tname} both use cluster {c}")
+                    problem(f"tables {other.label} and {tname} both use cluster {c}")
                     continue
                 cluster_owner[c] = mount
             declared = set(t.indoms())

@@ -14,12 +14,10 @@ import structlog
 import trio
 
 from pmda_py.dispatch import Dispatcher, TableTimeout
-from pmda_py.dispatch.core import check_kind
 from pmda_py.errors import PmErr, WireFormatError, codename
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
-    Answered,
     BadRequest,
     Ignored,
     Notice,
@@ -27,7 +25,8 @@ from pmda_py.session import (
     Session,
     SessionState,
 )
-from pmda_py.table import Table
+from pmda_py.table import CheckMode, Table
+from pmda_py.table.base import check_mode_of
 from pmda_py.wire import ErrorPdu, Pdu, PduType
 
 __all__ = ["CHECK_PAUSE", "Active", "TrioRunner", "serve_session", "serve_stream"]
@@ -54,7 +53,7 @@ class TrioRunner:
         #: worker thread: None while it runs, then what it raised, or
         #: ``_DONE``; an async check's id -> when its pause ends
         self._pending: dict[int, Any] = {}
-        self._how: dict[type[Table], str] = {}
+        self._how: dict[type[Table], CheckMode] = {}
 
     async def check(self, table: Table) -> None:
         key = id(table)
@@ -68,9 +67,9 @@ class TrioRunner:
         kind = type(table)
         how = self._how.get(kind)
         if how is None:
-            how = self._how[kind] = check_kind(kind.check)
-        if how == "inline":  # an async check that never awaits: nothing could cut it short
-            await table.check()  # type: ignore[misc]  # an async def check returns its coroutine
+            how = self._how[kind] = check_mode_of(kind)
+        if how == "inline":  # declared: a plain def called here, no deadline (nothing could cut it short)
+            table.check()
             return
         deadline = table.check_deadline
         if how == "async":
@@ -159,9 +158,6 @@ async def serve_session(
     """:func:`serve_stream` for a session whose CREDS were already sent
     (and pmcd's perhaps received, by :func:`await_creds`)."""
     active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
-    # replies remembered by request bytes answer before any decoding (the
-    # dispatcher in service is looked up each time: a reload swaps it)
-    session.shortcut = lambda pdu_type, key: active.dispatcher.memo_reply(pdu_type, key)
     if notready:
         session.not_ready()
         log.info("notready", detail="pmcd.conf 'notready': starting tables before READY")
@@ -187,35 +183,32 @@ async def serve_session(
             if session.truncated:
                 log.warning("eof_mid_pdu", detail="pmcd closed the channel in the middle of a PDU")
             return "eof"
-        if isinstance(event, (Answered, Request, BadRequest)):
-            if isinstance(event, Answered):
-                data = event.data
-            else:
-                if isinstance(event, BadRequest):
-                    log.warning(
-                        "bad_request",
-                        type=_type_name(event.pdu_type),
-                        context=event.context,
-                        code=codename(event.code),
-                        error=event.reason,
-                    )
-                if not active.loaded.is_set() and isinstance(event, Request):
-                    with trio.move_on_after(active.request_grace):  # tables still loading
-                        await active.loaded.wait()
-                try:
-                    reply: Pdu = (
-                        await active.dispatcher.handle(event)
-                        if active.loaded.is_set() or not isinstance(event, Request)
-                        else _loading_reply(event)
-                    )
-                except Exception as exc:  # a bug: still answer, pmcd must not wait
-                    log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
-                    reply = ErrorPdu(PmErr.GENERIC)
-                data = session.send(reply)
-                if session.refused_reply is not None:
-                    kind, size = session.refused_reply
-                    session.refused_reply = None
-                    log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
+        if isinstance(event, (Request, BadRequest)):
+            if isinstance(event, BadRequest):
+                log.warning(
+                    "bad_request",
+                    type=_type_name(event.pdu_type),
+                    context=event.context,
+                    code=codename(event.code),
+                    error=event.reason,
+                )
+            if not active.loaded.is_set() and isinstance(event, Request):
+                with trio.move_on_after(active.request_grace):  # tables still loading
+                    await active.loaded.wait()
+            try:
+                reply: Pdu = (
+                    await active.dispatcher.handle(event)
+                    if active.loaded.is_set() or not isinstance(event, Request)
+                    else _loading_reply(event)
+                )
+            except Exception as exc:  # a bug: still answer, pmcd must not wait
+                log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
+                reply = ErrorPdu(PmErr.GENERIC)
+            data = session.send(reply)
+            if session.refused_reply is not None:
+                kind, size = session.refused_reply
+                session.refused_reply = None
+                log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
             try:
                 await stream.send_all(data)
                 if session.state is SessionState.NOTREADY:

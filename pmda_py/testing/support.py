@@ -1,7 +1,7 @@
 """What the project's own tests (and a table author's) share: the daemon's
 command line, a directory other users can traverse, and a runner that runs
 table calls in the test's own task (the dispatcher's
-:class:`~pmda_py.dispatch.core.Runner` without deadlines).
+:class:`~pmda_py.dispatch.Runner` without deadlines).
 
 Example::
 

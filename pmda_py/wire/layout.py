@@ -10,7 +10,7 @@ from array import array
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from pmda_py.pmapi import PmType
+from pmda_py.pmapi import TYPES
 from pmda_py.wire.pdus import PduType, ValFmt
 
 __all__ = ["FIXED_CODES", "FixedLayout"]
@@ -18,14 +18,7 @@ __all__ = ["FIXED_CODES", "FixedLayout"]
 _LITTLE: Final = sys.byteorder == "little"
 
 #: struct codes of the types a :class:`FixedLayout` writes (32-bit INSITU, the rest 4/8-byte DPTR blocks)
-FIXED_CODES: Final[dict[int, str]] = {
-    PmType.I32: "i",
-    PmType.U32: "I",
-    PmType.I64: "q",
-    PmType.U64: "Q",
-    PmType.FLOAT: "f",
-    PmType.DOUBLE: "d",
-}
+FIXED_CODES: Final[dict[int, str]] = {t: info.code for t, info in TYPES.items() if info.form != "var"}
 
 #: a memoryview format of each value size (the moves copy bytes, whatever the type)
 _MOVE_FORMAT: Final[dict[int, Literal["I", "Q"]]] = {4: "I", 8: "Q"}

@@ -126,7 +126,7 @@ def test_sets_pcp_decoders_refuse_become_toobig() -> None:
     """A set whose index points outside its JSON text (pmdammv sends one for a
     list with wide inner whitespace) is refused by p_label.c with PM_ERR_IPC,
     and pmcd then drops the agent: the dispatcher answers PM_ERR_TOOBIG."""
-    from pmda_py.dispatch.core import _label_fits
+    from pmda_py.dispatch.meta import _label_fits
     from pmda_py.errors import PmErr
     from pmda_py.wire import ErrorPdu, Label, LabelPdu, LabelSet
 

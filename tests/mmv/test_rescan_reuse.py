@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pmda_py.dispatch import Dispatcher, Mount, MountIndex
 from pmda_py.mmv.table import MmvTable
-from tests.daemon.test_fast_fetch import _Runner
+from pmda_py.testing.support import InlineRunner as _Runner
 from tests.mmv.corpus import MMV
 
 GENSTATS = (MMV / "qa_v1_genstats.mmv").read_bytes()  # metrics on two indoms
@@ -35,7 +35,7 @@ def _rescan(table: MmvTable, disp: Dispatcher) -> tuple[set[str], set[str]]:
     assert disp.index_rebuilds == rebuilds, "an in-place update was expected"
     fresh = MountIndex.build(disp.mounts, disp.domain, strict=False, prepare=lambda ind: None)
     assert disp.all_names == fresh.by_name  # what a build from scratch gives
-    gone, came = disp._index.partial
+    gone, came = disp.index.partial
     return set(gone), set(came)
 
 
@@ -50,7 +50,7 @@ def test_a_one_file_change_reindexes_only_that_file(tmp_path: Path) -> None:
     names = set(disp.all_names)
     per_file = {n for n in names if n.startswith("mmv.f07.")}
     assert per_file and len(names) > N * len(per_file) // 2
-    before = {p: m for p, (_mount, m) in disp._by_pmid.items()}
+    before = {p: m for p, (_mount, m) in disp.index.by_pmid.items()}
 
     # nothing changed (a reload): nothing touched
     assert _rescan(table, disp) == (set(), set())
@@ -61,8 +61,8 @@ def test_a_one_file_change_reindexes_only_that_file(tmp_path: Path) -> None:
     assert gone and came
     assert all(n.startswith("mmv.f07.") for n in gone | came), sorted(gone | came)
     # (the metrics of every other file are the very objects indexed before)
-    for p, (_mount, m) in disp._by_pmid.items():
-        if not disp._index.by_name.get(f"mmv.{m.name}") or m.name.startswith("f07."):
+    for p, (_mount, m) in disp.index.by_pmid.items():
+        if not disp.index.by_name.get(f"mmv.{m.name}") or m.name.startswith("f07."):
             continue
         if p in before:
             assert before[p] is m, m.name

@@ -1,7 +1,8 @@
 """Misbehaving tables for fault tests: ``slow`` overruns its deadline,
 ``crash`` raises or returns values of the wrong type, and the check tables'
 check() blocks (``blockcheck``), sleeps past its deadline (``sleepcheck``) or
-raises (``raisecheck``, ``araisecheck``).  Test code only: the daemon loads
+raises (``raisecheck``, ``araisecheck``); ``inlinecheck`` is declared inline
+(a stat's kind: called in the event loop, no deadline).  Test code only: the daemon loads
 them by module path (``tests.tables.faults:SlowTable``) with the repository
 on its path.
 
@@ -22,6 +23,7 @@ __all__ = [
     "BlockingCheck",
     "CheckTable",
     "CrashTable",
+    "InlineCheck",
     "RaisingCheck",
     "SleepingCheck",
     "SlowTable",
@@ -144,3 +146,20 @@ class AsyncRaisingCheck(CheckTable):
         self.started += 1
         await trio.lowlevel.checkpoint()
         raise RuntimeError("async check crashed on purpose")
+
+
+class InlineCheck(CheckTable):
+    """A plain check() declared inline; ``threads`` holds the idents of the
+    threads it ran in."""
+
+    name = "inlinecheck"
+    check_mode = "inline"
+
+    def __init__(self, seconds: str = "10", **options: str) -> None:
+        super().__init__(seconds, **options)
+        self.threads: set[int | None] = set()
+
+    def check(self) -> None:
+        self.started += 1
+        self.threads.add(threading.get_ident())
+        self.ended += 1

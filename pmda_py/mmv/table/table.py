@@ -105,6 +105,7 @@ class MmvTable(Table):
     name = "mmv"
     accepts_options = True
     dynamic_names = True  # one subtree per MMV file, appearing and going at run time
+    check_mode = "inline"  # check() is a stat and a queue read: called in the event loop
 
     def __init__(
         self,
@@ -214,7 +215,7 @@ class MmvTable(Table):
             return (-1, err.errno or 0)
         return (st.st_mtime_ns, 0)
 
-    async def check(self) -> None:
+    def check(self) -> None:
         """Before every request: take a finished scan, and notice changes
         cheaply (pmdammv's triggers: the directory changed -- inotify, or
         its mtime where there is none --, a file was in flux at the last
@@ -224,7 +225,7 @@ class MmvTable(Table):
         generations and writer pids are checked by the thread's sweep.
         A directory whose last scan took under ``inline_scan`` seconds is
         scanned here instead, as pmdammv does, unless the thread is at it.
-        It never awaits (the dispatcher runs it inline, no cancel scope)."""
+        Declared inline (``check_mode``): called in the event loop, no deadline."""
         if not self._scanned:
             self._apply(self._scan_state())
             return

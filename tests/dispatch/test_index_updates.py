@@ -17,7 +17,8 @@ from pmda_py.dispatch import Dispatcher, Mount, MountIndex
 from pmda_py.namespace import Namespace, Node
 from pmda_py.pmapi import PmType
 from pmda_py.table import FetchRequest, InDom, Metric, Table
-from tests.daemon.test_fast_fetch import _fetch, _Runner, _Session
+from pmda_py.testing.support import InlineRunner
+from tests.dispatch.test_fast_fetch import _fetch, _Session
 
 DOMAIN = 251
 
@@ -82,13 +83,13 @@ def _tree(ns: Namespace) -> dict[str, set[tuple[str, int | None]]]:
 
 def _same(d: Dispatcher) -> None:
     fresh = MountIndex.build(d.mounts, DOMAIN, strict=False, prepare=lambda ind: None)
-    assert d._by_pmid == fresh.by_pmid
-    assert d._by_name == fresh.by_name
-    assert d._by_indom == fresh.by_indom
-    assert _tree(d._pmns) == _tree(fresh.pmns)
-    assert d._pmns.leaves() == fresh.pmns.leaves()
+    assert d.index.by_pmid == fresh.by_pmid
+    assert d.index.by_name == fresh.by_name
+    assert d.index.by_indom == fresh.by_indom
+    assert _tree(d.index.pmns) == _tree(fresh.pmns)
+    assert d.index.pmns.leaves() == fresh.pmns.leaves()
     for p in fresh.by_pmid:
-        assert d._pmns.names(p) == fresh.pmns.names(p)
+        assert d.index.pmns.names(p) == fresh.pmns.names(p)
 
 
 ops_st = st.lists(
@@ -107,7 +108,7 @@ ops_st = st.lists(
 def test_updated_index_is_a_rebuilt_one(ops: list[tuple[str, int, int]], data: st.DataObject) -> None:
     static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
     d = Dispatcher(
-        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], _Runner()
+        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], InlineRunner()
     )
     collided = False
     for op, c, i in ops:
@@ -141,29 +142,29 @@ def test_updated_index_is_a_rebuilt_one(ops: list[tuple[str, int, int]], data: s
         t.generation += 1
         if op == "collide" and i % 5 == 0:
             (dyn2 if t is dyn else dyn).generation += 1
-        before = set(d._by_name)
+        before = set(d.index.by_name)
         d.names_changed = False  # (a RESULT told pmcd of the last change)
         d._refresh_index()
         _same(d)
-        assert d.names_changed == (set(d._by_name) != before)  # pmcd hears of a names change, and only of one
+        assert d.names_changed == (set(d.index.by_name) != before)  # pmcd hears of a names change, and only of one
     if not collided:
         assert d.index_rebuilds == 1, "every change was an update in place"
 
 
 def test_other_tables_fast_layouts_survive_a_names_change() -> None:
     static, dyn = _Static(), _Dynamic()
-    d = Dispatcher(DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om")], _Runner())
+    d = Dispatcher(DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om")], InlineRunner())
     s = _Session()
     pmids = tuple(m.pmid(DOMAIN) for m in static.ms)
     first = _fetch(d, s, pmids)
     _fetch(d, s, pmids)
-    layout = d._fast[pmids]
+    layout = d.planner._fast[pmids]
     assert not isinstance(layout, int) and layout.hits == 1
     dyn.ms.extend(dyn.metric(1, j) for j in range(100))
     dyn.generation += 1
     second = _fetch(d, s, pmids)  # the names change is told (PMDA_EXT_NAMES_CHANGE) ...
     assert second[12:16] != first[12:16] and second[16:] == first[16:]
-    assert d._fast[pmids] is layout and layout.hits == 2  # ... by the same layout, still fast
+    assert d.planner._fast[pmids] is layout and layout.hits == 2  # ... by the same layout, still fast
     assert d.index_rebuilds == 1 and d.index_updates == 1
     assert d.pmid_of("om.s1.m5") == dyn.ms[5].pmid(DOMAIN)
 
@@ -181,14 +182,14 @@ class _Claims(_Dynamic):
 
 def test_a_cluster_given_up_or_claimed_takes_its_metrics_along() -> None:
     t = _Claims()
-    d = Dispatcher(DOMAIN, [Mount(_Static(), "static", "static"), Mount(t, "om", "om")], _Runner())
+    d = Dispatcher(DOMAIN, [Mount(_Static(), "static", "static"), Mount(t, "om", "om")], InlineRunner())
     t.ms.extend(t.metric(c, j) for c in (1, 2) for j in range(3))
     for claimed in ({1, 2}, {1}, {1, 2}, set(), {2}):
         t.claimed = claimed
         t.generation += 1
         d._refresh_index()
         _same(d)
-        assert {d.metric(p)[1].cluster for p in d._by_pmid if d.metric(p)[0].table is t} == claimed  # type: ignore[index]
+        assert {d.metric(p)[1].cluster for p in d.index.by_pmid if d.metric(p)[0].table is t} == claimed  # type: ignore[index]
 
 
 def test_an_update_that_gives_up_at_once_reports_no_names_of_an_earlier_one() -> None:
@@ -197,7 +198,7 @@ def test_an_update_that_gives_up_at_once_reports_no_names_of_an_earlier_one() ->
     the names served, and pmcd hears of no change that did not happen."""
     static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
     d = Dispatcher(
-        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], _Runner()
+        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], InlineRunner()
     )
     dyn.ms.append(dyn.metric(11, 999))
     dyn.generation += 1

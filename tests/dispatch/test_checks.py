@@ -5,6 +5,7 @@ mounts' as usual.  The fault tables are in tests/tables/faults.py."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -12,12 +13,13 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-from pmda_py.dispatch import Mount
-from pmda_py.dispatch.core import check_kind
+from pmda_py.dispatch import ConfigError, Dispatcher, Mount
 from pmda_py.runtime import pump as daemon
+from pmda_py.table.base import check_mode_of
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.harness import open_table_pmda
-from tests.tables.faults import AsyncRaisingCheck, BlockingCheck, CheckTable, RaisingCheck, SleepingCheck
+from pmda_py.testing.support import InlineRunner
+from tests.tables.faults import AsyncRaisingCheck, BlockingCheck, CheckTable, InlineCheck, RaisingCheck, SleepingCheck
 
 #: pmcd drops an agent that has not answered a request in this many seconds
 #: (pmcd -t, default 5): every request must be answered well within it
@@ -144,16 +146,16 @@ async def test_a_raising_check_is_logged_and_the_request_answered(tmp_path: Any,
 
 
 def test_how_each_kind_of_check_runs() -> None:
-    """A plain check goes to a thread, an async one that awaits under a
-    cancel scope, one that never awaits (MMV's) inline: it cannot suspend,
-    so a deadline could not cut it."""
-    from pmda_py.mmv.table import MmvTable
-
-    assert check_kind(BlockingCheck.check) == "thread"
-    assert check_kind(RaisingCheck.check) == "thread"
-    assert check_kind(SleepingCheck.check) == "async"
-    assert check_kind(AsyncRaisingCheck.check) == "async"
-    assert check_kind(MmvTable.check) == "inline"
+    """A plain check goes to a thread, an async one under a cancel scope,
+    one declared ``check_mode = "inline"`` (a plain def: a stat) is called
+    in the event loop: nothing could cut it short.  The mode is declared,
+    never read from the code: an async check that never awaits is still
+    awaited under its deadline."""
+    assert check_mode_of(BlockingCheck) == "thread"
+    assert check_mode_of(RaisingCheck) == "thread"
+    assert check_mode_of(SleepingCheck) == "async"
+    assert check_mode_of(AsyncRaisingCheck) == "async"
+    assert check_mode_of(InlineCheck) == "inline"
 
     class AsyncWith(CheckTable):
         async def check(self) -> None:
@@ -169,5 +171,56 @@ def test_how_each_kind_of_check_runs() -> None:
             for _ in ():
                 yield
 
-    assert check_kind(AsyncWith.check) == "async"
-    assert check_kind(AsyncFor.check) == "async"
+    class NeverAwaits(CheckTable):
+        async def check(self) -> None:
+            self.started += 1
+
+    assert check_mode_of(AsyncWith) == "async"
+    assert check_mode_of(AsyncFor) == "async"
+    assert check_mode_of(NeverAwaits) == "async"
+
+
+def test_the_mmv_table_checks_inline() -> None:
+    from pmda_py.mmv.table import MmvTable
+
+    assert check_mode_of(MmvTable) == "inline"
+
+
+def test_a_check_mode_that_does_not_fit_its_check_is_refused() -> None:
+    """``"inline"`` or ``"thread"`` on an async def, ``"async"`` on a plain
+    def, or a mode that is none of these: the table does not mount."""
+
+    class InlineAsync(CheckTable):
+        check_mode = "inline"
+
+        async def check(self) -> None:
+            pass
+
+    class AsyncPlain(CheckTable):
+        check_mode = "async"
+
+        def check(self) -> None:
+            pass
+
+    class Misspelt(CheckTable):
+        check_mode = "inlined"  # type: ignore[assignment]
+
+        def check(self) -> None:
+            pass
+
+    for bad in (InlineAsync, AsyncPlain, Misspelt):
+        with pytest.raises(TypeError, match="check_mode"):
+            check_mode_of(bad)
+        with pytest.raises(ConfigError, match="check_mode"):
+            Dispatcher(251, [Mount(bad(), "c", "c")], InlineRunner())
+
+
+async def test_an_inline_check_runs_in_the_event_loop_before_each_request(tmp_path: Any) -> None:
+    """A declared inline check is called in the daemon's own thread, before
+    every request, with no deadline; its changes are seen by that request."""
+    table = InlineCheck()
+    async with open_table_pmda(*_mounts(table, tmp_path), domain=253) as pmda:
+        seen = [(await pmda.fetch_values(["c.checks"]))["c.checks"] for _ in range(3)]
+    assert seen[0] >= 1 and seen[1] > seen[0] and seen[2] > seen[1]  # each request checked first
+    assert table.started == table.ended >= 3
+    assert table.threads == {threading.main_thread().ident}

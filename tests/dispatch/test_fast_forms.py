@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pmda_py.pmapi import PmType
 from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns
 from pmda_py.wire.layout import FIXED_CODES
-from tests.daemon.test_fast_fetch import DOMAIN, LIMITS, TYPES, _fetch, _pair, _Session, _value, profiles_st
+from tests.dispatch.test_fast_fetch import DOMAIN, LIMITS, TYPES, _fetch, _pair, _Session, _value, profiles_st
 
 FORMS = ["dict", "list", "tuple", "array", "array_double", "packed", "packed_long", "packed_code"]
 
@@ -69,6 +69,7 @@ def _values(draw: st.DrawFn, t: int, n: int, clean: bool) -> list[Any]:
 
 @settings(max_examples=400, deadline=None)
 @given(data=st.data(), specs=st.lists(st.tuples(st.sampled_from(TYPES), st.booleans()), min_size=1, max_size=8))
+@pytest.mark.slow
 def test_every_form_answers_the_general_paths_bytes(data: st.DataObject, specs: list[tuple[int, bool]]) -> None:
     fast_t, fast, gen_t, gen = _pair(specs)
     fs, gs = _Session(), _Session()
@@ -129,7 +130,7 @@ def test_a_repeat_takes_the_fast_path_in_every_form(form: str, t: int) -> None:
         fast_t.answer, gen_t.answer = ans, dict(zip(gen_t.ms, ans.values()))
         replies.append(_fetch(fast, s, pmids))
         assert replies[-1] == _fetch(gen, _Session(), pmids)
-    layout = fast._fast[pmids]
+    layout = fast.planner._fast[pmids]
     assert not isinstance(layout, int) and layout.hits == 2, form  # both repeats went the fast way
     assert len(set(replies)) == 3
 

@@ -1,13 +1,13 @@
 """Replies remembered by their request bytes (DESC, TEXT, LABEL, INSTANCE):
-the session's shortcut answers what the dispatcher would build, byte for
-byte, and a changed index, instance set or table-computed label is never
+the dispatcher's reply cache answers what the dispatcher would build, byte
+for byte, and a changed index, instance set or table-computed label is never
 answered from memory."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 import trio
 from hypothesis import example, given, settings
@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from pmda_py.dispatch import Dispatcher, Mount
 from pmda_py.pmapi import LabelType, PmType, TextType, indom, pmid
-from pmda_py.session import Answered, Request, Session
+from pmda_py.session import Request, Session
 from pmda_py.table import InDom, Metric, Table
+from pmda_py.testing.support import InlineRunner
 from pmda_py.wire import (
     CredsPdu,
     DescReqPdu,
@@ -28,17 +29,6 @@ from pmda_py.wire import (
 )
 
 DOMAIN = 251
-
-
-class _Runner:
-    async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        return await fn()
-
-    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[Any]]]]) -> list[Any]:
-        return [await fn() for _t, _w, fn in calls]
-
-    async def check(self, table: Table) -> None:
-        pass
 
 
 class _Static(Table):
@@ -99,23 +89,21 @@ class _Refreshed(Table):
 
 def _world() -> tuple[Dispatcher, Session, _Static, _Computed, _Refreshed]:
     tables = (_Static(), _Computed(), _Refreshed())
-    disp = Dispatcher(DOMAIN, [Mount(t, t.name, t.name, {}) for t in tables], _Runner())
+    disp = Dispatcher(DOMAIN, [Mount(t, t.name, t.name, {}) for t in tables], InlineRunner())
     session = Session()
     session.start()
-    session.shortcut = disp.memo_reply
     session.receive_data(CredsPdu.cversion(0).encode())
     assert not isinstance(session.next_event(), Request)
     return disp, session, *tables
 
 
 async def _ask(disp: Dispatcher, session: Session, req: bytes) -> tuple[bytes, bool]:
-    """The reply's bytes, and whether the shortcut gave them."""
+    """The reply's bytes, and whether the reply cache gave them."""
     session.receive_data(req)
     event = session.next_event()
-    if isinstance(event, Answered):
-        return event.data, True
     assert isinstance(event, Request), event
-    return session.send(await disp.handle(event)), False
+    hits = disp.replies.hits
+    return session.send(await disp.handle(event)), disp.replies.hits > hits
 
 
 PMIDS = [pmid(DOMAIN, 0, 0), pmid(DOMAIN, 0, 1), pmid(DOMAIN, 0, 9), pmid(DOMAIN, 1, 0), pmid(DOMAIN, 2, 0)]
@@ -161,7 +149,7 @@ def test_remembered_replies_are_the_built_ones(script: list[bytes | str]) -> Non
 
     async def run() -> int:
         worlds = [_world(), _world()]
-        worlds[1][0].memo = False
+        worlds[1][0].replies.enabled = False
         hits = 0
         for step in script:
             if isinstance(step, bytes):
@@ -254,13 +242,15 @@ def test_reindex_leaves_the_collector_as_it_was() -> None:
 
 
 class _Checked(_Static):
-    """A table whose check (inline: it never awaits) counts its calls."""
+    """A table whose check (declared inline) counts its calls."""
+
+    check_mode = "inline"
 
     def __init__(self) -> None:
         super().__init__()
         self.checks = 0
 
-    async def check(self) -> None:
+    def check(self) -> None:
         self.checks += 1
 
 
@@ -268,10 +258,9 @@ async def test_each_request_checks_the_tables_once() -> None:
     """A remembered reply found stale is built by handle() without running
     the checks a second time for the same request."""
     table = _Checked()
-    disp = Dispatcher(DOMAIN, [Mount(table, table.name, table.name, {})], _Runner())
+    disp = Dispatcher(DOMAIN, [Mount(table, table.name, table.name, {})], InlineRunner())
     session = Session()
     session.start()
-    session.shortcut = disp.memo_reply
     session.receive_data(CredsPdu.cversion(0).encode())
     session.next_event()
     desc = DescReqPdu(PMIDS[0]).encode()
@@ -283,3 +272,24 @@ async def test_each_request_checks_the_tables_once() -> None:
         hits.append((await _ask(disp, session, desc))[1])
     assert hits == [False, True, False]
     assert table.checks == 3
+
+
+class _Waiting(_Static):
+    """A table whose check may wait (a plain def: the runner bounds it)."""
+
+    def check(self) -> None:
+        pass
+
+
+async def test_remembered_replies_are_used_when_a_check_may_wait() -> None:
+    """A table whose check the runner bounds does not turn the reply cache
+    off: the check is awaited, then the remembered reply answers."""
+    table = _Waiting()
+    disp = Dispatcher(DOMAIN, [Mount(table, table.name, table.name, {})], InlineRunner())
+    session = Session()
+    session.start()
+    session.receive_data(CredsPdu.cversion(0).encode())
+    session.next_event()
+    desc = DescReqPdu(PMIDS[0]).encode()
+    hits = [(await _ask(disp, session, desc))[1] for _ in range(5)]
+    assert hits == [False, True, True, True, True]

@@ -1,0 +1,309 @@
+"""The one FETCH planner: every FETCH comes in by :meth:`FetchPlanner.fetch`,
+which asks the tables (through the runner) and picks the encoder for their
+answers, in this order:
+
+1. packed -- one table answered the whole request with a
+   :class:`~pmda_py.table.PackedFetch`: its values are already encoded;
+2. fast -- the same PMIDs were fetched before and every value was a fixed-size
+   number: the layout learnt then (:class:`~pmda_py.dispatch.fast.FastFetch`
+   over :class:`~pmda_py.wire.layout.FixedLayout`) takes the new values;
+3. general -- each metric's value is coerced and encoded one by one
+   (:class:`~pmda_py.wire.result.ResultBuilder`), and its layout is learnt
+   for the next time.
+
+Sans-IO, no trio.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Final, Union
+
+import structlog
+
+from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, event_arrays, includes_all
+from pmda_py.dispatch.fast import FastFetch
+from pmda_py.dispatch.mounts import Mount
+from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename
+from pmda_py.pmapi import PM_IN_NULL, PmType
+from pmda_py.session import Request
+from pmda_py.table import PACKED_TYPECODES, FetchRequest, FetchResult, Metric, PackedColumns, PackedFetch, Table, Values
+from pmda_py.wire import EncodedPdu, ErrorPdu, FetchPdu, Pdu, PduType, ProfilePdu
+from pmda_py.wire.result import (
+    PackedColumn,
+    PackedRun,
+    PackedRunCache,
+    ResultBuilder,
+    SectionCache,
+    encode_packed_run,
+)
+
+if TYPE_CHECKING:
+    from pmda_py.dispatch.dispatcher import Dispatcher
+
+__all__ = ["FetchPlanner"]
+
+log = structlog.get_logger("pmda_py.dispatch")
+
+#: PMID lists whose plan is kept (pmcd's clients each fetch their own)
+SLOTS: Final = 32
+#: fetches before a PMID list found ineligible for the fast path is looked at again
+RETRY: Final = 64
+_EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
+
+#: what a table's fetch came back with: its answer, or the exception it raised
+Outcome = Union[FetchResult, BaseException, object]
+#: the request's known metrics by table (id of the mount), each once, in request order
+Wanted = dict[int, tuple[Mount, list[Metric]]]
+
+
+class FetchPlanner:
+    """Answers the FETCHes of one dispatcher (see the module docstring);
+    keeps what it learnt by the request's PMIDs until the index changes."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        #: whether repeated fetches take the fast path (off: always the general one)
+        self.fast_enabled = True
+        #: FETCHes planned (the clock of the fast path's retries)
+        self.planned = 0
+        #: the last fetch's value-set section, reused when the next has the same shape
+        self._result_cache = SectionCache()
+        #: the packed encoder's templates, by the request's PMIDs (a sweep of several fetches keeps one each)
+        self._packed_caches: dict[tuple[int, ...], PackedRunCache] = {}
+        #: the layouts of repeated fetches by the request's PMIDs, or the
+        #: fetch count after which an ineligible PMID list is tried again
+        self._fast: dict[tuple[int, ...], FastFetch | int] = {}
+        self._wanted: dict[tuple[int, ...], Wanted] = {}
+
+    def clear(self) -> None:
+        """Forget every plan (the index was rebuilt)."""
+        self._fast.clear()
+        self._wanted.clear()
+
+    def forget(self, changed: set[int]) -> None:
+        """Forget the plans of requests naming one of the ``changed`` PMIDs."""
+        for cache in (self._fast, self._wanted, self._packed_caches):
+            for key in [key for key in cache if not changed.isdisjoint(key)]:
+                del cache[key]
+
+    async def fetch(self, event: Request, pdu: FetchPdu) -> Pdu:
+        """The reply to one FETCH."""
+        t0 = time.perf_counter()
+        d = self.dispatcher
+        self.planned += 1
+        context, profile, attributes = event.context, event.profile, event.attributes
+        wanted = self._wanted.get(pdu.pmids)
+        if wanted is None:
+            wanted = self._group(pdu.pmids)
+        calls = []
+        for mount, metrics in wanted.values():
+            req = FetchRequest(tuple(metrics), profile, context, attributes)
+            calls.append((mount.table, "fetch", _bind_fetch(mount.table, req)))
+        outcomes: list[Outcome] = await d.runner.gather(calls) if calls else []
+        if len(outcomes) == 1:
+            packed = self._packed(pdu, next(iter(wanted.values()))[1], outcomes[0], profile)
+            if packed is not None:
+                self._done(t0, packed[1])
+                return EncodedPdu(PduType.RESULT, packed[0])
+        fast = self._fast.get(pdu.pmids) if self.fast_enabled else None
+        if type(fast) is FastFetch and (fast.profile is profile or fast.profile == profile):
+            fast.profile = profile  # pmcd resends an equal profile when it switches client contexts
+            data = fast.encode(outcomes, d.state_flags())
+            if data is not None:
+                self._done(t0, fast.layout.nvalues)
+                return EncodedPdu(PduType.RESULT, data)
+        for (mount, _metrics), outcome in zip(wanted.values(), outcomes):
+            if isinstance(outcome, PmdaNotReady):
+                d.not_ready.append(mount.table)
+        if d.not_ready:
+            log.info("not_ready", tables=[type(t).__name__ for t in d.not_ready])
+            return ErrorPdu(PmErr.PMDANOTREADY)
+        answers: dict[int, Mapping[Metric, Values]] = {}  # id(mount) -> metric -> value or exception
+        for (mount, metrics), outcome in zip(wanted.values(), outcomes):
+            if isinstance(outcome, BaseException):
+                failed = PmdaError(code=d.table_failed(mount.label, "fetch", outcome))
+                answers[id(mount)] = dict.fromkeys(metrics, failed)
+            elif not isinstance(outcome, Mapping):
+                d.table_failed(mount.label, "fetch", TypeError(f"fetch returned {type(outcome).__name__}"))
+                answers[id(mount)] = dict.fromkeys(metrics, PmdaError(code=PmErr.TYPE))
+            else:
+                answers[id(mount)] = outcome
+        data, nvalues = self._general(pdu, profile, answers)
+        if self.fast_enabled:
+            self._learn(pdu, profile, outcomes, answers, data, fast)
+        self._done(t0, nvalues)
+        return EncodedPdu(PduType.RESULT, data)
+
+    # ------------------------------------------------------------ planning
+
+    def _group(self, pmids: tuple[int, ...]) -> Wanted:
+        """The request's known metrics by table (id of the mount), each once,
+        in request order; kept for the next FETCH of the same PMIDs."""
+        by_pmid = self.dispatcher.index.by_pmid
+        wanted: Wanted = {}
+        for p in dict.fromkeys(pmids):
+            found = by_pmid.get(p)
+            if found is None:
+                continue
+            mount, metric = found
+            entry = wanted.get(id(mount))
+            if entry is None:
+                wanted[id(mount)] = (mount, [metric])
+            else:
+                entry[1].append(metric)
+        if len(self._wanted) >= SLOTS:
+            del self._wanted[next(iter(self._wanted))]
+        self._wanted[pmids] = wanted
+        return wanted
+
+    def _learn(
+        self,
+        pdu: FetchPdu,
+        profile: ProfilePdu,
+        outcomes: list[Outcome],
+        answers: dict[int, Mapping[Metric, Values]],
+        data: bytes,
+        old: FastFetch | int | None,
+    ) -> None:
+        """After a general-path fetch: keep its layout for the next fetch
+        of the same PMIDs if every value is fixed-size (else remember not to
+        try again for a while)."""
+        if type(old) is int and old > self.planned:
+            return  # not eligible lately: retry later
+        fast = None
+        if all(type(o) is dict for o in outcomes):
+            fast = FastFetch.build(pdu.pmids, profile, self.dispatcher.index.by_pmid, answers, data, len(outcomes))
+        if fast is None or (type(old) is FastFetch and old.hits == 0 and old.profile == profile):
+            # not eligible, or the shape keeps changing: try again in a while
+            fast_or_retry: FastFetch | int = self.planned + RETRY
+        else:
+            fast_or_retry = fast
+        cache = self._fast
+        cache.pop(pdu.pmids, None)
+        if len(cache) >= SLOTS:
+            del cache[next(iter(cache))]
+        cache[pdu.pmids] = fast_or_retry
+
+    def _done(self, t0: float, nvalues: int) -> None:
+        d = self.dispatcher
+        d.names_changed = d.labels_changed = False  # the RESULT just built told pmcd
+        dt = time.perf_counter() - t0
+        st = d.stats
+        st.fetches += 1
+        st.fetch_values += nvalues
+        st.fetch_time_total += dt
+        st.fetch_time_last = dt
+        st.fetch_time_max = max(st.fetch_time_max, dt)
+        st.recent.append(dt)
+
+    # ------------------------------------------------------------ encoders
+
+    def _packed(
+        self, pdu: FetchPdu, metrics: list[Metric], outcome: Outcome, profile: ProfilePdu
+    ) -> tuple[bytes, int] | None:
+        """One table answered the whole request in one piece: encode it
+        without visiting each metric, when the request is exactly its metrics
+        (no repeats, no unknown PMIDs) and the profile takes every instance."""
+        if type(outcome) is not PackedFetch or len(metrics) != len(pdu.pmids) or list(outcome.metrics) != metrics:
+            return None
+        if not all(includes_all(profile, ind) for ind in outcome.indoms):
+            return None
+        cache = self._packed_caches.get(pdu.pmids)
+        if cache is None:
+            if len(self._packed_caches) >= SLOTS:
+                del self._packed_caches[next(iter(self._packed_caches))]
+            cache = self._packed_caches[pdu.pmids] = PackedRunCache()
+        if cache.pmids != pdu.pmids:  # the table's token covers metrics, not our PMIDs
+            cache.token = None
+        try:
+            data = encode_packed_run(
+                PackedRun(pdu.pmids, outcome.vtypes, outcome.insts, outcome.blob, outcome.token),
+                self.dispatcher.state_flags(),
+                cache=cache,
+            )
+        except (ValueError, TypeError, OverflowError) as err:  # a table bug: the general path reports it per metric
+            log.error("table_bad_packed_fetch", error=str(err))
+            return None
+        cache.pmids = pdu.pmids
+        return data, cache.total
+
+    def _general(
+        self, pdu: FetchPdu, profile: ProfilePdu, answers: dict[int, Mapping[Metric, Values]]
+    ) -> tuple[bytes, int]:
+        """Each metric's value coerced and encoded on its own; the reply and
+        how many values it has."""
+        d = self.dispatcher
+        builder = ResultBuilder()
+        nvalues = 0
+        by_pmid, add_values = d.index.by_pmid, self._add_values
+        for p in pdu.pmids:
+            found = by_pmid.get(p)
+            if found is None:
+                builder.add_error(p, PmErr.PMID)
+                continue
+            mount, metric = found
+            nvalues += add_values(builder, p, mount, metric, answers[id(mount)].get(metric), profile)
+        return builder.encode(d.state_flags(), cache=self._result_cache), nvalues
+
+    def _add_values(
+        self, builder: ResultBuilder, p: int, mount: Mount, metric: Metric, value: Values, profile: ProfilePdu
+    ) -> int:
+        if (
+            type(value) is PackedColumns  # the packed fast path (e.g. MMV): values already encoded
+            and metric.indom is not None
+            and PACKED_TYPECODES.get(metric.type) == value.typecode
+            and len(value.data) == PACKED_SIZE[metric.type] * len(value.insts)
+            and includes_all(profile, metric.indom.id)
+        ):
+            builder.add_fixed(p, metric.type, value.insts, PackedColumn(value.data, PACKED_SIZE[metric.type]))
+            return len(value.insts)
+        if metric.type == PmType.NOSUPPORT:
+            builder.add_error(p, PmErr.APPVERSION)
+            return 0
+        if value is None:
+            builder.add_error(p, 0)
+            return 0
+        if isinstance(value, PmdaError):
+            builder.add_error(p, value.pm_code)
+            return 0
+        try:
+            if metric.indom is None:
+                insts: Sequence[int] = (PM_IN_NULL,)
+                vals: Sequence[Any] = (value,)
+            else:
+                insts, vals = columns(value, metric.type)
+                ind = metric.indom.id
+                if not includes_all(profile, ind):
+                    keep = [k for k, i in enumerate(insts) if profile.includes(ind, i)]
+                    if isinstance(vals, PackedColumn):
+                        size, raw = vals.size, vals.data
+                        vals = PackedColumn(b"".join(raw[k * size : (k + 1) * size] for k in keep), size)  # type: ignore[assignment]
+                    else:
+                        vals = [vals[k] for k in keep]
+                    insts = [insts[k] for k in keep]
+            if metric.type in _EVENT_TYPES:
+                vals = event_arrays(metric.type, vals, self.dispatcher.domain)
+            check_range(metric.type, vals)
+            builder.add_values(p, metric.type, insts, vals)
+            return len(insts)
+        except (TypeError, ValueError, OverflowError, AttributeError, struct.error) as err:
+            tname = mount.label
+            stats = self.dispatcher.stats
+            stats.table_errors[tname] = stats.table_errors.get(tname, 0) + 1
+            log.error(
+                "table_bad_value",
+                table=tname,
+                metric=mount.full(metric),
+                type=PmType(metric.type).name,
+                error=f"{type(err).__name__}: {err}",
+                code=codename(PmErr.TYPE),
+            )
+            builder.add_error(p, PmErr.TYPE)
+            return 0
+
+
+def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[FetchResult]]:
+    return lambda: table.fetch(req)

@@ -1,0 +1,138 @@
+"""An instance domain as a table declares it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Callable
+
+import attrs
+import structlog
+
+from pmda_py.errors import UnknownInstance
+from pmda_py.pmapi import PM_INDOM_NULL, indom
+from pmda_py.pmdacache import PmdaCache
+from pmda_py.table.values import Labels, check_labels
+
+__all__ = ["InDom", "InstanceCache"]
+
+#: the persistent cache of an indom: libpcp_pmda's pmdaCache format (see pmda_py.pmdacache)
+InstanceCache = PmdaCache
+
+
+#: the labels of a metric or indom that has none: one read-only mapping shared by
+#: all of them (tables make 100 000s of metrics; an empty dict each is 64 bytes)
+NO_LABELS: Labels = MappingProxyType({})
+NO_INSTANCE_LABELS: Mapping[int, Labels] = MappingProxyType({})
+
+
+@attrs.define(eq=False)
+class InDom:
+    """An instance domain.
+
+    Args:
+        serial: the indom serial, unique within the PMDA's domain.
+        instances: the initial ``{id: name}`` map (static indoms).
+        oneline, help: help text for ``text indom``.
+        labels: indom-level labels.
+        instance_labels: ``{id: {name: value}}`` or a callable ``(id, name) -> dict``.
+        persistent: keep name -> id assignments across restarts (dynamic
+            indoms updated with :meth:`set_names`): the daemon keeps them in
+            its state directory (``--state-dir``, default
+            ``$PCP_VAR_DIR/config/pmda``) as ``DOMAIN.SERIAL`` in
+            libpcp_pmda's pmdaCache format (:mod:`pmda_py.pmdacache`), so a
+            libpcp agent of the same domain and pmda_py keep each other's
+            ids; ids of names that went away are not given to another name
+            until the maximum id is reached.
+    """
+
+    serial: int
+    #: the ``{id: name}`` map; assigning a new one (or :meth:`set`,
+    #: :meth:`set_names`) moves :attr:`version`
+    instances: dict[int, str] = attrs.field(factory=dict, on_setattr=lambda ind, _a, value: ind._new_map(value))
+    oneline: str | int | None = None  #: an int: the PCP error code answered instead
+    help: str | int | None = None
+    labels: Labels = NO_LABELS
+    instance_labels: Mapping[int, Labels] | Callable[[int, str], Labels] = NO_INSTANCE_LABELS
+    persistent: bool = False
+    cache: PmdaCache = attrs.field(factory=PmdaCache)
+    #: every entry in listing order, a repeated id too (pmdammv lists an MMV
+    #: indom so); None: the ``instances`` map is the listing
+    listing: tuple[tuple[int, str], ...] | None = None
+    #: set by the daemon when mounted
+    domain: int = -1
+    #: moves whenever a new ``instances`` map is set (what the daemon's
+    #: remembered INSTANCE replies are checked against)
+    version: int = attrs.field(default=0, init=False)
+    _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+    _refused: set[str] = attrs.field(factory=set, init=False, repr=False)
+
+    def _new_map(self, value: dict[int, str]) -> dict[int, str]:
+        self.version += 1
+        return value
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.serial <= 0x3FFFFF:
+            raise ValueError(f"indom serial {self.serial} out of range")
+        check_labels(f"indom {self.serial}", self.labels)
+        self.instances = dict(self.instances)
+        self._by_name = {v: k for k, v in self.instances.items()}
+        for k, v in self.listing or ():
+            self._by_name.setdefault(v, k)
+
+    @property
+    def id(self) -> int:
+        """The pmInDom (needs the domain: set when the table is mounted)."""
+        return indom(self.domain, self.serial) if self.domain >= 0 else PM_INDOM_NULL
+
+    def set(self, instances: Mapping[int, str]) -> None:
+        """Replace the instances with an explicit ``{id: name}`` map (change
+        them this way, with :meth:`set_names` or by assigning a new dict to
+        ``instances``: the daemon sees a new map; a map changed in place is
+        seen only when its size changes, and name lookups miss it)."""
+        self.instances = dict(instances)
+        self._by_name = {v: k for k, v in self.instances.items()}
+
+    def set_names(self, names: Iterable[str]) -> dict[int, str]:
+        """Replace the instances by names; ids stay stable (pmdaCache: the
+        names given are active, the others inactive and their ids kept) and
+        are persisted when the indom is ``persistent``.  A name the cache
+        refuses (empty, or the same as another up to the first space but
+        not after it) is left out and logged once."""
+        self.cache.inactivate_all()
+        new: dict[int, str] = {}
+        for n in names:
+            try:
+                new[self.cache.lookup(n)] = n
+            except ValueError as err:  # NameClash, CacheFull, an empty name
+                if n not in self._refused:
+                    self._refused.add(n)
+                    structlog.get_logger("pmda_py.table").warning(
+                        "instance_refused", indom=self.serial, name=n[:80], reason=str(err)
+                    )
+        self.set(new)
+        self.cache.save()
+        return new
+
+    def name_of(self, inst: int) -> str:
+        try:
+            return self.instances[inst]
+        except KeyError:
+            raise UnknownInstance() from None
+
+    def id_of(self, name: str) -> int:
+        """Instance id by name; like pmdaInstance, an exact match first,
+        then a match on the name up to the first space."""
+        inst = self._by_name.get(name)
+        if inst is not None:
+            return inst
+        for k, v in self.instances.items():
+            if v.split(" ", 1)[0] == name:
+                return k
+        raise UnknownInstance()
+
+    def labels_for(self, inst: int) -> Labels:
+        il = self.instance_labels
+        if callable(il):
+            return il(inst, self.instances.get(inst, ""))
+        return il.get(inst, {})

@@ -1,0 +1,76 @@
+"""The table API's own promises (pmda_py.table), without a daemon: the
+names it exports, an InDom's version, declarations refused early, the
+check() contract."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+import pytest
+
+import pmda_py.table as api
+from pmda_py.pmapi import PM_INDOM_NULL, PmType
+from pmda_py.table import InDom, Metric, Table
+from pmda_py.table.base import check_mode_of
+
+
+def test_every_exported_name_is_there_and_no_wire_type() -> None:
+    for name in api.__all__:
+        obj = getattr(api, name)
+        assert not getattr(obj, "__module__", "").startswith("pmda_py.wire"), name
+    # the package's modules import on their own (no cycle needs the package first)
+    for mod in ("base", "indom", "metric", "requests", "values"):
+        importlib.import_module(f"pmda_py.table.{mod}")
+
+
+def test_an_indoms_version_moves_with_every_new_map() -> None:
+    ind = InDom(3, {0: "a"})
+    v = ind.version
+    ind.set({1: "b"})
+    assert ind.version == v + 1 and ind.instances == {1: "b"} and ind.id_of("b") == 1
+    ind.instances = {2: "c"}  # assigning a new map counts too
+    assert ind.version == v + 2
+    ind.set_names(["x", "y"])
+    assert ind.version == v + 3 and sorted(ind.instances.values()) == ["x", "y"]
+    ind.instances[9] = "z"  # in place: the version does not see it (the size does, for the daemon)
+    assert ind.version == v + 3
+
+
+def test_an_unmounted_indom_has_no_id() -> None:
+    assert InDom(1).id == PM_INDOM_NULL
+
+
+@pytest.mark.parametrize(
+    ("declare", "match"),
+    [
+        (lambda: Metric("bad name", cluster=0, item=0, type=PmType.U32), "bad metric name"),
+        (lambda: Metric("m", cluster=4096, item=0, type=PmType.U32), "out of range"),
+        (lambda: Metric("m", cluster=0, item=0, type=99), "bad type"),
+        (lambda: Metric("m", cluster=0, item=0, type=PmType.U32, labels={"a b": 1}), "bad label name"),
+        (lambda: InDom(0, labels={"a": float("nan")}), "not JSON-serialisable"),
+        (lambda: InDom(1 << 22), "out of range"),
+    ],
+)
+def test_bad_declarations_are_refused_at_once(declare: Callable[[], object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        declare()
+
+
+def test_the_check_mode_is_the_declared_one() -> None:
+    class Plain(Table):
+        def check(self) -> None:
+            pass
+
+    class Async(Table):
+        async def check(self) -> None:
+            pass
+
+    class Stat(Table):
+        check_mode = "inline"
+
+        def check(self) -> None:
+            pass
+
+    assert check_mode_of(Table) == "thread"  # (the base check does nothing: it is never run)
+    assert [check_mode_of(t) for t in (Plain, Async, Stat)] == ["thread", "async", "inline"]
