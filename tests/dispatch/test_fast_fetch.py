@@ -9,6 +9,7 @@ import struct
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,6 +136,7 @@ profiles_st = st.one_of(
 
 @settings(max_examples=300)
 @given(data=st.data(), specs=specs_st)
+@pytest.mark.slow
 def test_fast_path_bytes_equal_general_path(data: st.DataObject, specs: list[tuple[int, bool]]) -> None:
     """Fetch after fetch (values, instance sets, profiles, PMID lists
     changing or not), the fast dispatcher's reply is the general one's."""
