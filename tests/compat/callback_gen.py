@@ -50,6 +50,18 @@ SHAPES = [
     "['a\\\\0b', 1]",
     "[None, 1]",
     "[5, 2**40]",
+    # values that are not plain ints, floats, strs or lists: what the
+    # converters read through ``__index__``/``__float__``/``len``+``[i]``
+    "[__import__('fractions').Fraction(3, 2), 1]",
+    "[__import__('decimal').Decimal('2.5'), 1]",
+    "[__import__('ctypes').c_int(5), 1]",
+    "[type('I', (), {'__index__': lambda s: 7})(), 1]",
+    "[5, type('I', (), {'__index__': lambda s: 1})()]",
+    "[type('J', (int,), {'__index__': lambda s: 99})(4), 1]",
+    "[__import__('types').SimpleNamespace(__index__=lambda: 7), 1]",
+    "type('S', (), {'__len__': lambda s: 2, '__getitem__': lambda s, i: (5, 1)[i]})()",
+    "type('L', (list,), {})([5, 1])",
+    "__import__('types').SimpleNamespace(__len__=lambda: 2, __getitem__=lambda i: 5)",
     "raise",
 ]
 
@@ -87,6 +99,16 @@ class Gen(PMDA):
 
 Gen().run()
 """
+
+
+#: an object with ``__index__`` (not an int) as a U64 value: the binding's
+#: ``K`` format refuses it (PM_ERR_TYPE); pmda-py compat reads it as an
+#: integer, as for every other integer type (its bulk path's ``array("Q")``
+#: calls ``__index__``; refusing it there means a type check per value on
+#: the fetch hot path).  Kept out of the shape sweep; asserted as a known
+#: difference (strict xfail) so a change on either side shows.
+INDEX_OBJECT = "[type('I', (), {'__index__': lambda s: 7})(), 1]"
+KNOWN_DIFFERENCES = [("U64", INDEX_OBJECT)]
 
 
 def undefined(mtype: str, expr: str) -> bool:

@@ -38,7 +38,20 @@ def _compare(cases: list[tuple[str, Any]], real: dict[str, str], ours: dict[str,
 
 def test_every_shape_for_every_type(root: Path) -> None:
     """All the shapes for all the types, in one script and one fetch."""
-    cases = [(t, e) for t in callback_gen.TYPES for e in callback_gen.SHAPES if not callback_gen.undefined(t, e)]
+    cases = [
+        (t, e)
+        for t in callback_gen.TYPES
+        for e in callback_gen.SHAPES
+        if not callback_gen.undefined(t, e) and (t, e) not in callback_gen.KNOWN_DIFFERENCES
+    ]
+    real, ours = _run(root, cases)
+    _compare(cases, real, ours)
+
+
+@pytest.mark.xfail(strict=True, reason="U64 from an __index__ object: refused by the binding, read by compat")
+def test_known_differences(root: Path) -> None:
+    """The returns callback_gen.KNOWN_DIFFERENCES lists still differ."""
+    cases: list[tuple[str, Any]] = list(callback_gen.KNOWN_DIFFERENCES)
     real, ours = _run(root, cases)
     _compare(cases, real, ours)
 
