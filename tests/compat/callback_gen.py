@@ -9,7 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Union
+
+#: a metric's type name and its callback's return: one expression, or one
+#: per instance of a three-instance indom
+Case = tuple[str, Union[str, list[str]]]
 
 TYPES = {"32": 0, "U32": 1, "64": 2, "U64": 3, "FLOAT": 4, "DOUBLE": 5, "STRING": 6}
 
@@ -133,7 +137,7 @@ def undefined(mtype: str, expr: str) -> bool:
     return ints and n > 0 and code != 1
 
 
-def write(root: Path, cases: Sequence[tuple[str, Any]]) -> tuple[Path, Path, str]:
+def write(root: Path, cases: Sequence[Case]) -> tuple[Path, Path, str]:
     """The script, its PMNS and the dbpmda commands for ``(type, expr)``
     cases; ``expr`` a list of three: a metric of a three-instance indom,
     one expression per instance."""

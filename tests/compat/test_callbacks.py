@@ -5,8 +5,8 @@ run under real dbpmda with ``python3 SCRIPT`` and ``pmda-py compat SCRIPT``."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,10 +16,11 @@ from pmda_py.compat.callbacks import EINVAL, convert
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import PmType
 from tests.compat import callback_gen
+from tests.compat.callback_gen import Case
 from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, dbpmda, require_binding
 
 
-def _run(root: Path, cases: list[tuple[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+def _run(root: Path, cases: Sequence[Case]) -> tuple[dict[str, str], dict[str, str]]:
     require_binding()
     env = bed(root)
     script, pmns, commands = callback_gen.write(root, cases)
@@ -28,7 +29,7 @@ def _run(root: Path, cases: list[tuple[str, Any]]) -> tuple[dict[str, str], dict
     return callback_gen.values(real), callback_gen.values(ours)
 
 
-def _compare(cases: list[tuple[str, Any]], real: dict[str, str], ours: dict[str, str]) -> None:
+def _compare(cases: Sequence[Case], real: dict[str, str], ours: dict[str, str]) -> None:
     assert len(real) == len(cases), real  # the binding answered every metric
     diffs = {
         f"{cases[int(k[5:])][0]} {cases[int(k[5:])][1]}": (real[k], ours.get(k)) for k in real if real[k] != ours.get(k)
@@ -51,7 +52,7 @@ def test_every_shape_for_every_type(root: Path) -> None:
 @pytest.mark.xfail(strict=True, reason="U64 from an __index__ object: refused by the binding, read by compat")
 def test_known_differences(root: Path) -> None:
     """The returns callback_gen.KNOWN_DIFFERENCES lists still differ."""
-    cases: list[tuple[str, Any]] = list(callback_gen.KNOWN_DIFFERENCES)
+    cases: list[Case] = list(callback_gen.KNOWN_DIFFERENCES)
     real, ours = _run(root, cases)
     _compare(cases, real, ours)
 
@@ -66,7 +67,7 @@ def test_instances_values_and_the_last_error(root: Path) -> None:
     import itertools
 
     combos = list(itertools.product(_CLEAN, repeat=3))[::7]
-    cases: list[tuple[str, Any]] = [("U32", list(c)) for c in combos]
+    cases: list[Case] = [("U32", list(c)) for c in combos]
     real, ours = _run(root, cases)
     _compare(cases, real, ours)
 
