@@ -106,11 +106,11 @@ Gen().run()
 
 
 #: an object with ``__index__`` (not an int) as a U64 value: the binding's
-#: ``K`` format refuses it (PM_ERR_TYPE); pmda-py compat reads it as an
-#: integer, as for every other integer type (its bulk path's ``array("Q")``
-#: calls ``__index__``; refusing it there means a type check per value on
-#: the fetch hot path).  Kept out of the shape sweep; asserted as a known
-#: difference (strict xfail) so a change on either side shows.
+#: ``K`` format refuses it before Python 3.14 (PM_ERR_TYPE) and reads it from
+#: 3.14 on; pmda-py compat reads it, as for every other integer type (its
+#: bulk path's ``array("Q")`` calls ``__index__``; refusing it there would
+#: mean a type check per value on the fetch hot path).  Kept out of the shape
+#: sweep; test_u64_from_an_index_object asserts both sides.
 INDEX_OBJECT = "[type('I', (), {'__index__': lambda s: 7})(), 1]"
 KNOWN_DIFFERENCES = [("U64", INDEX_OBJECT)]
 
