@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import structlog
 
@@ -29,7 +29,9 @@ __all__ = ["Agent", "AGENT", "generating"]
 
 log = structlog.get_logger("pmda_py.compat")
 
-Callback = Callable[..., Any]
+#: a script's callback: its arguments are the binding's, what it returns is
+#: the script's (read where it is used)
+Callback = Callable[..., object]
 
 #: the callback names a script may set (set_NAME)
 CALLBACKS = (

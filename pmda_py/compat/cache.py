@@ -20,7 +20,7 @@ name are dictionary lookups (constant time).
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
 
 import structlog
 
@@ -49,7 +49,7 @@ class IndomCache:
     def __init__(self, indom: int, path: str | None = None) -> None:
         self.indom = indom
         self.cache = PmdaCache(path)
-        self.values: dict[int, Any] = {}
+        self.values: dict[int, object] = {}
         self.loaded = False
         #: the active entries, ``{inst: name}`` in id order (rebuilt on change)
         self.active: dict[int, str] = {}
@@ -80,7 +80,7 @@ class IndomCache:
         self.cache.activate_all()
         self._refresh()
 
-    def replace(self, insts: dict[str, Any]) -> None:
+    def replace(self, insts: Mapping[str, object]) -> None:
         """The binding's ``set_dict_instances``: every entry inactive, each
         key added (active) with its value, then the file saved if ids were
         added."""

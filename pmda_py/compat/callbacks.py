@@ -25,7 +25,7 @@ import errno
 import operator
 from collections.abc import Mapping
 from ctypes import c_float
-from typing import Any, Callable
+from typing import Callable, Protocol, SupportsFloat, SupportsIndex, Union, runtime_checkable
 
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import PmType
@@ -42,43 +42,61 @@ class _Bad(Exception):
     """A value that C's PyArg_Parse would refuse."""
 
 
-def int32(v: Any) -> int:
-    """A C ``int`` the way PyArg_Parse's ``i`` reads it (``__index__``, range)."""
+#: what a converter gives: the Python value of the metric's type
+Converted = Union[int, float, str]
+
+
+@runtime_checkable
+class _Sized2(Protocol):
+    """What ``"(xy)"`` indexes: ``len()`` and ``[i]``."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int, /) -> object: ...
+
+
+def _index(v: object) -> int:
+    """``operator.index`` (C's nb_index) of anything a callback returned
+    but an exact ``int`` (read in place by the callers: the usual value)."""
+    if not isinstance(v, SupportsIndex):
+        raise _Bad
     try:
-        n = operator.index(v)
+        return operator.index(v)
     except TypeError:
         raise _Bad from None
+
+
+def int32(v: object) -> int:
+    """A C ``int`` the way PyArg_Parse's ``i`` reads it (``__index__``, range)."""
+    n = v if type(v) is int else _index(v)
     if not _I32[0] <= n <= _I32[1]:
         raise _Bad
     return n
 
 
-def _u32(v: Any) -> int:
-    try:
-        return operator.index(v) & 0xFFFFFFFF
-    except TypeError:
-        raise _Bad from None
+def _u32(v: object) -> int:
+    return (v if type(v) is int else _index(v)) & 0xFFFFFFFF
 
 
-def _i64(v: Any) -> int:
-    try:
-        n = operator.index(v)
-    except TypeError:
-        raise _Bad from None
+def _i64(v: object) -> int:
+    n = v if type(v) is int else _index(v)
     if not _I64[0] <= n <= _I64[1]:
         raise _Bad
     return n
 
 
-def _u64(v: Any) -> int:
-    try:
-        return operator.index(v) & 0xFFFFFFFFFFFFFFFF
-    except TypeError:
-        raise _Bad from None
+def _u64(v: object) -> int:
+    return (v if type(v) is int else _index(v)) & 0xFFFFFFFFFFFFFFFF
 
 
-def _double(v: Any) -> float:
-    if isinstance(v, (str, bytes, bytearray)) or not (hasattr(type(v), "__float__") or hasattr(type(v), "__index__")):
+#: what C's ``d`` takes (``__float__`` or ``__index__``); ``float`` and ``int``
+#: first, so the usual values skip the protocol checks
+_NUMBER = (float, int, SupportsFloat, SupportsIndex)
+_TEXT = (str, bytes, bytearray)
+
+
+def _double(v: object) -> float:
+    if not isinstance(v, _NUMBER) or isinstance(v, _TEXT):
         raise _Bad
     try:
         return float(v)
@@ -86,11 +104,11 @@ def _double(v: Any) -> float:
         raise _Bad from None
 
 
-def _float(v: Any) -> float:
+def _float(v: object) -> float:
     return float(c_float(_double(v)).value)  # C's double -> float conversion (inf past its range)
 
 
-def _string(v: Any) -> str:
+def _string(v: object) -> str:
     if not isinstance(v, str) or "\0" in v:
         raise _Bad
     try:
@@ -100,7 +118,7 @@ def _string(v: Any) -> str:
     return v
 
 
-_CONVERT: dict[int, Callable[[Any], Any]] = {
+_CONVERT: dict[int, Callable[[object], Converted]] = {
     PmType.I32: int32,
     PmType.U32: _u32,
     PmType.I64: _i64,
@@ -111,11 +129,10 @@ _CONVERT: dict[int, Callable[[Any], Any]] = {
 }
 
 
-def _pair(result: Any) -> tuple[Any, Any] | None:
+def _pair(result: object) -> tuple[object, object] | None:
     """The two items of a sequence of length 2 (what ``"(xy)"`` parses:
     not a mapping, not ``bytes``)."""
-    kind = type(result)
-    if isinstance(result, (Mapping, bytes)) or not hasattr(kind, "__getitem__") or not hasattr(kind, "__len__"):
+    if isinstance(result, (Mapping, bytes)) or not isinstance(result, _Sized2):
         return None
     try:
         if len(result) != 2:
@@ -125,7 +142,7 @@ def _pair(result: Any) -> tuple[Any, Any] | None:
         return None
 
 
-def convert(result: Any, mtype: int) -> tuple[int, Any]:
+def convert(result: object, mtype: int) -> tuple[int, Converted | None]:
     """``(status, value)`` of a fetch callback's return for a metric of type ``mtype``."""
     if result is None or isinstance(result, tuple):
         return 0, None
@@ -133,12 +150,12 @@ def convert(result: Any, mtype: int) -> tuple[int, Any]:
     if conv is None:
         return ENOTSUP, None
     if type(result) is list and len(result) == 2:
-        pair: tuple[Any, Any] | None = (result[0], result[1])
+        pair: tuple[object, object] | None = (result[0], result[1])
     else:
         pair = _pair(result)
     if pair is None:
         return EINVAL, None
-    value: Any = None
+    value: Converted | None = None
     parsed = False
     try:
         value = conv(pair[0])

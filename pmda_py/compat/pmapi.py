@@ -15,7 +15,6 @@ import os
 import re
 import time
 from ctypes import Structure, c_int, c_long, c_uint
-from typing import Any
 
 from pmda_py import pmapi as _p
 from pmda_py.compat.constants import CPMAPI
@@ -43,7 +42,7 @@ ERR_SYMBOLS: dict[int, str] = {v: k for k, v in CPMAPI.items() if k.startswith("
 class pmErr(Exception):
     """A PCP error: ``args[0]`` is the (negative) code, the rest extra text."""
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: object) -> None:
         super().__init__(*args)
         self.args = tuple(args)
         self.code = args[0] if args and isinstance(args[0], int) else 0
@@ -285,7 +284,7 @@ class pmContext:
     """The static helpers of ``pcp.pmapi.pmContext`` a PMDA calls; a
     client context to pmcd is not offered (PM_ERR_NYI)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         raise pmErr(CPMAPI["PM_ERR_NYI"], "pmContext connections are not offered by pmda-py compat")
 
     @staticmethod
@@ -306,8 +305,11 @@ class pmContext:
         return _p.pmid_str(int(pmid) & 0xFFFFFFFF)
 
     @staticmethod
-    def pmInDomStr(indom: Any) -> str:
-        return _p.indom_str(int(getattr(indom, "indom", indom)) & 0xFFFFFFFF)
+    def pmInDomStr(indom: int | pmDesc) -> str:
+        """An indom's text (``"D.S"``); of a pmDesc (or any object with an
+        ``indom`` attribute), its ``indom``'s."""
+        value = indom.indom if isinstance(indom, pmDesc) else int(getattr(indom, "indom", indom))
+        return _p.indom_str(int(value) & 0xFFFFFFFF)
 
     @staticmethod
     def pmID_build(d: int, c: int, i: int) -> int:

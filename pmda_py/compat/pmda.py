@@ -15,9 +15,9 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from ctypes import POINTER, Structure, addressof, c_char_p, c_int, c_void_p
-from typing import Any
+from typing import Union
 
 import structlog
 
@@ -99,6 +99,12 @@ class pmdaInstid(Structure):
         return f"pmdaInstid@{addressof(self):#x} index={self.i_inst} name={self.i_name!r}"
 
 
+#: what an indom's instances may be given as: pmdaInstid structures (an array
+#: indom), a dict ``{name: value}`` (a cache indom; each value the script's,
+#: handed back by ``inst_lookup``) or None (not decided yet)
+Insts = Union[Iterable[pmdaInstid], dict[str, object], None]
+
+
 class pmdaIndom(Structure):
     """An instance domain: a list of pmdaInstid (an array indom), a dict
     ``{name: ctypes value}`` (a cache indom, ``it_numinst == -1``) or None
@@ -107,7 +113,7 @@ class pmdaIndom(Structure):
     _fields_ = [("it_indom", pmInDom), ("it_numinst", c_int), ("it_set", POINTER(pmdaInstid))]
     it_set: ctypes._Pointer[pmdaInstid] | None
 
-    def __init__(self, indom: int, insts: Any) -> None:
+    def __init__(self, indom: int, insts: Insts) -> None:
         super().__init__()
         self.it_numinst = 0
         self.it_set = None
@@ -132,7 +138,7 @@ class pmdaIndom(Structure):
             return AGENT.cache(self.it_indom).name_of(instance)
         return self._names.get(instance)
 
-    def load_indom(self, indom: int, insts: Any) -> None:
+    def load_indom(self, indom: int, insts: Insts) -> None:
         if isinstance(insts, dict):
             AGENT.cache(indom).load()
 
@@ -154,11 +160,11 @@ class pmdaIndom(Structure):
             self._names.setdefault(inst, name)
         AGENT.need_refresh()
 
-    def set_dict_instances(self, indom: int, insts: dict[str, Any]) -> None:
+    def set_dict_instances(self, indom: int, insts: Mapping[str, object]) -> None:
         AGENT.cache(indom).replace(insts)
         self.it_numinst = -1
 
-    def set_instances(self, indom: int, insts: Any) -> None:
+    def set_instances(self, indom: int, insts: Insts) -> None:
         if insts is None:
             self.it_numinst = 0
         elif isinstance(insts, dict):
@@ -272,7 +278,7 @@ class MetricDispatch:
         self._indom_helptext[indomid] = text
         AGENT.need_refresh()
 
-    def replace_indom(self, indom: Any, insts: Any) -> None:
+    def replace_indom(self, indom: pmdaIndom | int, insts: Insts) -> None:
         if isinstance(indom, pmdaIndom):
             it_indom, replacement = indom.it_indom, indom
         else:
@@ -284,7 +290,7 @@ class MetricDispatch:
                     break
         self._indoms[it_indom] = replacement
 
-    def inst_lookup(self, indom: int, instance: int) -> Any:
+    def inst_lookup(self, indom: int, instance: int) -> object:
         """The value stored with an active instance of a dict indom, as a
         ``c_void_p`` to it (``ctypes.cast`` it as with the binding); None
         for a list indom or an unknown instance.  Constant time."""

@@ -30,13 +30,13 @@ import json
 import sys
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import structlog
 import trio
 
-from pmda_py.compat.agent import AGENT
-from pmda_py.compat.callbacks import convert, int32
+from pmda_py.compat.agent import AGENT, Callback
+from pmda_py.compat.callbacks import Converted, convert, int32
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcplabels import level_labels
@@ -46,17 +46,22 @@ from pmda_py.table import (
     FetchRequest,
     FetchResult,
     InDom,
+    LabelSubject,
     LabelText,
     Metric,
     PackedColumns,
+    Scalar,
     StoreRequest,
     Table,
+    Values,
 )
 from pmda_py.wire import ProfilePdu
 
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
+
     from pmda_py.compat.pmda import MetricDispatch
     from pmda_py.dispatch import Dispatcher
 
@@ -177,7 +182,7 @@ class CompatTable(Table):
         return [*self._indoms.values(), *self._orphans.values()]
 
     @property
-    def domain_labels(self) -> Mapping[str, Any]:
+    def domain_labels(self) -> Mapping[str, object]:
         """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent`` label)."""
         text = self._label_text(AGENT.domain, LabelType.DOMAIN, "label")
         if not text:
@@ -189,7 +194,7 @@ class CompatTable(Table):
         return labels if isinstance(labels, dict) else {}
 
     @domain_labels.setter
-    def domain_labels(self, value: Mapping[str, Any]) -> None:
+    def domain_labels(self, value: Mapping[str, object]) -> None:
         pass
 
     # ------------------------------------------------------------ callbacks
@@ -207,7 +212,7 @@ class CompatTable(Table):
             raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
         return await trio.to_thread.run_sync(self._locked, fn, *args, abandon_on_cancel=True)
 
-    def _call(self, what: str, *args: Any) -> bool:
+    def _call(self, what: str, *args: object) -> bool:
         """Call a hook; False (logged) if it raised."""
         fn = AGENT.callbacks[what]
         if fn is None:
@@ -228,7 +233,7 @@ class CompatTable(Table):
             AGENT.notify_change = False
         return out
 
-    def _fetch(self, request: FetchRequest) -> dict[Metric, Any]:
+    def _fetch(self, request: FetchRequest) -> dict[Metric, Values]:
         cb = AGENT.callbacks
         ok = self._call("fetch")
         if ok and (cb["refresh_all"] is not None or cb["refresh"] is not None):
@@ -243,7 +248,7 @@ class CompatTable(Table):
         fcb = cb["fetch_callback"]
         indoms = self.pmda._indoms
         profile = request.profile
-        out: dict[Metric, Any] = {}
+        out: dict[Metric, Values] = {}
         inst_lists: dict[int, list[int]] = {}  # per indom, once per fetch
         for m in request.metrics:
             found = self._info.get(m)
@@ -296,7 +301,7 @@ class CompatTable(Table):
         await self._in_thread(self._store, found[0], found[1], request.values)
         self.sync_instances()
 
-    def _store(self, cluster: int, item: int, values: Mapping[int, Any]) -> None:
+    def _store(self, cluster: int, item: int, values: Mapping[int, Scalar]) -> None:
         scb = AGENT.callbacks["store_callback"]
         if scb is None:
             raise PmdaError(code=PmErr.PERMISSION)
@@ -343,9 +348,11 @@ class CompatTable(Table):
             out.append((text.encode("utf-8", "surrogateescape"), PM_LABEL_OPTIONAL))
         return out
 
-    def label_items(self, level: int, subject: Any) -> list[tuple[str, str, int]] | LabelText | None:
+    def label_items(self, level: int, subject: LabelSubject) -> list[tuple[str, str, int]] | LabelText | None:
         cb = AGENT.callbacks
         if level == LabelType.INSTANCES:
+            if not isinstance(subject, tuple):
+                return None
             ind, inst = subject
             if cb["label_callback"] is None and cb["notes_callback"] is None:
                 return LabelText(b"")
@@ -354,11 +361,11 @@ class CompatTable(Table):
             return LabelText(b"") if pls is None else LabelText(pls.json, pls.labels)
         if cb["label"] is None and cb["notes"] is None:
             return None
-        if level == LabelType.INDOM:
+        if level == LabelType.INDOM and isinstance(subject, InDom):
             ident = subject.id
-        elif level == LabelType.CLUSTER:
-            ident = int(subject)
-        elif level == LabelType.ITEM:
+        elif level == LabelType.CLUSTER and isinstance(subject, int):
+            ident = subject
+        elif level == LabelType.ITEM and isinstance(subject, Metric):
             ident = subject.pmid(AGENT.domain)
         else:
             return None
@@ -375,10 +382,10 @@ _TYPECODES: dict[int, str] = {t: i.code for t, i in TYPES.items() if i.code and 
 _PACKED: dict[int, str] = {t: code for t, code in _TYPECODES.items() if TYPES[PmType(t)].form == "fixed"}
 
 
-def _call_all(fcb: Any, cluster: int, item: int, insts: list[int]) -> list[Any]:
+def _call_all(fcb: Callback, cluster: int, item: int, insts: list[int]) -> list[object]:
     """The callback's results for each instance; ``_RAISED`` where it raised
     (logged).  The loop is as short as it can be: this is the hot path."""
-    results: list[Any] = []
+    results: list[object] = []
     append = results.append
     n = len(insts)
     while len(results) < n:
@@ -393,9 +400,19 @@ def _call_all(fcb: Any, cluster: int, item: int, insts: list[int]) -> list[Any]:
 
 
 _RAISED = object()
+#: one metric's values, of its type: the bulk path's array or the converted
+#: values, both what ``array(code, ...)`` takes; the element type follows a
+#: type code known only at run time, so it is not spelled here
+_Got = Union["array[Any]", list[Any]]
 
 
-def _values(fcb: Any, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], Any, int]:
+def _lists(results: list[object]) -> TypeGuard[list[list[Any]]]:
+    """Every result a list (the bulk path's first test, in C).  What the
+    lists hold is the script's, unchecked: ``array()`` checks it, in C."""
+    return set(map(type, results)) == {list}
+
+
+def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], _Got, int]:
     """One metric's callbacks: the instances that gave a value, the values,
     and the last status (what answers the metric when none did)."""
     results = _call_all(fcb, cluster, item, insts)
@@ -404,7 +421,7 @@ def _values(fcb: Any, cluster: int, item: int, mtype: int, insts: list[int]) -> 
     # ``[value, status]``, every status the int 1, every value one the
     # array type takes as PyArg_Parse takes it for the metric's type (ints
     # in range for integer types, ints or floats for DOUBLE)
-    if code is not None and set(map(type, results)) == {list} and set(map(len, results)) == {2}:
+    if code is not None and _lists(results) and set(map(len, results)) == {2}:
         values, status = zip(*results)
         try:
             if array("i", status).count(1) == len(status):
@@ -412,14 +429,14 @@ def _values(fcb: Any, cluster: int, item: int, mtype: int, insts: list[int]) -> 
         except (TypeError, OverflowError):
             pass
     got: list[int] = []
-    out: list[Any] = []
+    out: list[Converted] = []
     sts = 0
     for inst, result in zip(insts, results):
         if result is _RAISED:
             sts = EAGAIN
             continue
         sts, value = convert(result, mtype)
-        if sts > 0:
+        if sts > 0 and value is not None:
             got.append(inst)
             out.append(value)
         elif sts < 0 and sts not in _QUIET:

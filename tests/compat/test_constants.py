@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import Any
 
 from pmda_py.compat.constants import CPMAPI, CPMDA
 from tests.compat.harness import SYSTEM_PYTHON, require_binding
@@ -21,10 +20,10 @@ print(json.dumps(out))
 """
 
 
-def _real() -> dict[str, dict[str, Any]]:
+def _real() -> dict[str, dict[str, object]]:
     require_binding()
     r = subprocess.run([SYSTEM_PYTHON, "-c", _DUMP], capture_output=True, text=True, check=True)
-    data: dict[str, dict[str, Any]] = json.loads(r.stdout)
+    data: dict[str, dict[str, object]] = json.loads(r.stdout)
     return data
 
 
