@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 import structlog
+from structlog.typing import Processor
 
 from pmda_py.safefile import open_append
 
 __all__ = ["configure", "set_level", "current_level"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-_state: dict[str, Any] = {"level": "info", "format": "console", "file": None}
 
 
 class _SafeFile:
@@ -49,8 +49,19 @@ class _SafeFile:
             self.dropped += 1
 
 
-def _processors(fmt: str) -> list[Any]:
-    procs: list[Any] = [
+class _LogState(TypedDict):
+    level: str
+    format: str
+    #: where lines go (None: stderr); typed loosely because structlog's
+    #: PrintLoggerFactory asks a TextIO, and _SafeFile is the write/flush it uses
+    file: Any
+
+
+_state: _LogState = {"level": "info", "format": "console", "file": None}
+
+
+def _processors(fmt: str) -> list[Processor]:
+    procs: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=False),
@@ -84,7 +95,7 @@ def configure(logfile: str | None, fmt: str = "console", level: str = "info", *,
                     os.dup2(f.fileno(), 2)
                 except OSError:
                     pass
-    _state.update(level=level, format=fmt, file=_SafeFile(target))
+    _state.update({"level": level, "format": fmt, "file": _SafeFile(target)})
     _apply()
     return where
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pmapi import TYPES, EventFlag, PmType
 from pmda_py.table import PACKED_TYPECODES, Columns, Event, Metric, PackedColumns, Scalar
 from pmda_py.wire import EventArray, EventParam, EventRecord, ProfilePdu, ValueBlock
+from pmda_py.wire.layout import RawValue
 from pmda_py.wire.result import PackedColumn
 
 _INTS = frozenset((int,))
@@ -46,10 +46,9 @@ def packed_column(type_: int, value: PackedColumns) -> PackedColumn:
     return PackedColumn(value.data, size)
 
 
-def columns(value: Any, type_: int) -> tuple[Sequence[int], Sequence[Any]]:
+def columns(value: RawValue, type_: int) -> tuple[Sequence[int], Sequence[RawValue] | PackedColumn]:
     if type(value) is PackedColumns:
-        packed: Any = packed_column(type_, value)  # sized and sliced like a sequence by the dispatcher
-        return value.insts, packed
+        return value.insts, packed_column(type_, value)
     if isinstance(value, Columns):
         if len(value.insts) != len(value.values):
             raise ValueError("Columns: insts and values differ in length")
@@ -69,9 +68,7 @@ _RANGES: dict[int, tuple[int, int]] = {
 _ARRAY_CODES: dict[int, tuple[str, ...]] = {t: info.array_codes for t, info in TYPES.items() if info.array_codes}
 
 
-def check_range(type_: int, vals: Sequence[Any]) -> None:
-    if isinstance(vals, PackedColumn):
-        return  # already encoded for the type
+def check_range(type_: int, vals: Sequence[RawValue]) -> None:
     if isinstance(vals, array) and vals.typecode in _ARRAY_CODES.get(type_, ()):
         return  # a typed array of the metric's own type: in range by construction
     rng = _RANGES.get(type_)
@@ -94,7 +91,7 @@ def check_range(type_: int, vals: Sequence[Any]) -> None:
         raise OverflowError(f"{PmType(type_).name} value out of range [{lo}, {hi}]")
 
 
-def event_arrays(type_: int, values: Sequence[Any], domain: int) -> list[EventArray]:
+def event_arrays(type_: int, values: Sequence[RawValue], domain: int) -> list[EventArray]:
     """A table's event values (each a sequence of :class:`~pmda_py.table.Event`)
     as the wire's event arrays, the way libpcp_pmda's pmdaEvent* calls build
     them: a classic EVENT record carries microseconds, a missed-events

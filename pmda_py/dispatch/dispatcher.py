@@ -161,7 +161,9 @@ class Dispatcher:
                 raise ConfigError(f"table {m.label}: {err}") from None
         self._bounded = [m for m in self._checked if modes[id(m)] != "inline"]
         self._inline = [m for m in self._checked if modes[id(m)] == "inline"]
-        #: request PDU type -> its handler (the session hands out only these)
+        #: request PDU type -> its handler (the session hands out only these); each
+        #: handler takes the PDU class the session decodes for its type, which a
+        #: dict keyed by the type number cannot express: hence the PDU left untyped
         meta = self.meta
         self._routes: dict[int, Callable[[Request, Any], Awaitable[Pdu]]] = {
             PduType.FETCH: self.planner.fetch,

@@ -13,13 +13,13 @@ from array import array
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
-from typing import Any, Callable
+from typing import Callable
 
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.dispatch.mounts import Mount
 from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns, Values
 from pmda_py.wire import ProfilePdu
-from pmda_py.wire.layout import FIXED_CODES, FixedLayout
+from pmda_py.wire.layout import FIXED_CODES, FixedLayout, RawValue
 
 __all__ = ["FastFetch"]
 
@@ -145,7 +145,7 @@ class FastFetch:
             code = FIXED_CODES.get(metric.type)
             if code is None:
                 return None
-            value: Any = answers[id(mount)].get(metric)
+            value: RawValue = answers[id(mount)].get(metric)
             types.append(metric.type)
             if metric.indom is None:
                 if type(value) not in _NUMBERS:
@@ -237,23 +237,23 @@ class FastFetch:
         single = list(map(get, self.singles))
         if not _NUMBERS.issuperset(map(type, single)):
             return None
-        values: list[Any] = [single, (), (), b"", b"", b""]
+        values: list[RawValue] = [single, (), (), b"", b"", b""]
         if self.dicts:
-            dicts: list[Any] = list(map(get, self.dicts))
+            dicts: list[RawValue] = list(map(get, self.dicts))
             if (
                 not _DICTS.issuperset(map(type, dicts))
                 or list(map(len, dicts)) != self.lens
                 or list(chain.from_iterable(dicts)) != self.keys
             ):
                 return None
-            multi: Any = list(chain.from_iterable(map(dict.values, dicts)))
+            multi: RawValue = list(chain.from_iterable(map(dict.values, dicts)))
             if self.pick is not None:
                 multi = self.pick(multi)
             if not _NUMBERS.issuperset(map(type, multi)):
                 return None
             values[_DICT] = multi
         if self.cols:
-            cols: list[Any] = list(map(get, self.cols))
+            cols: list[RawValue] = list(map(get, self.cols))
             if not _COLUMNS.issuperset(map(type, cols)) or list(map(_INSTS, cols)) != self.cols_copies:
                 return None
             seqs = list(map(_VALUES, cols))
@@ -266,7 +266,7 @@ class FastFetch:
                 return None
             values[_COLS] = multi
         for group, metrics, copies, codes, lens in self.raw:
-            got: list[Any] = list(map(get, metrics))
+            got: list[RawValue] = list(map(get, metrics))
             if group == _PACKED_G:
                 if not _PACKED.issuperset(map(type, got)) or list(map(_TYPECODE, got)) != codes:
                     return None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Final, Union
+from typing import TYPE_CHECKING, Callable, Final, Union
 
 import structlog
 
@@ -31,6 +31,7 @@ from pmda_py.pmapi import PM_IN_NULL, PmType
 from pmda_py.session import Request
 from pmda_py.table import PACKED_TYPECODES, FetchRequest, FetchResult, Metric, PackedColumns, PackedFetch, Table, Values
 from pmda_py.wire import EncodedPdu, ErrorPdu, FetchPdu, Pdu, PduType, ProfilePdu
+from pmda_py.wire.layout import RawValue
 from pmda_py.wire.result import (
     PackedColumn,
     PackedRun,
@@ -272,7 +273,7 @@ class FetchPlanner:
         try:
             if metric.indom is None:
                 insts: Sequence[int] = (PM_IN_NULL,)
-                vals: Sequence[Any] = (value,)
+                vals: Sequence[RawValue] | PackedColumn = (value,)
             else:
                 insts, vals = columns(value, metric.type)
                 ind = metric.indom.id
@@ -280,10 +281,13 @@ class FetchPlanner:
                     keep = [k for k, i in enumerate(insts) if profile.includes(ind, i)]
                     if isinstance(vals, PackedColumn):
                         size, raw = vals.size, vals.data
-                        vals = PackedColumn(b"".join(raw[k * size : (k + 1) * size] for k in keep), size)  # type: ignore[assignment]
+                        vals = PackedColumn(b"".join(raw[k * size : (k + 1) * size] for k in keep), size)
                     else:
                         vals = [vals[k] for k in keep]
                     insts = [insts[k] for k in keep]
+            if isinstance(vals, PackedColumn):  # already encoded for the type (a 64-bit or floating one)
+                builder.add_fixed(p, metric.type, insts, vals)
+                return len(insts)
             if metric.type in _EVENT_TYPES:
                 vals = event_arrays(metric.type, vals, self.dispatcher.domain)
             check_range(metric.type, vals)

@@ -27,7 +27,7 @@ import importlib
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Callable
 
 import attrs
 import structlog
@@ -206,9 +206,10 @@ def _entry_point(name: str) -> TableFactory | None:
         from importlib.metadata import entry_points
     except ImportError:  # pragma: no cover
         return None
-    all_eps: Any = entry_points()
-    # Python 3.9 returns a dict of groups; later versions have select()
-    eps = all_eps.select(group="pmda_py.tables") if hasattr(all_eps, "select") else all_eps.get("pmda_py.tables", [])
+    if sys.version_info >= (3, 10):
+        eps = entry_points(group="pmda_py.tables")
+    else:  # Python 3.9: a dict of groups
+        eps = entry_points().get("pmda_py.tables", [])
     for ep in eps:
         if ep.name == name:
             factory: TableFactory = ep.load()

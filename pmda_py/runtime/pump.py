@@ -8,8 +8,9 @@ whole on a reload; empty until the tables are loaded)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import Any, Callable, TypeVar
+from typing import Callable, Literal, TypeVar
 
+import attrs
 import structlog
 import trio
 
@@ -40,8 +41,23 @@ _T = TypeVar("_T")
 CHECK_PAUSE = 1.0
 
 
-_IDLE: Any = object()  # no check of the table pending
-_DONE: Any = object()  # a check left running ended without raising
+#: where a table's check stands for the runner when it is not simply idle:
+#: ``"running"`` in its worker thread, ``"ended"`` (a check left running
+#: past its deadline finished; its error, if any, is raised at the next
+#: request), ``"paused"`` (an async check overran and was cancelled; not
+#: run again until ``until``)
+CheckState = Literal["running", "ended", "paused"]
+
+
+@attrs.define
+class _Check:
+    """One table's check that is not idle (see :data:`CheckState`)."""
+
+    state: CheckState
+    #: what an ended check raised (None: it returned)
+    error: Exception | None = None
+    #: trio time a pause ends
+    until: float = 0.0
 
 
 class TrioRunner:
@@ -49,21 +65,19 @@ class TrioRunner:
     tables' checks under theirs (see :meth:`Table.check`)."""
 
     def __init__(self) -> None:
-        #: id(table) -> the outcome of its plain check left running in a
-        #: worker thread: None while it runs, then what it raised, or
-        #: ``_DONE``; an async check's id -> when its pause ends
-        self._pending: dict[int, Any] = {}
+        #: id(table) -> its check, while not idle (absent: idle)
+        self._pending: dict[int, _Check] = {}
         self._how: dict[type[Table], CheckMode] = {}
 
     async def check(self, table: Table) -> None:
         key = id(table)
-        pending = self._pending.get(key, _IDLE)
-        if pending is not _IDLE:
-            if pending is None or (type(pending) is float and pending > trio.current_time()):
+        pending = self._pending.get(key)
+        if pending is not None:
+            if pending.state == "running" or (pending.state == "paused" and pending.until > trio.current_time()):
                 return  # still running in its thread, or paused after an overrun
             del self._pending[key]
-            if isinstance(pending, BaseException):
-                raise pending
+            if pending.error is not None:
+                raise pending.error
         kind = type(table)
         how = self._how.get(kind)
         if how is None:
@@ -74,35 +88,35 @@ class TrioRunner:
         deadline = table.check_deadline
         if how == "async":
             with trio.move_on_after(deadline):
-                await table.check()  # type: ignore[misc]
+                coro = table.check()
+                if coro is not None:  # always, for an async def (check_mode_of saw to it)
+                    await coro
                 return
-            self._pending[key] = trio.current_time() + CHECK_PAUSE
+            self._pending[key] = _Check("paused", until=trio.current_time() + CHECK_PAUSE)
             raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (cancelled)")
-        outcome: list[Any] = []  # the thread's result, read only once it ended
+        # no second check of this table while this one runs; the thread
+        # writes its outcome here, read only once it is "ended"
+        running = self._pending[key] = _Check("running")
 
         def run() -> None:
             try:
                 table.check()
             except Exception as exc:
-                outcome.append(exc)
+                running.error = exc
             except BaseException as exc:  # e.g. sys.exit() in a check: it must not end the daemon
-                outcome.append(RuntimeError(f"check raised {type(exc).__name__}: {exc}"))
-            else:
-                outcome.append(_DONE)
-            if key in self._pending:  # the request gave up on it: report at the next one
-                self._pending[key] = outcome[0]
+                running.error = RuntimeError(f"check raised {type(exc).__name__}: {exc}")
+            running.state = "ended"  # last: the error is in place before anyone reads it
 
-        self._pending[key] = None  # no second check of this table while this one runs
         with trio.move_on_after(deadline):
             await trio.to_thread.run_sync(run, abandon_on_cancel=True)
             del self._pending[key]
-            if outcome and isinstance(outcome[0], BaseException):
-                raise outcome[0]
+            if running.error is not None:
+                raise running.error
             return
-        if outcome:  # it ended just as the deadline fired
+        if running.state == "ended":  # it ended just as the deadline fired
             del self._pending[key]
-            if isinstance(outcome[0], BaseException):
-                raise outcome[0]
+            if running.error is not None:
+                raise running.error
             return
         raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (left running in its thread)")
 
@@ -112,10 +126,10 @@ class TrioRunner:
         assert scope.cancelled_caught
         raise TableTimeout(f"{type(table).__name__}.{what} overran {table.deadline}s")
 
-    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[Any]]]]) -> list[Any]:
-        results: list[Any] = [None] * len(calls)
+    async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[object]]]]) -> list[object]:
+        results: list[object] = [None] * len(calls)
 
-        async def one(k: int, table: Table, what: str, fn: Callable[[], Awaitable[Any]]) -> None:
+        async def one(k: int, table: Table, what: str, fn: Callable[[], Awaitable[object]]) -> None:
             try:
                 results[k] = await self.call(table, what, fn)
             except Exception as exc:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from pmda_py import logconfig
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pmapi import PmSem, PmType
 from pmda_py.stats import PmdaStats
-from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, TableContext, units
+from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, TableContext, Values, units
 from pmda_py.wire import PduType
 
 __all__ = ["ControlTable"]
@@ -175,7 +174,7 @@ class ControlTable(Table):
     async def fetch(self, request: FetchRequest) -> FetchResult:
         st = self.stats
         tables = {v: k for k, v in self.tables.instances.items()}
-        out: dict[Metric, Any] = {}
+        out: dict[Metric, Values] = {}
         for m in request.metrics:
             if m is self.requests:
                 out[m] = {k: st.requests.get(n, 0) for k, n in self.pdus.instances.items()}

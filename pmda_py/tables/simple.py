@@ -22,7 +22,18 @@ import time
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcpversion import pcp_conf
 from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import FetchRequest, FetchResult, InDom, Metric, StoreRequest, Table, TableContext, units
+from pmda_py.table import (
+    FetchRequest,
+    FetchResult,
+    InDom,
+    Metric,
+    StoreRequest,
+    Table,
+    TableContext,
+    Value,
+    Values,
+    units,
+)
 
 __all__ = ["SimpleTable"]
 
@@ -172,12 +183,12 @@ class SimpleTable(Table):
     async def fetch(self, request: FetchRequest) -> FetchResult:
         self.numfetch += 1
         self._timenow_check()
-        out: dict[Metric, object] = {}
+        out: dict[Metric, Values] = {}
         for m in request.metrics:
             if m is self.numfetch_m:
                 out[m] = self.numfetch
             elif m is self.color_m:
-                vals = {}
+                vals: dict[int, Value] = {}
                 for inst, _name in request.instances(self.colour):
                     self.colours[inst] = (self.colours[inst] + 1) % 255
                     vals[inst] = self.colours[inst]
@@ -189,7 +200,7 @@ class SimpleTable(Table):
                 out[m] = self.times[0] if m is self.user_m else self.times[1]
             elif m is self.now_m:
                 out[m] = self._now_values()
-        return out  # type: ignore[return-value]
+        return out
 
     async def store(self, request: StoreRequest) -> None:
         # value by value, stopping at the first refused one, as libpcp_pmda's

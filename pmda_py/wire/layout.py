@@ -13,6 +13,14 @@ from typing import Any, Final, Literal
 from pmda_py.pmapi import TYPES
 from pmda_py.wire.pdus import PduType, ValFmt
 
+#: a value as a table returned it, not checked by type: the encoders hand it
+#: to ``struct.pack``, ``array`` or ``bytes()``, which refuse a wrong one.  The
+#: one untyped point of the value path (the boundary with the user's tables):
+#: narrowing each value by ``isinstance`` would cost work per value on the
+#: hot path, and the fast path checks types by ``type(v) in`` a set, which
+#: mypy cannot follow.
+RawValue = Any
+
 __all__ = ["FIXED_CODES", "FixedLayout"]
 
 _LITTLE: Final = sys.byteorder == "little"
@@ -123,7 +131,7 @@ class FixedLayout:
             sview = None if g in self._raw else memoryview(self._src[g])[taken].cast(fmt)[:: ss // size]
             self._moves.append((dview, sview, g, taken, ss // size, fmt))
 
-    def encode(self, values: Sequence[Any], flags: int = 0) -> bytes:
+    def encode(self, values: Sequence[RawValue], flags: int = 0) -> bytes:
         """The reply with ``values[g]`` (group ``g``'s values in order; a
         raw group's as one bytes-like object).
 

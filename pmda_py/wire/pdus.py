@@ -6,7 +6,7 @@ libpcp's ``p_*.c`` (see ``docs/internals.md``); every object re-encodes to the
 bytes it was decoded from, padding included (libpcp pads with ``~``).
 
 Decoders take the *whole* PDU (header included), because value-block
-pointers in RESULT and JSON offsets in LABEL count from the PDU start.  Any
+pointers in RESULT and JSON offsets in LABEL count from the PDU start.  Every
 failure to decode raises :class:`~pmda_py.errors.WireFormatError`
 (PM_ERR_IPC); ``struct.error``, ``IndexError`` and ``UnicodeDecodeError``
 never escape.  Strings are decoded as UTF-8 with ``surrogateescape`` so any

@@ -14,11 +14,11 @@ import struct
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import TYPES, PmType
-from pmda_py.wire.layout import FIXED_CODES, FixedLayout
+from pmda_py.wire.layout import FIXED_CODES, FixedLayout, RawValue
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
 __all__ = [
@@ -203,7 +203,7 @@ class ResultBuilder:
         item.valfmt, item.vtype, item.raws = valfmt, vtype, list(payloads)
         self._items.append(item)
 
-    def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[Any]) -> None:
+    def add_values(self, pmid: int, type_: int, insts: Sequence[int], values: Sequence[RawValue]) -> None:
         """Encode typed values the way libpcp_pmda's ``__pmStuffValue`` does
         (``values``: what a table returned, of the metric's type; refused here
         when they are not)."""
