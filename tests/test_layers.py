@@ -28,6 +28,7 @@ PACKAGE = REPO / "pmda_py"
 LAYERS: dict[str, int] = {
     "pmda_py.errors": 0,
     "pmda_py.safefile": 0,  # how files are written and read (os only)
+    "pmda_py.inotify": 0,  # inotify watches through ctypes (os only): MMV directory, socket file
     "pmda_py.pcpversion": -1,  # which PCP is installed (pcp.conf): texts and behaviour follow it
     "pmda_py.pmapi": 1,
     "pmda_py.wire": 2,
@@ -56,6 +57,7 @@ LAYERS: dict[str, int] = {
     "pmda_py": 6,  # the package's own __init__: the public API re-exports
 }
 NO_TRIO = (
+    "pmda_py.inotify",
     "pmda_py.wire",
     "pmda_py.session",
     "pmda_py.pcplabels",

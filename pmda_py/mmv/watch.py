@@ -5,39 +5,29 @@ reached) :meth:`DirWatch.open` returns None and the caller polls."""
 
 from __future__ import annotations
 
-import functools
 import os
 import struct
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import ctypes
+from pmda_py.inotify import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_Q_OVERFLOW,
+    watch_directory,
+)
 
-__all__ = ["DirWatch"]
+__all__ = ["MASK", "DirWatch"]
 
-IN_ATTRIB = 0x4
-IN_CLOSE_WRITE = 0x8
-IN_MOVED_FROM = 0x40
-IN_MOVED_TO = 0x80
-IN_CREATE = 0x100
-IN_DELETE = 0x200
-IN_DELETE_SELF = 0x400
-IN_MOVE_SELF = 0x800
-IN_Q_OVERFLOW = 0x4000
-IN_IGNORED = 0x8000
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len
 #: names created, removed, renamed, rewritten and closed, chmod/chown/utime;
 #: not IN_MODIFY (a writer that stores through its mapping makes none anyway)
 MASK = IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    """libc through ctypes, loaded once (a CDLL is a reference cycle)."""
-    import ctypes
-    import ctypes.util
-
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 class DirWatch:
@@ -49,17 +39,8 @@ class DirWatch:
     @classmethod
     def open(cls, directory: str) -> DirWatch | None:
         """None where inotify is not available (the caller polls)."""
-        try:
-            libc = _libc()
-            fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
-            if fd < 0:
-                return None
-            if int(libc.inotify_add_watch(fd, os.fsencode(directory), MASK)) < 0:
-                os.close(fd)
-                return None
-        except (OSError, AttributeError):
-            return None
-        return cls(fd)
+        fd = watch_directory(directory, MASK)
+        return None if fd is None else cls(fd)
 
     def changes(self) -> tuple[set[str], bool]:
         """``(names, everything)``: names whose entries changed, and whether

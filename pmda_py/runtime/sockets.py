@@ -25,6 +25,7 @@ import structlog
 import trio
 
 from pmda_py.config import Config
+from pmda_py.inotify import IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF, IN_MOVED_FROM, watch_directory
 from pmda_py.pcpversion import pcp_conf
 from pmda_py.runtime.admission import (
     RefusalLog,
@@ -393,10 +394,7 @@ class _DirectoryWatch:
     """inotify on a directory (Linux, through ctypes): :meth:`wait` returns
     when a name in it is removed or renamed away."""
 
-    _IN_MOVED_FROM = 0x40
-    _IN_DELETE = 0x200
-    _IN_DELETE_SELF = 0x400
-    _IN_MOVE_SELF = 0x800
+    MASK = IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -404,21 +402,8 @@ class _DirectoryWatch:
     @classmethod
     def open(cls, directory: str) -> _DirectoryWatch | None:
         """None where inotify is not available (the caller polls)."""
-        try:
-            import ctypes
-            import ctypes.util
-
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
-            if fd < 0:
-                return None
-            mask = cls._IN_MOVED_FROM | cls._IN_DELETE | cls._IN_DELETE_SELF | cls._IN_MOVE_SELF
-            if int(libc.inotify_add_watch(fd, os.fsencode(directory), mask)) < 0:
-                os.close(fd)
-                return None
-        except (OSError, AttributeError):
-            return None
-        return cls(fd)
+        fd = watch_directory(directory, cls.MASK)
+        return None if fd is None else cls(fd)
 
     async def wait(self) -> None:
         await trio.lowlevel.wait_readable(self.fd)
