@@ -26,12 +26,11 @@ test: venv
 # `make test` (what CI runs) runs everything.
 FAST_TESTS := tests/wire tests/dispatch tests/table tests/test_session.py tests/test_types.py \
 	tests/test_config.py tests/test_layers.py tests/test_docs.py tests/test_safefile.py tests/test_pmns.py \
-	tests/test_pmdacache.py tests/test_support.py tests/test_state_files.py tests/dbpmda/test_grammar.py \
-	$(addprefix tests/daemon/test_,memo.py fast_fetch.py fast_forms.py index_updates.py reply_limit.py \
-	  table_values.py checks.py state_flags.py simple_inprocess.py context.py persistent.py)
+	tests/test_pmdacache.py tests/test_support.py tests/test_state_files.py tests/test_pcpversion.py \
+	tests/dbpmda/test_grammar.py tests/runtime/test_pump.py
 
 test-fast: venv
-	$(BIN)/python -m pytest -m "not slow and not pcp" $(wildcard $(FAST_TESTS)) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not pcp" $(FAST_TESTS) $(PYTEST_ARGS)
 
 LINTED := pmda_py tests bench scripts
 
