@@ -4,14 +4,14 @@ remembered by their request's bytes.
 One staleness rule: a remembered reply stands until the index changes (a
 table's ``generation`` moved: the dispatcher then clears the cache), and
 an INSTANCE reply also only while its indom's ``version`` (moved by every
-new ``instances`` map) and size are those it was built from.  Which
+new ``instances`` map: the map itself is read-only) is the one it was
+built from.  Which
 replies may be remembered at all is decided in :mod:`.meta`
 (:meth:`~pmda_py.dispatch.meta.MetaRequests.remember`).
 
 Beside them, the encoded instance list of an indom whose table refreshes
-it (:meth:`~pmda_py.table.Table.refresh_instances`, which may change the
-map in place) is kept by indom, and reused while the map is equal to the
-one it was built from.
+it (:meth:`~pmda_py.table.Table.refresh_instances`) is kept by indom, and
+reused while the indom's ``version`` is the one it was built from.
 """
 
 from __future__ import annotations
@@ -33,16 +33,15 @@ LIMIT: Final = 1 << 16
 @attrs.frozen
 class _Entry:
     """A remembered reply (its bytes, ``from`` 0), and for INSTANCE the
-    indom and the version and size of its map when the reply was built."""
+    indom and the version of its map when the reply was built."""
 
     reply: EncodedPdu
     indom: InDom | None = None
     version: int = 0
-    count: int = 0
 
     def fresh(self) -> bool:
         ind = self.indom
-        return ind is None or (ind.version == self.version and len(ind.instances) == self.count)
+        return ind is None or ind.version == self.version
 
 
 class ReplyCache:
@@ -55,8 +54,8 @@ class ReplyCache:
         self.enabled = True
         #: requests answered from here
         self.hits = 0
-        #: indom id -> (the map an instance list was built from, its bytes)
-        self._listings: dict[int, tuple[dict[int, str], bytes]] = {}
+        #: indom id -> (the indom version an instance list was built from, its bytes)
+        self._listings: dict[int, tuple[int, bytes]] = {}
 
     def get(self, pdu_type: int, key: bytes | None) -> EncodedPdu | None:
         """The reply remembered for this request, if it is still fresh."""
@@ -80,18 +79,18 @@ class ReplyCache:
         if indom is None:
             memo[key] = _Entry(reply)
         else:
-            memo[key] = _Entry(reply, indom, indom.version, len(indom.instances))
+            memo[key] = _Entry(reply, indom, indom.version)
 
     def listing(self, indom: InDom) -> bytes | None:
         """The INSTANCE reply listing every instance of ``indom``, if its
         map is the one it was built from."""
         kept = self._listings.get(indom.id)
-        if kept is None or kept[0] != indom.instances:
+        if kept is None or kept[0] != indom.version:
             return None
         return kept[1]
 
     def put_listing(self, indom: InDom, data: bytes) -> None:
-        self._listings[indom.id] = (dict(indom.instances), data)
+        self._listings[indom.id] = (indom.version, data)
 
     def clear(self) -> None:
         """Forget the replies remembered by request (the index changed)."""

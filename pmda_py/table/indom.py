@@ -47,9 +47,11 @@ class InDom:
     """
 
     serial: int
-    #: the ``{id: name}`` map; assigning a new one (or :meth:`set`,
-    #: :meth:`set_names`) moves :attr:`version`
-    instances: dict[int, str] = attrs.field(factory=dict, on_setattr=lambda ind, _a, value: ind._new_map(value))
+    #: the ``{id: name}`` map, read-only: change it with :meth:`set`,
+    #: :meth:`set_names` or by assigning a new mapping, each of which moves
+    #: :attr:`version` (the daemon's remembered INSTANCE replies are checked
+    #: against it; a map changed in place could not be seen)
+    instances: Mapping[int, str] = attrs.field(factory=dict, on_setattr=lambda ind, _a, value: ind._new_map(value))
     oneline: str | int | None = None  #: an int: the PCP error code answered instead
     help: str | int | None = None
     labels: Labels = NO_LABELS
@@ -61,15 +63,17 @@ class InDom:
     listing: tuple[tuple[int, str], ...] | None = None
     #: set by the daemon when mounted
     domain: int = -1
-    #: moves whenever a new ``instances`` map is set (what the daemon's
-    #: remembered INSTANCE replies are checked against)
+    #: moves whenever ``instances`` changes (what the daemon's remembered
+    #: INSTANCE replies are checked against)
     version: int = attrs.field(default=0, init=False)
     _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
     _refused: set[str] = attrs.field(factory=set, init=False, repr=False)
 
-    def _new_map(self, value: dict[int, str]) -> dict[int, str]:
-        self.version += 1
-        return value
+    def _new_map(self, value: Mapping[int, str]) -> Mapping[int, str]:
+        new = dict(value)
+        if new != self.instances:  # the same instances again (a refresh): nothing for the daemon to rebuild
+            self.version += 1
+        return MappingProxyType(new)
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.serial <= 0x3FFFFF:
@@ -86,11 +90,10 @@ class InDom:
         return indom(self.domain, self.serial) if self.domain >= 0 else PM_INDOM_NULL
 
     def set(self, instances: Mapping[int, str]) -> None:
-        """Replace the instances with an explicit ``{id: name}`` map (change
-        them this way, with :meth:`set_names` or by assigning a new dict to
-        ``instances``: the daemon sees a new map; a map changed in place is
-        seen only when its size changes, and name lookups miss it)."""
-        self.instances = dict(instances)
+        """Replace the instances with an explicit ``{id: name}`` map (this,
+        :meth:`set_names` or assigning a new mapping to ``instances`` are the
+        ways to change them: ``instances`` itself is read-only)."""
+        self.instances = instances  # a read-only copy (see _new_map)
         self._by_name = {v: k for k, v in self.instances.items()}
 
     def set_names(self, names: Iterable[str]) -> dict[int, str]:

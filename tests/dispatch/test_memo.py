@@ -84,7 +84,7 @@ class _Refreshed(Table):
 
     async def refresh_instances(self, indom: InDom) -> None:
         self.k += 1
-        indom.instances[self.k] = f"x{self.k}"  # in place: only a refresh hook may do this unseen
+        indom.set({**indom.instances, self.k: f"x{self.k}"})  # a refresh hook's change
 
 
 def _world() -> tuple[Dispatcher, Session, _Static, _Computed, _Refreshed]:
@@ -202,7 +202,7 @@ async def test_changes_are_never_answered_from_memory() -> None:
     after, hit = await _ask(disp, session, inst)
     assert not hit and b"seven" in after
 
-    static.colours.instances[8] = "eight"  # in place (not the documented way): the count shows it
+    static.colours.instances = {**static.colours.instances, 8: "eight"}  # a new map assigned
     after, hit = await _ask(disp, session, inst)
     assert not hit and b"eight" in after
 

@@ -33,8 +33,10 @@ def test_an_indoms_version_moves_with_every_new_map() -> None:
     assert ind.version == v + 2
     ind.set_names(["x", "y"])
     assert ind.version == v + 3 and sorted(ind.instances.values()) == ["x", "y"]
-    ind.instances[9] = "z"  # in place: the version does not see it (the size does, for the daemon)
-    assert ind.version == v + 3
+    with pytest.raises(TypeError):
+        ind.instances[9] = "z"  # read-only: a change the version could not see
+    ind.set(dict(ind.instances))  # the same instances again: nothing changed
+    assert ind.version == v + 3 and 9 not in ind.instances
 
 
 def test_an_unmounted_indom_has_no_id() -> None:
