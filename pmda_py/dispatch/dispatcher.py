@@ -178,8 +178,8 @@ class Dispatcher:
             PduType.PMNS_IDS: meta.pmns_ids,
         }
         for m in self.mounts:
-            if m.prefix and not all(p.isidentifier() for p in m.prefix.split(".")):
-                raise ConfigError(f"table {m.label}: bad mount point {m.prefix!r}")
+            if m.mount and not all(p.isidentifier() for p in m.mount.split(".")):
+                raise ConfigError(f"table {m.label}: bad mount point {m.mount!r}")
         self.reindex(strict=True)
 
     # ------------------------------------------------------------ indexing
@@ -216,7 +216,7 @@ class Dispatcher:
         name = mount.label
         return TableContext(
             domain=self.domain,
-            mount=mount.prefix,
+            mount=mount.mount,
             name=name,
             pmda=self.name,
             options=mount.options,

@@ -28,10 +28,14 @@ class ConfigError(PmdaError):
 
 @attrs.define(eq=False)
 class Mount:
-    """A table mounted at ``prefix`` (the full name prefix, may be empty)."""
+    """A table mounted at ``mount``: the full name prefix of its metrics
+    (``"pypmda.queues"``; may be empty), as :attr:`TableContext.mount
+    <pmda_py.table.TableContext.mount>` tells the table.  ``name`` is the
+    table's name in the configuration (``[table NAME]``, by default the
+    table class's ``name``)."""
 
     table: Table
-    prefix: str
+    mount: str
     name: str = ""
     options: dict[str, str] = attrs.field(factory=dict)
     #: the table's name in logs and counters: ``name``, else the table's class name
@@ -41,7 +45,7 @@ class Mount:
         self.label = self.name or type(self.table).__name__
 
     def full(self, metric: Metric) -> str:
-        return f"{self.prefix}.{metric.name}" if self.prefix else metric.name
+        return f"{self.mount}.{metric.name}" if self.mount else metric.name
 
 
 @attrs.define
@@ -102,7 +106,7 @@ class MountIndex:
 
         for mount in mounts:
             t = mount.table
-            tname = mount.name or type(t).__name__
+            tname = mount.label
             clusters = set(t.clusters())
             index.clusters.append(clusters)
             for c in sorted(clusters):

@@ -318,12 +318,12 @@ async def load_dispatcher(
 async def start_tables(dispatcher: Dispatcher, domain: int, *, say: Say | None = None) -> None:
     """Run every table's startup under its deadline; failures are logged
     (and said) and the table serves what it can."""
-    started = [Startup(m.name or type(m.table).__name__, m.table, dispatcher.context(m)) for m in dispatcher.mounts]
+    started = [Startup(m.label, m.table, dispatcher.context(m)) for m in dispatcher.mounts]
     await start_all(started, say=say)
     dispatcher.reindex()
     log.info(
         "tables_mounted",
-        tables=[f"{m.name}@{m.prefix or '.'}" for m in dispatcher.mounts],
+        tables=[f"{m.name}@{m.mount or '.'}" for m in dispatcher.mounts],
         metrics=len(dispatcher.all_names),
         domain=domain,
     )

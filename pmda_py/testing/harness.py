@@ -64,8 +64,8 @@ async def open_table_pmda(
         if isinstance(t, Mount):
             mounts.append(t)
         else:
-            prefix = mount if (mount is not None and len(tables) == 1) else (t.name or type(t).__name__.lower())
-            mounts.append(Mount(t, prefix, t.name or type(t).__name__))
+            where = mount if (mount is not None and len(tables) == 1) else (t.name or type(t).__name__.lower())
+            mounts.append(Mount(t, where, t.name or type(t).__name__))
     dispatcher = Dispatcher(domain, mounts, TrioRunner(), name=name, help_source=help_source, state_dir=state_dir)
     if startup:
         await dispatcher.start_tables(trio.move_on_after)

@@ -84,7 +84,7 @@ def pmns_text(config: Config, mounts: list[Mount], symdom: str) -> str:
     dynamic: list[str] = []
     for m in mounts:
         if _dynamic(m):
-            dynamic.append(m.prefix)
+            dynamic.append(m.mount)
             continue
         for metric in m.table.metrics():
             leaves[m.full(metric)] = (metric.cluster, metric.item)
@@ -200,8 +200,8 @@ def _generate(prog: str, argv: Sequence[str], render: Callable[[Config, list[Mou
     try:
         config, mounts = _mounts(rest)
         for m in mounts:
-            if ns.under and m.prefix != ns.under and not m.prefix.startswith(ns.under + "."):
-                raise ValueError(f"table {m.name} is mounted at {m.prefix!r}, outside {ns.under!r}")
+            if ns.under and m.mount != ns.under and not m.mount.startswith(ns.under + "."):
+                raise ValueError(f"table {m.name} is mounted at {m.mount!r}, outside {ns.under!r}")
         _write(render(config, mounts, ns.symdom or config.name.upper()), ns.output)
     except Exception as err:  # a bad config or table: one clear line, exit 1
         print(f"{prog}: {err}", file=sys.stderr)
