@@ -5,6 +5,7 @@ as processes."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -19,7 +20,12 @@ PROCESS_TIERS = ("tests/integration/", "tests/install/", "tests/hardening/", "te
 def _pytest_args(target: str) -> list[str]:
     """The arguments ``make TARGET`` gives pytest (a dry run: nothing is built)."""
     require(shutil.which("make") is not None, "make")
-    out = subprocess.run(["make", "-n", "-s", target], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    # as a person types it: not what an enclosing make passes down (CI runs the
+    # suite as `make test PYTEST_ARGS=...`, which reaches sub-makes through MAKEFLAGS)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS")}
+    out = subprocess.run(
+        ["make", "-n", "-s", target, "PYTEST_ARGS="], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    ).stdout
     line = next(ln for ln in out.splitlines() if " -m pytest" in ln)
     return shlex.split(line.split(" -m pytest", 1)[1])
 
