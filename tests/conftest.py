@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -79,3 +81,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if alive:
         print(f"\nLEFTOVER PROCESSES: private pmcd process groups {alive} survived SIGKILL")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def opens_of(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:
+    """Every open() of ``path`` from now on."""
+    seen: list[str] = []
+    real = builtins.open
+
+    def counting(file: Any, *args: Any, **kw: Any) -> Any:
+        if os.fspath(file) == str(path):
+            seen.append(str(file))
+        return real(file, *args, **kw)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    return seen

@@ -4,19 +4,17 @@ path, and lets the process environment override it at every call."""
 
 from __future__ import annotations
 
-import builtins
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pmda_py import pcpversion
 from pmda_py.pcpversion import PCP_CONF_DEFAULTS, pcp_conf, pcp_version
-from tests.conftest import require
+from tests.conftest import opens_of, require
 
 PCP_ENV = Path("/etc/pcp.env")
 
@@ -32,20 +30,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     yield monkeypatch
     pcpversion._read_conf.cache_clear()
     pcp_version.cache_clear()
-
-
-def _opens(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:
-    """Every open() of ``path`` from now on."""
-    seen: list[str] = []
-    real = builtins.open
-
-    def counting(file: Any, *args: Any, **kw: Any) -> Any:
-        if os.fspath(file) == str(path):
-            seen.append(str(file))
-        return real(file, *args, **kw)
-
-    monkeypatch.setattr(builtins, "open", counting)
-    return seen
 
 
 def _pcp_env(conf: Path) -> dict[str, str]:
@@ -91,7 +75,7 @@ def test_parsed_once_per_path_and_the_environment_read_at_every_call(
     first, second = tmp_path / "a.conf", tmp_path / "b.conf"
     first.write_text("PCP_USER=alpha\nPCP_VERSION=6.3.8\nPCP_TMP_DIR=/t/a\n")
     second.write_text("PCP_USER=beta\n")
-    opens_a, opens_b = _opens(clean_env, first), []
+    opens_a, opens_b = opens_of(clean_env, first), []
     clean_env.setenv("PCP_CONF", str(first))
     for _ in range(50):
         assert pcp_conf()["PCP_USER"] == "alpha"
@@ -100,7 +84,7 @@ def test_parsed_once_per_path_and_the_environment_read_at_every_call(
     clean_env.setenv("PCP_USER", "gamma")  # the environment wins, at once
     assert pcp_conf()["PCP_USER"] == "gamma" and pcp_conf()["PCP_TMP_DIR"] == "/t/a"
     clean_env.delenv("PCP_USER")
-    opens_b = _opens(clean_env, second)
+    opens_b = opens_of(clean_env, second)
     clean_env.setenv("PCP_CONF", str(second))  # another file is another parse
     assert pcp_conf()["PCP_USER"] == "beta" and pcp_conf()["PCP_TMP_DIR"] == PCP_CONF_DEFAULTS["PCP_TMP_DIR"]
     assert len(opens_b) == 1 and len(opens_a) == 1

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -49,23 +50,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def foreign_uid_connect(path: str) -> tuple[int, int | str]:
-    """Fork a child that setuid()s to 'nobody', connects, and reports its
-    uid and how many bytes it could read before EOF (or the error)."""
+def as_nobody(body: Callable[[], int]) -> tuple[int, int | str]:
+    """Fork a child that setuid()s to 'nobody' and runs ``body`` (no trio, no
+    exec: the venv may be unreadable to nobody); returns the child's uid and
+    what ``body`` returned, or the error it raised."""
     nobody = pwd.getpwnam("nobody")
     rfd, wfd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: no trio, no exec (the venv may be unreadable to nobody)
+    if pid == 0:  # the child
         try:
             os.close(rfd)
             os.setgroups([])
             os.setgid(nobody.pw_gid)
             os.setuid(nobody.pw_uid)
-            s = socket.socket(socket.AF_UNIX)
-            s.settimeout(10)
-            s.connect(path)
-            got = len(s.recv(100))
-            os.write(wfd, f"{os.getuid()} {got}".encode())
+            os.write(wfd, f"{os.getuid()} {body()}".encode())
         except BaseException as err:
             os.write(wfd, f"{os.getuid()} {type(err).__name__}: {err}".encode())
         finally:
@@ -76,6 +74,19 @@ def foreign_uid_connect(path: str) -> tuple[int, int | str]:
     os.waitpid(pid, 0)
     uid, _, what = out.partition(" ")
     return int(uid), int(what) if what.isdigit() else what
+
+
+def foreign_uid_connect(path: str) -> tuple[int, int | str]:
+    """As 'nobody', connect to the unix socket ``path``: the uid and how
+    many bytes could be read before EOF (or the error)."""
+
+    def connect() -> int:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        s.connect(path)
+        return len(s.recv(100))
+
+    return as_nobody(connect)
 
 
 def private_pmdas(root: Path) -> Path:

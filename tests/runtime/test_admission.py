@@ -17,7 +17,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -29,8 +28,8 @@ from pmda_py.session import Session
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda
 from pmda_py.testing.support import pmda_py_argv, traversable_dir
 from pmda_py.wire import CredsPdu, DescReqPdu, PduReader
-from tests.conftest import require
-from tests.integration.pcpbed import foreign_uid_connect, free_port
+from tests.conftest import opens_of, require
+from tests.integration.pcpbed import as_nobody, foreign_uid_connect, free_port
 
 # ------------------------------------------------------------ await_creds
 
@@ -401,39 +400,23 @@ async def test_reload_keeps_the_listener_settings(root: Path, daemons: list[Daem
 
 
 def _as_nobody_tcp(port: int, family: int, host: str, data: bytes) -> tuple[int, int | str]:
-    """Fork a child that setuid()s to 'nobody', connects to ``host:port``,
-    sends ``data`` (pmcd's CREDS) and reports its uid and how many bytes
-    it read before EOF or reset (or the error)."""
-    nobody = pwd.getpwnam("nobody")
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no trio, no exec
+    """As 'nobody', connect to ``host:port``, send ``data`` (pmcd's CREDS):
+    the uid and how many bytes were read before EOF or reset (or the error)."""
+
+    def connect() -> int:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect((host, port))
+        s.sendall(data)
+        got = 0
         try:
-            os.close(rfd)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            s = socket.socket(family, socket.SOCK_STREAM)
-            s.settimeout(10)
-            s.connect((host, port))
-            s.sendall(data)
-            got = 0
-            try:
-                while chunk := s.recv(4096):
-                    got += len(chunk)
-            except ConnectionResetError:  # closed with our CREDS unread: a reset, after what came
-                pass
-            os.write(wfd, f"{os.getuid()} {got}".encode())
-        except BaseException as err:
-            os.write(wfd, f"{os.getuid()} {type(err).__name__}: {err}".encode())
-        finally:
-            os._exit(0)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as f:
-        out = f.read().decode()
-    os.waitpid(pid, 0)
-    uid, _, what = out.partition(" ")
-    return int(uid), int(what) if what.isdigit() else what
+            while chunk := s.recv(4096):
+                got += len(chunk)
+        except ConnectionResetError:  # closed with our CREDS unread: a reset, after what came
+            pass
+        return got
+
+    return as_nobody(connect)
 
 
 @pytest.mark.parametrize("family", ["inet", "ipv6"])
@@ -541,7 +524,6 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
 async def test_pcp_conf_is_not_read_again_for_every_connection(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Who may be pmcd is asked at every unix connection: the PCP user it
     names comes from pcp.conf, parsed once, not once per connection."""
-    import builtins
 
     from pmda_py.config import Config
     from pmda_py.dispatch import Dispatcher
@@ -553,15 +535,7 @@ async def test_pcp_conf_is_not_read_again_for_every_connection(monkeypatch: pyte
     conf.write_text(f"PCP_VERSION=6.0.3\nPCP_USER={user}\n")
     monkeypatch.setenv("PCP_CONF", str(conf))
     monkeypatch.delenv("PCP_USER", raising=False)
-    opened: list[str] = []
-    real_open = builtins.open
-
-    def counting_open(file: Any, *args: Any, **kw: Any) -> Any:
-        if os.fspath(file) == str(conf):
-            opened.append(str(file))
-        return real_open(file, *args, **kw)
-
-    monkeypatch.setattr(builtins, "open", counting_open)
+    opened = opens_of(monkeypatch, conf)
     path = str(tmp_path / "s")
     server = SocketServer(Config(transport="unix", address=path), Active(Dispatcher(253, [], TrioRunner())))
     listener = trio.socket.socket(socket.AF_UNIX)
