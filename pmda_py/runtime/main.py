@@ -19,7 +19,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from functools import partial
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import structlog
 import trio
@@ -33,8 +33,10 @@ from pmda_py.runtime.pipe import PipeStream, protect_stdio
 from pmda_py.runtime.privileges import drop_privileges
 from pmda_py.runtime.pump import Active, TrioRunner, serve_stream
 from pmda_py.runtime.reload import reload
-from pmda_py.runtime.sockets import SocketServer, listen_address
 from pmda_py.session import Session
+
+if TYPE_CHECKING:
+    from pmda_py.runtime.sockets import SocketServer
 
 __all__ = ["CREDS_GRACE", "main", "run"]
 
@@ -72,6 +74,10 @@ async def run(
             # pmcd's pipes: we write fd wfd (stdout) and read fd rfd (stdin)
             stream = PipeStream(rfd, wfd)
         else:
+            # the socket modes' machinery (peer admission, /proc/net lookups):
+            # imported only where it is used, not by every pipe agent
+            from pmda_py.runtime.sockets import SocketServer, listen_address
+
             server = SocketServer(config, active, on_ready=active.loaded.wait)
             await server.open()
             where = {"bind": listen_address(config)[0]} if config.transport != "unix" else {}

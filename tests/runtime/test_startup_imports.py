@@ -30,6 +30,9 @@ NOT_LOADED = (
     "pmda_py.testing",
     "pmda_py.tools.installer",
     "pmda_py.tools.demo",
+    # the socket modes' peer admission: a pipe agent has no sockets
+    "pmda_py.runtime.sockets",
+    "pmda_py.runtime.admission",
 )
 
 _CHILD = """
