@@ -21,12 +21,10 @@ from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns, Valu
 from pmda_py.wire import ProfilePdu
 from pmda_py.wire.layout import FIXED_CODES, FixedLayout, RawValue
 
-__all__ = ["FastFetch"]
+__all__ = ["FastFetch", "InstCheck"]
 
-#: takes the profile's values out of a group's values
-Picker = Callable[[Sequence[object]], Sequence[object]]
-#: a raw group: its group number, metrics, instances' copies, type codes, value lengths
-RawGroup = tuple[int, list[Metric], list[Sequence[int]], list[str], list[int]]
+#: takes some items out of a sequence, always as a tuple
+Picker = Callable[[Sequence[RawValue]], "tuple[RawValue, ...]"]
 
 _LITTLE = sys.byteorder == "little"
 _NUMBERS = frozenset((int, float))
@@ -50,6 +48,22 @@ _NGROUPS = 6
 _RAW = (_PACKED_G, _ARRAY8, _ARRAY4)
 
 
+def _items(keys: Sequence[int]) -> Picker:
+    """What takes the items at ``keys`` out of a sequence, as a tuple."""
+    if len(keys) == 1:
+        k = keys[0]
+        return lambda seq: (seq[k],)
+    return itemgetter(*keys)
+
+
+def _entries(metrics: Sequence[Metric]) -> Callable[[Mapping[Metric, RawValue]], tuple[RawValue, ...]]:
+    """What takes ``metrics``' values out of an answer, as a tuple (KeyError: one is missing)."""
+    if len(metrics) == 1:
+        m = metrics[0]
+        return lambda answer: (answer[m],)
+    return itemgetter(*metrics)
+
+
 def _inst_copy(insts: Sequence[int]) -> Sequence[int] | None:
     """A copy of a table's instance sequence that compares equal to it only
     while its ids are the same (None: a kind of sequence not followed)."""
@@ -63,23 +77,113 @@ def _inst_copy(insts: Sequence[int]) -> Sequence[int] | None:
     return None
 
 
+class InstCheck:
+    """Whether a group's metrics answer the instance sequences they answered
+    when the layout was learnt (same ids, same order, same kind of sequence).
+
+    Metrics of one instance domain usually share one sequence object: each
+    distinct object of the answer is compared with its copy once, and the
+    others only by identity with it (a C-level pass over pointers).  A table
+    that shares no object, or no longer shares it, is compared metric by
+    metric (equal values are equal ids: nothing is assumed of identity
+    across fetches, so an object changed in place is always seen)."""
+
+    __slots__ = ("copies", "distinct", "pattern")
+
+    def __init__(self, copies: tuple[Sequence[int], ...], pattern: Picker | None, distinct: Picker | None) -> None:
+        #: a copy of each distinct sequence, in order of first appearance
+        self.copies = copies
+        #: the sequence each metric had, by the index of the first metric that had the same object (None: no sharing)
+        self.pattern = pattern
+        #: the first metric of each distinct sequence (None: every metric)
+        self.distinct = distinct
+
+    @classmethod
+    def learn(cls, seqs: Sequence[Sequence[int]]) -> InstCheck | None:
+        """The check of these sequences (one per metric), or None when one
+        is of a kind not followed (only lists, tuples and arrays are)."""
+        first: dict[int, int] = {}
+        owners = [first.setdefault(id(s), k) for k, s in enumerate(seqs)]
+        copies = []
+        for k in first.values():
+            copy = _inst_copy(seqs[k])
+            if copy is None:
+                return None
+            copies.append(copy)
+        if len(first) == len(seqs) or len(first) == 1:
+            return cls(tuple(copies), None, None)
+        return cls(tuple(copies), _items(owners), _items(list(first.values())))
+
+    def same(self, seqs: tuple[Sequence[int], ...]) -> bool:
+        """Whether ``seqs`` (one per metric) are the learnt instances."""
+        if self.pattern is None or self.distinct is None:
+            if len(self.copies) == 1 and len(seqs) > 1:  # one object for all: count it (identity, else value)
+                return seqs.count(seqs[0]) == len(seqs) and seqs[0] == self.copies[0]
+            return seqs == self.copies
+        # every metric's sequence is its group's first one (by identity, else
+        # by value), and each first one equals its copy
+        return self.pattern(seqs) == seqs and self.distinct(seqs) == self.copies
+
+
+class ColumnGroup:
+    """The metrics of one group answering sequences of values: ``Columns``
+    (packed by struct, or raw for an ``array`` of the metric's type) or
+    ``PackedColumns`` (raw): what their answers must look like for the
+    learnt layout to hold."""
+
+    __slots__ = ("codes", "entries", "group", "insts", "lens", "metrics")
+
+    def __init__(self, group: int, metrics: list[Metric], insts: InstCheck, codes: list[str], lens: list[int]) -> None:
+        self.group = group
+        self.metrics = metrics
+        self.entries = _entries(metrics)
+        self.insts = insts
+        #: each metric's array type code (raw groups)
+        self.codes = codes
+        #: each metric's number of values (bytes for PackedColumns)
+        self.lens = lens
+
+    def parts(self, answer: Mapping[Metric, RawValue]) -> list[RawValue] | None:
+        """Each metric's values (an array or bytes for raw groups), or None
+        when an answer is not of the learnt form, type code, length or
+        instances."""
+        try:
+            got = self.entries(answer)
+        except KeyError:
+            return None
+        if self.group == _PACKED_G:
+            if not _PACKED.issuperset(map(type, got)) or list(map(_TYPECODE, got)) != self.codes:
+                return None
+            parts = list(map(_DATA, got))
+        else:
+            if not _COLUMNS.issuperset(map(type, got)):
+                return None
+            parts = list(map(_VALUES, got))
+            if self.group != _COLS and (
+                not _ARRAYS.issuperset(map(type, parts)) or list(map(_TYPECODE, parts)) != self.codes
+            ):
+                return None
+        if list(map(len, parts)) != self.lens or not self.insts.same(tuple(map(_INSTS, got))):
+            return None
+        return parts
+
+
 class FastFetch:
     """The layout of a repeated FETCH: its values come out of the tables'
-    answers by a few C-level passes (``map``, ``chain``, ``attrgetter``,
-    ``bytes.join``) and go into the reply through :class:`FixedLayout`
-    (one precompiled ``struct`` per group of Python numbers, which checks
-    each value's range; raw bytes as they are for ``PackedColumns`` and for
-    ``Columns`` of an ``array`` of the metric's type).  Each metric keeps
-    the form it had when the layout was learnt.  Anything unexpected
-    (another form, instance list or type code, a non-number, a value out of
-    range) answers None: the general path then encodes that fetch and
-    reports the bad value precisely."""
+    answers by a few C-level passes (``itemgetter``, ``map``, ``chain``,
+    ``attrgetter``, ``bytes.join``) and go into the reply through
+    :class:`FixedLayout` (one precompiled ``struct`` per group of Python
+    numbers, which checks each value's range; raw bytes as they are for
+    ``PackedColumns`` and for ``Columns`` of an ``array`` of the metric's
+    type).  Each metric keeps the form it had when the layout was learnt.
+    Anything unexpected (another form, instance list or type code, a
+    non-number, a value out of range) answers None: the general path then
+    encodes that fetch and reports the bad value precisely."""
 
     __slots__ = (
         "cols",
-        "cols_copies",
-        "cols_lens",
         "cols_pick",
+        "dict_entries",
         "dicts",
         "hits",
         "keys",
@@ -89,6 +193,7 @@ class FastFetch:
         "pick",
         "profile",
         "raw",
+        "single_entries",
         "singles",
     )
 
@@ -97,18 +202,18 @@ class FastFetch:
         self.ntables = ntables
         self.hits = 0
         self.singles: list[Metric] = []
+        self.single_entries: Callable[[Mapping[Metric, RawValue]], tuple[RawValue, ...]] | None = None
         #: dict metrics, every instance id of theirs in order, how many each has, the profile's pick
         self.dicts: list[Metric] = []
+        self.dict_entries: Callable[[Mapping[Metric, RawValue]], tuple[RawValue, ...]] | None = None
         self.keys: list[int] = []
         self.lens: list[int] = []
         self.pick: Picker | None = None
-        #: Columns metrics (values of any sequence): their instances' copies, lengths, the profile's pick
-        self.cols: list[Metric] = []
-        self.cols_copies: list[Sequence[int]] = []
-        self.cols_lens: list[int] = []
+        #: Columns metrics packed by struct (values of any sequence), the profile's pick
+        self.cols: ColumnGroup | None = None
         self.cols_pick: Picker | None = None
-        #: raw groups: (group, metrics, instances' copies, type codes, value lengths)
-        self.raw: list[RawGroup] = []
+        #: raw groups (PackedColumns, Columns of arrays)
+        self.raw: list[ColumnGroup] = []
         self.layout: FixedLayout
 
     @property
@@ -130,7 +235,10 @@ class FastFetch:
         when some value is not a plain number (or a column of them) of a
         fixed-size type."""
         self = cls(profile, ntables)
-        raws: dict[int, RawGroup] = {g: (g, [], [], [], []) for g in _RAW}
+        # per group: metrics, their instance sequences, type codes, value lengths
+        found_by: dict[int, tuple[list[Metric], list[Sequence[int]], list[str], list[int]]] = {
+            g: ([], [], [], []) for g in (_COLS, *_RAW)
+        }
         picked: dict[int, list[int]] = {_DICT: [], _COLS: []}
         flat = {_DICT: 0, _COLS: 0}  # values of the group so far, before the profile
         groups: list[int] = []
@@ -163,34 +271,28 @@ class FastFetch:
                 self.lens.append(len(insts))
             elif kind is Columns:
                 insts, vals = value.insts, value.values
-                copy = _inst_copy(insts)
-                if copy is None or len(insts) != len(vals):
+                if len(insts) != len(vals):
                     return None
                 if whole and type(vals) is array and vals.typecode == code:
                     group = _ARRAY8 if vals.itemsize == 8 else _ARRAY4
-                    _g, ms, copies, codes, lens = raws[group]
-                    ms.append(metric)
-                    copies.append(copy)
-                    codes.append(vals.typecode)
-                    lens.append(len(vals))
                 else:
                     group = _COLS
-                    self.cols.append(metric)
-                    self.cols_copies.append(copy)
-                    self.cols_lens.append(len(vals))
+                ms, seqs, codes, lens = found_by[group]
+                codes.append(vals.typecode if group != _COLS else "")
+                lens.append(len(vals))
             elif kind is PackedColumns:
-                copy = _inst_copy(value.insts)
-                if copy is None or not whole or PACKED_TYPECODES.get(metric.type) != value.typecode:
+                insts = value.insts
+                if not whole or PACKED_TYPECODES.get(metric.type) != value.typecode:
                     return None
                 group = _PACKED_G
-                _g, ms, copies, codes, lens = raws[group]
-                ms.append(metric)
-                copies.append(copy)
+                ms, seqs, codes, lens = found_by[group]
                 codes.append(value.typecode)
                 lens.append(len(value.data))
-                insts = value.insts
             else:
                 return None
+            if group != _DICT:
+                ms.append(metric)
+                seqs.append(insts)
             if group in picked:
                 base = flat[group]
                 if whole:
@@ -206,15 +308,29 @@ class FastFetch:
             else:
                 kept = len(insts)
             groups.append(group if kept else -1)
-        self.raw = [r for r in raws.values() if r[1]]
+        nraw = 0
+        for g, (ms, seqs, codes, lens) in found_by.items():
+            if not ms:
+                continue
+            check = InstCheck.learn(seqs)
+            if check is None:
+                return None
+            col = ColumnGroup(g, ms, check, codes, lens)
+            if g == _COLS:
+                self.cols = col
+            else:
+                self.raw.append(col)
+                nraw += sum(map(len, seqs))
         try:
             self.layout = FixedLayout(data, groups, types, _NGROUPS, _RAW)
         except (ValueError, KeyError, IndexError):
             return None  # the general path answered otherwise (e.g. an error for a bad instance)
-        if self.layout.nvalues != len(self.singles) + len(picked[_DICT]) + len(picked[_COLS]) + sum(
-            len(x) for r in self.raw for x in r[2]
-        ):
+        if self.layout.nvalues != len(self.singles) + len(picked[_DICT]) + len(picked[_COLS]) + nraw:
             return None
+        if self.singles:
+            self.single_entries = _entries(self.singles)
+        if self.dicts:
+            self.dict_entries = _entries(self.dicts)
         self.pick = _picker(picked[_DICT], flat[_DICT])
         self.cols_pick = _picker(picked[_COLS], flat[_COLS])
         return self
@@ -233,31 +349,32 @@ class FastFetch:
                 if type(o) is not dict:
                     return None
                 answer.update(o)
-        get = answer.get
-        single = list(map(get, self.singles))
-        if not _NUMBERS.issuperset(map(type, single)):
+        values: list[RawValue] = [(), (), (), b"", b"", b""]
+        try:
+            if self.single_entries is not None:
+                single = self.single_entries(answer)
+                if not _NUMBERS.issuperset(map(type, single)):
+                    return None
+                values[_SINGLE] = single
+            if self.dict_entries is not None:
+                dicts = self.dict_entries(answer)
+                if (
+                    not _DICTS.issuperset(map(type, dicts))
+                    or list(map(len, dicts)) != self.lens
+                    or list(chain.from_iterable(dicts)) != self.keys
+                ):
+                    return None
+                multi: RawValue = list(chain.from_iterable(map(dict.values, dicts)))
+                if self.pick is not None:
+                    multi = self.pick(multi)
+                if not _NUMBERS.issuperset(map(type, multi)):
+                    return None
+                values[_DICT] = multi
+        except KeyError:
             return None
-        values: list[RawValue] = [single, (), (), b"", b"", b""]
-        if self.dicts:
-            dicts: list[RawValue] = list(map(get, self.dicts))
-            if (
-                not _DICTS.issuperset(map(type, dicts))
-                or list(map(len, dicts)) != self.lens
-                or list(chain.from_iterable(dicts)) != self.keys
-            ):
-                return None
-            multi: RawValue = list(chain.from_iterable(map(dict.values, dicts)))
-            if self.pick is not None:
-                multi = self.pick(multi)
-            if not _NUMBERS.issuperset(map(type, multi)):
-                return None
-            values[_DICT] = multi
-        if self.cols:
-            cols: list[RawValue] = list(map(get, self.cols))
-            if not _COLUMNS.issuperset(map(type, cols)) or list(map(_INSTS, cols)) != self.cols_copies:
-                return None
-            seqs = list(map(_VALUES, cols))
-            if list(map(len, seqs)) != self.cols_lens:
+        if self.cols is not None:
+            seqs = self.cols.parts(answer)
+            if seqs is None:
                 return None
             multi = list(chain.from_iterable(seqs))
             if self.cols_pick is not None:
@@ -265,27 +382,17 @@ class FastFetch:
             if not _NUMBERS.issuperset(map(type, multi)):
                 return None
             values[_COLS] = multi
-        for group, metrics, copies, codes, lens in self.raw:
-            got: list[RawValue] = list(map(get, metrics))
-            if group == _PACKED_G:
-                if not _PACKED.issuperset(map(type, got)) or list(map(_TYPECODE, got)) != codes:
-                    return None
-                parts = list(map(_DATA, got))
-            else:
-                if not _COLUMNS.issuperset(map(type, got)):
-                    return None
-                parts = list(map(_VALUES, got))
-                if not _ARRAYS.issuperset(map(type, parts)) or list(map(_TYPECODE, parts)) != codes:
-                    return None
-            if list(map(len, parts)) != lens or list(map(_INSTS, got)) != copies:
+        for col in self.raw:
+            parts = col.parts(answer)
+            if parts is None:
                 return None
-            if group == _PACKED_G:
-                values[group] = b"".join(parts)
+            if col.group == _PACKED_G:
+                values[_PACKED_G] = b"".join(parts)
             else:
-                joined = array("Q" if group == _ARRAY8 else "I", b"".join(parts))
+                joined = array("Q" if col.group == _ARRAY8 else "I", b"".join(parts))
                 if _LITTLE:
                     joined.byteswap()
-                values[group] = joined
+                values[col.group] = joined
         try:
             data = self.layout.encode(values, flags)
         except (struct.error, OverflowError, TypeError, ValueError):
@@ -298,6 +405,6 @@ def _picker(picked: list[int], flat: int) -> Picker | None:
     """What takes the profile's values out of a group's ``flat`` values (None: all of them)."""
     if len(picked) == flat:
         return None
-    if len(picked) > 1:
-        return itemgetter(*picked)
-    return lambda v: [v[k] for k in picked]
+    if not picked:
+        return lambda v: ()
+    return _items(picked)

@@ -1,8 +1,9 @@
 """Every form of the table API on the fast FETCH path: ``Columns`` with a
 list, a tuple or an ``array`` (of the metric's type or another), and
 ``PackedColumns`` (right or wrong), answer the general path's bytes fetch
-after fetch -- instance lists changed, changed in place, forms switched,
-profiles narrowed -- and a repeat of a well-formed answer takes the fast
+after fetch -- instance lists changed, changed in place (one object per metric
+or one for every metric), shared and unshared, forms switched, profiles
+narrowed -- and a repeat of a well-formed answer takes the fast
 path in each form."""
 
 from __future__ import annotations
@@ -74,19 +75,37 @@ def test_every_form_answers_the_general_paths_bytes(data: st.DataObject, specs: 
     fast_t, fast, gen_t, gen = _pair(specs)
     fs, gs = _Session(), _Session()
     pmids = tuple(m.pmid(DOMAIN) for m in fast_t.ms)
-    # each metric's instance list: an object the table keeps (and may change in place)
+    # each metric's instance list: an object the table keeps (and may change in place), its own
+    # or one for every metric (as one indom's instance array is)
     kind = data.draw(st.sampled_from(["list", "array"]), label="insts kind")
+    one = data.draw(st.booleans(), label="one object for all")
+
+    def objects(ids: list[int]) -> dict[Metric, Any]:
+        made = list(ids) if kind == "list" else array("I", ids)
+        return dict(zip(fast_t.ms, [made if one else made[:] for _ in fast_t.ms]))
+
     ids = data.draw(st.lists(st.integers(0, 40), unique=True, max_size=10), label="insts")
-    shared: dict[Metric, Any] = {m: list(ids) if kind == "list" else array("I", ids) for m in fast_t.ms}
+    shared = objects(ids)
     forms = {m: data.draw(st.sampled_from(FORMS), label=f"form {m.name}") for m in fast_t.ms}
     for step in range(data.draw(st.integers(2, 6), label="steps")):
-        change = data.draw(st.sampled_from(["none", "none", "none", "inplace", "insts", "form", "profile"]))
+        change = data.draw(
+            st.sampled_from(["none", "none", "none", "inplace", "inplace_one", "insts", "unshare", "form", "profile"])
+        )
         if change == "inplace":  # the same objects, other ids (same count)
-            for ins in shared.values():
+            for ins in {id(x): x for x in shared.values()}.values():
                 ins[:] = array("I", [i + 1 for i in ins]) if type(ins) is array else [i + 1 for i in ins]
+        elif change == "inplace_one":  # one metric's object (perhaps every metric's) changed in place
+            ins = shared[data.draw(st.sampled_from(fast_t.ms))]
+            ins[:] = array("I", [i + 2 for i in ins]) if type(ins) is array else [i + 2 for i in ins]
         elif change == "insts":
             ids = data.draw(st.lists(st.integers(0, 40), unique=True, max_size=10))
-            shared = {m: list(ids) if kind == "list" else array("I", ids) for m in fast_t.ms}
+            shared = objects(ids)
+        elif change == "unshare":  # one metric gets an object of its own: equal, or with other ids
+            m = data.draw(st.sampled_from(fast_t.ms))
+            mine = shared[m][:]
+            if data.draw(st.booleans()):
+                mine.reverse()
+            shared = {**shared, m: mine}
         elif change == "form":
             m = data.draw(st.sampled_from(fast_t.ms))
             forms[m] = data.draw(st.sampled_from(FORMS))
