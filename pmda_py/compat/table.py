@@ -5,8 +5,9 @@ read into :class:`Metric` and :class:`InDom` objects whenever they change;
 requests run the script's callbacks in the binding's order:
 
 * FETCH: ``fetch()`` (prefetch), then ``refresh_all(clusters)`` and
-  ``refresh(cluster)`` once per distinct cluster of the requested metrics,
-  then ``fetch_callback(cluster, item, inst)`` for each metric and each
+  ``refresh(cluster)`` once per distinct cluster of the requested PMIDs (in
+  the order they first appear; unknown PMIDs' clusters included, also when
+  no PMID is known), then ``fetch_callback(cluster, item, inst)`` for each metric and each
   instance of its indom the client's profile takes, read as
   :mod:`pmda_py.compat.callbacks` says;
 * INSTANCE and instance labels: ``instance(serial)`` first;
@@ -85,6 +86,7 @@ class CompatTable(Table):
 
     name = ""
     deadline = 4.0  # under pmcd's 5 s agent timeout
+    sees_every_fetch = True  # the hooks run for a FETCH of unknown PMIDs only, too
 
     def __init__(self, pmda: MetricDispatch, *, help_file: bool = False) -> None:
         self.pmda = pmda
@@ -237,7 +239,7 @@ class CompatTable(Table):
         cb = AGENT.callbacks
         ok = self._call("fetch")
         if ok and (cb["refresh_all"] is not None or cb["refresh"] is not None):
-            clusters = list(dict.fromkeys(self._info[m][0] for m in request.metrics if m in self._info))
+            clusters = _clusters(request, self._info)
             ok = self._call("refresh_all", clusters) if cb["refresh_all"] is not None else True
             if cb["refresh"] is not None:
                 for c in clusters:
@@ -371,6 +373,14 @@ class CompatTable(Table):
             return None
         found = level_labels(self._payloads(ident, level, "label", "notes"), level)
         return [] if found is None else LabelText(found.json, found.labels)
+
+
+def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, int | None]]) -> list[int]:
+    """The binding's refresh clusters: every requested PMID's (whatever its
+    domain, known or not), each once, in the order they first appear."""
+    if request.pmids:
+        return list(dict.fromkeys(map(pmid_cluster, request.pmids)))
+    return list(dict.fromkeys(info[m][0] for m in request.metrics if m in info))
 
 
 _SINGLE = [_IN_NULL]
