@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import json
-import sys
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
@@ -37,7 +36,7 @@ import structlog
 import trio
 
 from pmda_py.compat.agent import AGENT, Callback
-from pmda_py.compat.callbacks import Converted, convert, int32
+from pmda_py.compat.callbacks import convert, int32
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcplabels import level_labels
@@ -50,7 +49,6 @@ from pmda_py.table import (
     LabelSubject,
     LabelText,
     Metric,
-    PackedColumns,
     Scalar,
     StoreRequest,
     Table,
@@ -61,8 +59,6 @@ from pmda_py.wire import ProfilePdu
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeGuard
-
     from pmda_py.compat.pmda import MetricDispatch
     from pmda_py.dispatch import Dispatcher
 
@@ -282,14 +278,7 @@ class CompatTable(Table):
             elif it is None:
                 out[m] = values[0]
             else:
-                code = _PACKED.get(mtype)
-                if code is None:
-                    out[m] = Columns(got, values)
-                else:
-                    packed = values if type(values) is array else array(code, values)
-                    if _LITTLE:
-                        packed.byteswap()
-                    out[m] = PackedColumns(got, packed.tobytes(), code)
+                out[m] = Columns(got, values)
         return out
 
     async def refresh_instances(self, indom: InDom) -> None:
@@ -384,74 +373,91 @@ def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, 
 
 
 _SINGLE = [_IN_NULL]
-_LITTLE = sys.byteorder == "little"
 #: the array type code that checks and holds a type's values as the binding reads them
 #: (not FLOAT's: an array of C floats would round a value the binding refuses)
 _TYPECODES: dict[int, str] = {t: i.code for t, i in TYPES.items() if i.code and t != PmType.FLOAT}
-#: types whose values go out packed (big-endian array type codes)
-_PACKED: dict[int, str] = {t: code for t, code in _TYPECODES.items() if TYPES[PmType(t)].form == "fixed"}
-
-
-def _call_all(fcb: Callback, cluster: int, item: int, insts: list[int]) -> list[object]:
-    """The callback's results for each instance; ``_RAISED`` where it raised
-    (logged).  The loop is as short as it can be: this is the hot path."""
-    results: list[object] = []
-    append = results.append
-    n = len(insts)
-    while len(results) < n:
-        try:
-            for inst in insts[len(results) :] if results else insts:
-                append(fcb(cluster, item, inst))
-        except Exception:
-            inst = insts[len(results)]
-            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
-            append(_RAISED)
-    return results
 
 
 _RAISED = object()
-#: one metric's values, of its type: the bulk path's array or the converted
-#: values, both what ``array(code, ...)`` takes; the element type follows a
-#: type code known only at run time, so it is not spelled here
+_DONE = object()
+_ONE = 1  # the int 1 (CPython keeps one): ``is _ONE`` picks out the usual status
+#: one metric's values, of its type: an array of the type's code (what
+#: ``array(code, ...)`` checked) or the converted values; the element type
+#: follows a type code known only at run time, so it is not spelled here
 _Got = Union["array[Any]", list[Any]]
 
 
-def _lists(results: list[object]) -> TypeGuard[list[list[Any]]]:
-    """Every result a list (the bulk path's first test, in C).  What the
-    lists hold is the script's, unchecked: ``array()`` checks it, in C."""
-    return set(map(type, results)) == {list}
+def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[list[Any], object]:
+    """The hot path: call the callback for each instance while it returns a
+    list ``[value, 1]`` (an ``int`` 1), keeping only the values; the lists
+    are freed as they come, so the cyclic collector is not set off.  Also
+    what ended the run: the next result (read by the caller), ``_RAISED``
+    (logged here) or ``_DONE``."""
+    firsts: list[Any] = []
+    inst = -1
+    try:
+        for inst in insts:
+            r = fcb(cluster, item, inst)
+            if type(r) is not list or len(r) != 2 or r[1] is not _ONE:
+                return firsts, r
+            firsts.append(r[0])
+    except Exception:
+        log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+        return firsts, _RAISED
+    return firsts, _DONE
 
 
 def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], _Got, int]:
-    """One metric's callbacks: the instances that gave a value, the values,
-    and the last status (what answers the metric when none did)."""
-    results = _call_all(fcb, cluster, item, insts)
+    """One metric's callbacks, in instance order: the instances that gave a
+    value, the values, and the last status (what answers the metric when
+    none did).
+
+    A type with an array code (every integer type and DOUBLE) takes the hot
+    path first (:func:`_leading`); its values are then checked at once by
+    ``array(code, ...)``, which takes them as PyArg_Parse takes them for the
+    metric's type (ints in range for integer types, ints or floats for
+    DOUBLE).  Whatever ends the run, and every result after it, is read one
+    by one as :func:`~pmda_py.compat.callbacks.convert` says."""
     code = _TYPECODES.get(mtype)
-    # the common case checked in bulk, in C: every result a list
-    # ``[value, status]``, every status the int 1, every value one the
-    # array type takes as PyArg_Parse takes it for the metric's type (ints
-    # in range for integer types, ints or floats for DOUBLE)
-    if code is not None and _lists(results) and set(map(len, results)) == {2}:
-        values, status = zip(*results)
-        try:
-            if array("i", status).count(1) == len(status):
-                return insts, array(code, values), 1
-        except (TypeError, OverflowError):
-            pass
     got: list[int] = []
-    out: list[Converted] = []
+    values: _Got = []
     sts = 0
-    for inst, result in zip(insts, results):
+
+    def take(inst: int, result: object) -> int:
         if result is _RAISED:
-            sts = EAGAIN
-            continue
+            return EAGAIN
         sts, value = convert(result, mtype)
         if sts > 0 and value is not None:
             got.append(inst)
-            out.append(value)
+            values.append(value)
         elif sts < 0 and sts not in _QUIET:
             log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
-    return got, out, sts
+        return sts
+
+    start = 0
+    if code is not None:
+        firsts, pending = _leading(fcb, cluster, item, insts)
+        start = len(firsts)
+        try:
+            values = array(code, firsts)
+        except (TypeError, OverflowError):  # a value not of the type: each read as the binding reads it
+            for inst, value in zip(insts, firsts):
+                sts = take(inst, [value, _ONE])
+        else:
+            got = insts if start == len(insts) else insts[:start]
+            sts = 1 if start else 0
+        if pending is _DONE:
+            return got, values, sts
+        sts = take(insts[start], pending)
+        start += 1
+    for inst in insts[start:] if start else insts:
+        try:
+            result = fcb(cluster, item, inst)
+        except Exception:
+            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+            result = _RAISED
+        sts = take(inst, result)
+    return got, values, sts
 
 
 #: fetch callback codes libpcp_pmda does not log either
