@@ -133,6 +133,12 @@ class pmdaIndom(Structure):
             return AGENT.cache(self.it_indom).listing()
         return list(self._order)
 
+    def list_token(self) -> object | None:
+        """The same object while a list indom's instances stay the same
+        (``set_list_instances`` makes a new one); None for a cache indom,
+        whose instances are read each time."""
+        return self._order if self.it_numinst >= 0 else None
+
     def inst_name_lookup(self, instance: int) -> str | None:
         if self.it_numinst < 0:
             return AGENT.cache(self.it_indom).name_of(instance)

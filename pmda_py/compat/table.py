@@ -59,7 +59,7 @@ from pmda_py.wire import ProfilePdu
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
 if TYPE_CHECKING:
-    from pmda_py.compat.pmda import MetricDispatch
+    from pmda_py.compat.pmda import MetricDispatch, pmdaIndom
     from pmda_py.dispatch import Dispatcher
 
 log = structlog.get_logger("pmda_py.compat")
@@ -93,6 +93,10 @@ class CompatTable(Table):
         self._info: dict[Metric, tuple[int, int, int, int | None]] = {}
         self._indoms: dict[int, InDom] = {}
         self._orphans: dict[int, InDom] = {}  # indoms metrics name but the script never added
+        #: per list indom, the token (pmdaIndom.list_token) of the instances
+        #: last read, and their ids: read again only when it changes
+        self._tokens: dict[int, object | None] = {}
+        self._ids: dict[int, tuple[object, list[int]]] = {}
         self.rebuild()
 
     # ----------------------------------------------------------- the tables
@@ -117,6 +121,8 @@ class CompatTable(Table):
             ind.set(dict(pi.listing()))
             indoms[it] = ind
         self._indoms = indoms
+        self._tokens.clear()
+        self._ids.clear()
         # indoms named by metrics but never added (no instances): kept while
         # still unadded, dropped once the script adds them
         orphans, self._orphans = self._orphans, {}
@@ -166,12 +172,18 @@ class CompatTable(Table):
         """The indoms' instances as the script's tables hold them now."""
         if self.rebuild():
             return
+        tokens = self._tokens
         for it, ind in self._indoms.items():
             pi = self.pmda._indoms.get(it)
-            if pi is not None:
-                listing = dict(pi.listing())
-                if listing != ind.instances:
-                    ind.set(listing)
+            if pi is None:
+                continue
+            token = pi.list_token()
+            if token is not None and tokens.get(it) is token:
+                continue  # a list indom whose instances were not replaced
+            listing = dict(pi.listing())
+            if listing != ind.instances:
+                ind.set(listing)
+            tokens[it] = token
 
     def metrics(self) -> Sequence[Metric]:
         return self._metrics
@@ -259,10 +271,10 @@ class CompatTable(Table):
                 insts_of = inst_lists.get(it)
                 if insts_of is None:
                     pi = indoms.get(it)
-                    listing = pi.listing() if pi is not None else []
                     if isinstance(profile, ProfilePdu) and includes_all(profile, it):
-                        insts_of = [i for i, _ in listing]
+                        insts_of = self._all_ids(it, pi)
                     else:
+                        listing = pi.listing() if pi is not None else []
                         insts_of = [i for i, _ in listing if profile.includes(it, i)]
                     inst_lists[it] = insts_of
                 insts = insts_of
@@ -280,6 +292,21 @@ class CompatTable(Table):
             else:
                 out[m] = Columns(got, values)
         return out
+
+    def _all_ids(self, it: int, pi: pmdaIndom | None) -> list[int]:
+        """Every instance id of the script's indom ``it``, in its order
+        (kept while a list indom's instances are not replaced; shared, so
+        never changed in place)."""
+        if pi is None:
+            return []
+        token = pi.list_token()
+        kept = self._ids.get(it)
+        if token is not None and kept is not None and kept[0] is token:
+            return kept[1]
+        ids = [i for i, _ in pi.listing()]
+        if token is not None:
+            self._ids[it] = (token, ids)
+        return ids
 
     async def refresh_instances(self, indom: InDom) -> None:
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
