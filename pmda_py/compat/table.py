@@ -425,9 +425,15 @@ def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[
     try:
         for inst in insts:
             r = fcb(cluster, item, inst)
-            if type(r) is not list or len(r) != 2 or r[1] is not _ONE:
+            if type(r) is not list:
                 return firsts, r
-            firsts.append(r[0])
+            try:
+                value, status = r  # a list's unpacking checks its length (cheaper than len())
+            except ValueError:
+                return firsts, r
+            if status is not _ONE:
+                return firsts, r
+            firsts.append(value)
     except Exception:
         log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
         return firsts, _RAISED
