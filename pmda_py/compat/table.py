@@ -18,8 +18,8 @@ requests run the script's callbacks in the binding's order:
   inst)``/``notes_callback`` JSON text, laid out by pmda_py's transcription
   of libpcp's label parser.
 
-Callback batches run in a worker thread under the table's deadline, one
-batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
+Callback batches run in a worker thread (:mod:`pmda_py.compat.worker`)
+under the table's deadline, one batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
 on in its thread; requests meanwhile answer from the tables as they are,
 FETCH with PM_ERR_AGAIN), so pmcd is never kept waiting.
 """
@@ -33,10 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import structlog
-import trio
 
 from pmda_py.compat.agent import AGENT, Callback
 from pmda_py.compat.callbacks import convert, int32
+from pmda_py.compat.worker import CallbackThread
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcplabels import level_labels
@@ -220,7 +220,7 @@ class CompatTable(Table):
         still running answers PM_ERR_AGAIN at once."""
         if not AGENT.lock.acquire(blocking=False):
             raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
-        return await trio.to_thread.run_sync(self._locked, fn, *args, abandon_on_cancel=True)
+        return await _THREAD.run(self._locked, fn, *args)
 
     def _call(self, what: str, *args: object) -> bool:
         """Call a hook; False (logged) if it raised."""
@@ -310,7 +310,7 @@ class CompatTable(Table):
 
     async def refresh_instances(self, indom: InDom) -> None:
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
-            await trio.to_thread.run_sync(self._locked, self._call, "instance", indom.serial, abandon_on_cancel=True)
+            await _THREAD.run(self._locked, self._call, "instance", indom.serial)
         self.sync_instances()
 
     async def store(self, request: StoreRequest) -> None:
@@ -400,6 +400,8 @@ def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, 
 
 
 _SINGLE = [_IN_NULL]
+#: where the script's callbacks run
+_THREAD = CallbackThread()
 #: the array type code that checks and holds a type's values as the binding reads them
 #: (not FLOAT's: an array of C floats would round a value the binding refuses)
 _TYPECODES: dict[int, str] = {t: i.code for t, i in TYPES.items() if i.code and t != PmType.FLOAT}
