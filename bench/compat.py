@@ -3,8 +3,9 @@
 instances, the per-value figure (p50 / values), and the same FETCH when the
 callback calls ``inst_name_lookup`` for every value (a linear scan in the
 binding, a dictionary lookup in compat).  Ratios: binding / compat (above
-1: compat is faster).  A benchmark, run on purpose; the tests never time
-anything.
+1: compat is faster).  Both engines are started at once and take turns
+(one request each per round), so both see the same machine.  A benchmark,
+run on purpose; the tests never time anything.
 
     .venv/bin/python bench/compat.py [--quick] [--n 1000] [--metrics 10]
 """
@@ -31,25 +32,39 @@ BINDING = Path("/usr/bin/python3")
 DOMAIN = 254
 
 
-def p50(d: PipeDriver, req: bytes, budget: float, max_iter: int) -> float:
-    for _ in range(3):
-        d.request(req)
-    out: list[float] = []
-    end = time.perf_counter() + budget
-    while len(out) < max_iter and (len(out) < 7 or time.perf_counter() < end):
-        t0 = time.perf_counter()
-        d.request(req)
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
+def timed(drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int) -> dict[str, float]:
+    """p50 in seconds of ``req`` on each driver, the drivers taking turns
+    (one request each per round, for about ``budget`` seconds each), so that
+    both engines see the same machine (a shared machine's load drifts)."""
+    for d in drivers.values():
+        for _ in range(3):
+            d.request(req)
+    out: dict[str, list[float]] = {name: [] for name in drivers}
+    end = time.perf_counter() + budget * len(drivers)
+    rounds = 0
+    while rounds < max_iter and (rounds < 7 or time.perf_counter() < end):
+        for name, d in drivers.items():
+            t0 = time.perf_counter()
+            d.request(req)
+            out[name].append(time.perf_counter() - t0)
+        rounds += 1
+    return {name: statistics.median(xs) for name, xs in out.items()}
 
 
-def figure(cmd: list[str], env: dict[str, str], req: bytes, budget: float, max_iter: int) -> tuple[float, bytes]:
-    d = PipeDriver(cmd, env)
+def figures(
+    engines: dict[str, list[str]], env: dict[str, str], req: bytes, budget: float, max_iter: int
+) -> dict[str, tuple[float, bytes]]:
+    """Each engine's p50 and first reply, all started at once and taking turns."""
+    drivers: dict[str, PipeDriver] = {}
     try:
-        reply = d.request(req)
-        return p50(d, req, budget, max_iter), reply
+        for name, cmd in engines.items():
+            drivers[name] = PipeDriver(cmd, env)
+        replies = {name: d.request(req) for name, d in drivers.items()}
+        times = timed(drivers, req, budget, max_iter)
+        return {name: (times[name], replies[name]) for name in drivers}
     finally:
-        d.close()
+        for d in drivers.values():
+            d.close()
 
 
 def same(a: bytes, b: bytes) -> bool:
@@ -80,7 +95,7 @@ def main() -> int:
         os.chdir(cwd)  # the PMDAs' logs
         for label, lookup in (("[value, 1]", ""), ("inst_name_lookup", "1")):
             env = {"BENCH_N": str(args.n), "BENCH_METRICS": str(args.metrics), "BENCH_LOOKUP": lookup}
-            results = {name: figure(cmd, env, req, budget, max_iter) for name, cmd in engines.items()}
+            results = figures(engines, env, req, budget, max_iter)
             ours = results["compat"][0]
             for name, (t, reply) in results.items():
                 ratio = f"{results['binding'][0] / ours:.2f}x" if "binding" in results else "-"

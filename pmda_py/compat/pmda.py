@@ -119,6 +119,9 @@ class pmdaIndom(Structure):
         self.it_set = None
         self.it_indom = indom
         self._names: dict[int, str] = {}
+        #: ``_names`` while the indom is not a cache indom (``it_numinst``
+        #: >= 0), else None: what a lookup reads without a ctypes field
+        self._list_names: dict[int, str] | None = self._names
         self._order: list[tuple[int, str]] = []
         self._array: ctypes.Array[pmdaInstid] | None = None
         self.load_indom(indom, insts)
@@ -133,10 +136,17 @@ class pmdaIndom(Structure):
             return AGENT.cache(self.it_indom).listing()
         return list(self._order)
 
+    def list_token(self) -> object | None:
+        """The same object while a list indom's instances stay the same
+        (``set_list_instances`` makes a new one); None for a cache indom,
+        whose instances are read each time."""
+        return self._order if self.it_numinst >= 0 else None
+
     def inst_name_lookup(self, instance: int) -> str | None:
-        if self.it_numinst < 0:
+        names = self._list_names
+        if names is None:
             return AGENT.cache(self.it_indom).name_of(instance)
-        return self._names.get(instance)
+        return names.get(instance)
 
     def load_indom(self, indom: int, insts: Insts) -> None:
         if isinstance(insts, dict):
@@ -158,17 +168,21 @@ class pmdaIndom(Structure):
         self._names = {}
         for inst, name in self._order:
             self._names.setdefault(inst, name)
+        self._list_names = self._names
         AGENT.need_refresh()
 
     def set_dict_instances(self, indom: int, insts: Mapping[str, object]) -> None:
         AGENT.cache(indom).replace(insts)
         self.it_numinst = -1
+        self._list_names = None
 
     def set_instances(self, indom: int, insts: Insts) -> None:
         if insts is None:
             self.it_numinst = 0
+            self._list_names = self._names
         elif isinstance(insts, dict):
             self.it_numinst = -1
+            self._list_names = None
             self.set_dict_instances(indom, insts)
         else:
             self.set_list_instances(list(insts))
@@ -306,7 +320,9 @@ class MetricDispatch:
 
     def inst_name_lookup(self, indom: int, instance: int) -> str | None:
         """The name of an instance (constant time)."""
-        return self._indoms[indom].inst_name_lookup(instance)
+        entry = self._indoms[indom]
+        names = entry._list_names  # a list indom's names, read in place (this is called per value)
+        return names.get(instance) if names is not None else entry.inst_name_lookup(instance)
 
     def pmid_name_lookup(self, cluster: int, item: int) -> str | None:
         return self._metric_names.get(_p.pmid(AGENT.domain, cluster, item))
@@ -466,7 +482,7 @@ class PMDA(MetricDispatch):
 
     @staticmethod
     def indom(serial: int) -> int:
-        return _p.indom(AGENT.domain, serial)
+        return ((AGENT.domain & 0x1FF) << 22) | (serial & 0x3FFFFF)  # pmapi.indom, inlined: called per value
 
     @staticmethod
     def indom_build(domain: int, serial: int) -> int:

@@ -5,8 +5,9 @@ read into :class:`Metric` and :class:`InDom` objects whenever they change;
 requests run the script's callbacks in the binding's order:
 
 * FETCH: ``fetch()`` (prefetch), then ``refresh_all(clusters)`` and
-  ``refresh(cluster)`` once per distinct cluster of the requested metrics,
-  then ``fetch_callback(cluster, item, inst)`` for each metric and each
+  ``refresh(cluster)`` once per distinct cluster of the requested PMIDs (in
+  the order they first appear; unknown PMIDs' clusters included, also when
+  no PMID is known), then ``fetch_callback(cluster, item, inst)`` for each metric and each
   instance of its indom the client's profile takes, read as
   :mod:`pmda_py.compat.callbacks` says;
 * INSTANCE and instance labels: ``instance(serial)`` first;
@@ -17,8 +18,8 @@ requests run the script's callbacks in the binding's order:
   inst)``/``notes_callback`` JSON text, laid out by pmda_py's transcription
   of libpcp's label parser.
 
-Callback batches run in a worker thread under the table's deadline, one
-batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
+Callback batches run in a worker thread (:mod:`pmda_py.compat.worker`)
+under the table's deadline, one batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
 on in its thread; requests meanwhile answer from the tables as they are,
 FETCH with PM_ERR_AGAIN), so pmcd is never kept waiting.
 """
@@ -27,16 +28,15 @@ from __future__ import annotations
 
 import errno
 import json
-import sys
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import structlog
-import trio
 
 from pmda_py.compat.agent import AGENT, Callback
-from pmda_py.compat.callbacks import Converted, convert, int32
+from pmda_py.compat.callbacks import convert, int32
+from pmda_py.compat.worker import CallbackThread
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcplabels import level_labels
@@ -49,7 +49,6 @@ from pmda_py.table import (
     LabelSubject,
     LabelText,
     Metric,
-    PackedColumns,
     Scalar,
     StoreRequest,
     Table,
@@ -60,9 +59,7 @@ from pmda_py.wire import ProfilePdu
 __all__ = ["CompatTable", "CheckedCompatTable"]
 
 if TYPE_CHECKING:
-    from typing_extensions import TypeGuard
-
-    from pmda_py.compat.pmda import MetricDispatch
+    from pmda_py.compat.pmda import MetricDispatch, pmdaIndom
     from pmda_py.dispatch import Dispatcher
 
 log = structlog.get_logger("pmda_py.compat")
@@ -85,6 +82,7 @@ class CompatTable(Table):
 
     name = ""
     deadline = 4.0  # under pmcd's 5 s agent timeout
+    sees_every_fetch = True  # the hooks run for a FETCH of unknown PMIDs only, too
 
     def __init__(self, pmda: MetricDispatch, *, help_file: bool = False) -> None:
         self.pmda = pmda
@@ -95,6 +93,10 @@ class CompatTable(Table):
         self._info: dict[Metric, tuple[int, int, int, int | None]] = {}
         self._indoms: dict[int, InDom] = {}
         self._orphans: dict[int, InDom] = {}  # indoms metrics name but the script never added
+        #: per list indom, the token (pmdaIndom.list_token) of the instances
+        #: last read, and their ids: read again only when it changes
+        self._tokens: dict[int, object | None] = {}
+        self._ids: dict[int, tuple[object, list[int]]] = {}
         self.rebuild()
 
     # ----------------------------------------------------------- the tables
@@ -119,6 +121,8 @@ class CompatTable(Table):
             ind.set(dict(pi.listing()))
             indoms[it] = ind
         self._indoms = indoms
+        self._tokens.clear()
+        self._ids.clear()
         # indoms named by metrics but never added (no instances): kept while
         # still unadded, dropped once the script adds them
         orphans, self._orphans = self._orphans, {}
@@ -168,12 +172,18 @@ class CompatTable(Table):
         """The indoms' instances as the script's tables hold them now."""
         if self.rebuild():
             return
+        tokens = self._tokens
         for it, ind in self._indoms.items():
             pi = self.pmda._indoms.get(it)
-            if pi is not None:
-                listing = dict(pi.listing())
-                if listing != ind.instances:
-                    ind.set(listing)
+            if pi is None:
+                continue
+            token = pi.list_token()
+            if token is not None and tokens.get(it) is token:
+                continue  # a list indom whose instances were not replaced
+            listing = dict(pi.listing())
+            if listing != ind.instances:
+                ind.set(listing)
+            tokens[it] = token
 
     def metrics(self) -> Sequence[Metric]:
         return self._metrics
@@ -210,7 +220,7 @@ class CompatTable(Table):
         still running answers PM_ERR_AGAIN at once."""
         if not AGENT.lock.acquire(blocking=False):
             raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
-        return await trio.to_thread.run_sync(self._locked, fn, *args, abandon_on_cancel=True)
+        return await _THREAD.run(self._locked, fn, *args)
 
     def _call(self, what: str, *args: object) -> bool:
         """Call a hook; False (logged) if it raised."""
@@ -237,7 +247,7 @@ class CompatTable(Table):
         cb = AGENT.callbacks
         ok = self._call("fetch")
         if ok and (cb["refresh_all"] is not None or cb["refresh"] is not None):
-            clusters = list(dict.fromkeys(self._info[m][0] for m in request.metrics if m in self._info))
+            clusters = _clusters(request, self._info)
             ok = self._call("refresh_all", clusters) if cb["refresh_all"] is not None else True
             if cb["refresh"] is not None:
                 for c in clusters:
@@ -261,10 +271,10 @@ class CompatTable(Table):
                 insts_of = inst_lists.get(it)
                 if insts_of is None:
                     pi = indoms.get(it)
-                    listing = pi.listing() if pi is not None else []
                     if isinstance(profile, ProfilePdu) and includes_all(profile, it):
-                        insts_of = [i for i, _ in listing]
+                        insts_of = self._all_ids(it, pi)
                     else:
+                        listing = pi.listing() if pi is not None else []
                         insts_of = [i for i, _ in listing if profile.includes(it, i)]
                     inst_lists[it] = insts_of
                 insts = insts_of
@@ -280,19 +290,27 @@ class CompatTable(Table):
             elif it is None:
                 out[m] = values[0]
             else:
-                code = _PACKED.get(mtype)
-                if code is None:
-                    out[m] = Columns(got, values)
-                else:
-                    packed = values if type(values) is array else array(code, values)
-                    if _LITTLE:
-                        packed.byteswap()
-                    out[m] = PackedColumns(got, packed.tobytes(), code)
+                out[m] = Columns(got, values)
         return out
+
+    def _all_ids(self, it: int, pi: pmdaIndom | None) -> list[int]:
+        """Every instance id of the script's indom ``it``, in its order
+        (kept while a list indom's instances are not replaced; shared, so
+        never changed in place)."""
+        if pi is None:
+            return []
+        token = pi.list_token()
+        kept = self._ids.get(it)
+        if token is not None and kept is not None and kept[0] is token:
+            return kept[1]
+        ids = [i for i, _ in pi.listing()]
+        if token is not None:
+            self._ids[it] = (token, ids)
+        return ids
 
     async def refresh_instances(self, indom: InDom) -> None:
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
-            await trio.to_thread.run_sync(self._locked, self._call, "instance", indom.serial, abandon_on_cancel=True)
+            await _THREAD.run(self._locked, self._call, "instance", indom.serial)
         self.sync_instances()
 
     async def store(self, request: StoreRequest) -> None:
@@ -373,75 +391,108 @@ class CompatTable(Table):
         return [] if found is None else LabelText(found.json, found.labels)
 
 
+def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, int | None]]) -> list[int]:
+    """The binding's refresh clusters: every requested PMID's (whatever its
+    domain, known or not), each once, in the order they first appear."""
+    if request.pmids:
+        return list(dict.fromkeys(map(pmid_cluster, request.pmids)))
+    return list(dict.fromkeys(info[m][0] for m in request.metrics if m in info))
+
+
 _SINGLE = [_IN_NULL]
-_LITTLE = sys.byteorder == "little"
+#: where the script's callbacks run
+_THREAD = CallbackThread()
 #: the array type code that checks and holds a type's values as the binding reads them
 #: (not FLOAT's: an array of C floats would round a value the binding refuses)
 _TYPECODES: dict[int, str] = {t: i.code for t, i in TYPES.items() if i.code and t != PmType.FLOAT}
-#: types whose values go out packed (big-endian array type codes)
-_PACKED: dict[int, str] = {t: code for t, code in _TYPECODES.items() if TYPES[PmType(t)].form == "fixed"}
-
-
-def _call_all(fcb: Callback, cluster: int, item: int, insts: list[int]) -> list[object]:
-    """The callback's results for each instance; ``_RAISED`` where it raised
-    (logged).  The loop is as short as it can be: this is the hot path."""
-    results: list[object] = []
-    append = results.append
-    n = len(insts)
-    while len(results) < n:
-        try:
-            for inst in insts[len(results) :] if results else insts:
-                append(fcb(cluster, item, inst))
-        except Exception:
-            inst = insts[len(results)]
-            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
-            append(_RAISED)
-    return results
 
 
 _RAISED = object()
-#: one metric's values, of its type: the bulk path's array or the converted
-#: values, both what ``array(code, ...)`` takes; the element type follows a
-#: type code known only at run time, so it is not spelled here
+_DONE = object()
+_ONE = 1  # the int 1 (CPython keeps one): ``is _ONE`` picks out the usual status
+#: one metric's values, of its type: an array of the type's code (what
+#: ``array(code, ...)`` checked) or the converted values; the element type
+#: follows a type code known only at run time, so it is not spelled here
 _Got = Union["array[Any]", list[Any]]
 
 
-def _lists(results: list[object]) -> TypeGuard[list[list[Any]]]:
-    """Every result a list (the bulk path's first test, in C).  What the
-    lists hold is the script's, unchecked: ``array()`` checks it, in C."""
-    return set(map(type, results)) == {list}
+def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[list[Any], object]:
+    """The hot path: call the callback for each instance while it returns a
+    list ``[value, 1]`` (an ``int`` 1), keeping only the values; the lists
+    are freed as they come, so the cyclic collector is not set off.  Also
+    what ended the run: the next result (read by the caller), ``_RAISED``
+    (logged here) or ``_DONE``."""
+    firsts: list[Any] = []
+    inst = -1
+    try:
+        for inst in insts:
+            r = fcb(cluster, item, inst)
+            if type(r) is not list:
+                return firsts, r
+            try:
+                value, status = r  # a list's unpacking checks its length (cheaper than len())
+            except ValueError:
+                return firsts, r
+            if status is not _ONE:
+                return firsts, r
+            firsts.append(value)
+    except Exception:
+        log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+        return firsts, _RAISED
+    return firsts, _DONE
 
 
 def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], _Got, int]:
-    """One metric's callbacks: the instances that gave a value, the values,
-    and the last status (what answers the metric when none did)."""
-    results = _call_all(fcb, cluster, item, insts)
+    """One metric's callbacks, in instance order: the instances that gave a
+    value, the values, and the last status (what answers the metric when
+    none did).
+
+    A type with an array code (every integer type and DOUBLE) takes the hot
+    path first (:func:`_leading`); its values are then checked at once by
+    ``array(code, ...)``, which takes them as PyArg_Parse takes them for the
+    metric's type (ints in range for integer types, ints or floats for
+    DOUBLE).  Whatever ends the run, and every result after it, is read one
+    by one as :func:`~pmda_py.compat.callbacks.convert` says."""
     code = _TYPECODES.get(mtype)
-    # the common case checked in bulk, in C: every result a list
-    # ``[value, status]``, every status the int 1, every value one the
-    # array type takes as PyArg_Parse takes it for the metric's type (ints
-    # in range for integer types, ints or floats for DOUBLE)
-    if code is not None and _lists(results) and set(map(len, results)) == {2}:
-        values, status = zip(*results)
-        try:
-            if array("i", status).count(1) == len(status):
-                return insts, array(code, values), 1
-        except (TypeError, OverflowError):
-            pass
     got: list[int] = []
-    out: list[Converted] = []
+    values: _Got = []
     sts = 0
-    for inst, result in zip(insts, results):
+
+    def take(inst: int, result: object) -> int:
         if result is _RAISED:
-            sts = EAGAIN
-            continue
+            return EAGAIN
         sts, value = convert(result, mtype)
         if sts > 0 and value is not None:
             got.append(inst)
-            out.append(value)
+            values.append(value)
         elif sts < 0 and sts not in _QUIET:
             log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
-    return got, out, sts
+        return sts
+
+    start = 0
+    if code is not None:
+        firsts, pending = _leading(fcb, cluster, item, insts)
+        start = len(firsts)
+        try:
+            values = array(code, firsts)
+        except (TypeError, OverflowError):  # a value not of the type: each read as the binding reads it
+            for inst, value in zip(insts, firsts):
+                sts = take(inst, [value, _ONE])
+        else:
+            got = insts if start == len(insts) else insts[:start]
+            sts = 1 if start else 0
+        if pending is _DONE:
+            return got, values, sts
+        sts = take(insts[start], pending)
+        start += 1
+    for inst in insts[start:] if start else insts:
+        try:
+            result = fcb(cluster, item, inst)
+        except Exception:
+            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+            result = _RAISED
+        sts = take(inst, result)
+    return got, values, sts
 
 
 #: fetch callback codes libpcp_pmda does not log either

@@ -101,7 +101,7 @@ class FetchPlanner:
             wanted = self._group(pdu.pmids)
         calls = []
         for mount, metrics in wanted.values():
-            req = FetchRequest(tuple(metrics), profile, context, attributes)
+            req = FetchRequest(tuple(metrics), profile, context, attributes, pdu.pmids)
             calls.append((mount.table, "fetch", _bind_fetch(mount.table, req)))
         outcomes: list[Outcome] = await d.runner.gather(calls) if calls else []
         if len(outcomes) == 1:
@@ -142,7 +142,7 @@ class FetchPlanner:
 
     def _group(self, pmids: tuple[int, ...]) -> Wanted:
         """The request's known metrics by table (id of the mount), each once,
-        in request order; kept for the next FETCH of the same PMIDs."""
+        in request order (and the tables that see every FETCH); kept for the next FETCH of the same PMIDs."""
         by_pmid = self.dispatcher.index.by_pmid
         wanted: Wanted = {}
         for p in dict.fromkeys(pmids):
@@ -155,6 +155,9 @@ class FetchPlanner:
                 wanted[id(mount)] = (mount, [metric])
             else:
                 entry[1].append(metric)
+        for mount in self.dispatcher.mounts:
+            if mount.table.sees_every_fetch:
+                wanted.setdefault(id(mount), (mount, []))
         if len(self._wanted) >= SLOTS:
             del self._wanted[next(iter(self._wanted))]
         self._wanted[pmids] = wanted

@@ -84,6 +84,10 @@ class Table:
         dynamic_names: the table's names below its mount point appear at
             run time (its metrics() changes): Install writes the mount as a
             dynamic PMNS subtree (``DOMAIN:*:*``) and pmcd asks the PMDA.
+        sees_every_fetch: :meth:`fetch` is called for every FETCH, also one
+            naming none of the table's metrics (``request.metrics`` empty;
+            ``request.pmids`` says what was asked), e.g. to run hooks that
+            PCP's agents run per FETCH whatever it names.
 
     :class:`Metric` and :class:`InDom` objects found as class attributes
     are collected automatically; dynamic tables override :meth:`metrics` and
@@ -103,6 +107,7 @@ class Table:
     check_deadline: float = 0.25
     accepts_options: ClassVar[bool] = False
     dynamic_names: ClassVar[bool] = False
+    sees_every_fetch: ClassVar[bool] = False
     #: incremented by dynamic tables whenever metrics() or indoms() change
     generation: int = 0
     #: how :meth:`check` runs (see there); None: from how it is written

@@ -36,12 +36,16 @@ class FetchRequest:
         profile: the client's instance profile (use :meth:`wanted`).
         context: the client context (pmcd's slot number, the PDU ``from``).
         attributes: the client's attributes (e.g. ``{"userid": "1000"}``).
+        pmids: every PMID of the FETCH as the client sent it (repeats, other
+            tables' and unknown PMIDs included; empty when the request did
+            not come from a FETCH PDU).
     """
 
     metrics: tuple[Metric, ...]
     profile: InstanceProfile
     context: int = 0
     attributes: Mapping[str, str] = attrs.field(factory=dict)
+    pmids: tuple[int, ...] = ()
 
     def wanted(self, indom: InDom, inst: int) -> bool:
         """Whether the client's profile includes instance ``inst`` of ``indom``."""

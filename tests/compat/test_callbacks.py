@@ -18,7 +18,7 @@ from pmda_py.errors import PmErr
 from pmda_py.pmapi import PmType
 from tests.compat import callback_gen
 from tests.compat.callback_gen import Case
-from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, dbpmda, require_binding
+from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, both, dbpmda, require_binding
 
 
 def _run(root: Path, cases: Sequence[Case]) -> tuple[dict[str, str], dict[str, str]]:
@@ -134,3 +134,59 @@ def test_convert_without_pcp() -> None:
     assert convert([5], PmType.I64) == (EINVAL, None)
     assert convert([PmErr.INST, 0], PmType.DOUBLE) == (PmErr.INST, None)
     assert convert(["x", 1], PmType.STRING) == (1, "x")
+
+
+MANY = """
+import cpmapi as c_api
+from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
+from pcp.pmapi import pmUnits
+
+N = 700
+
+
+class Many(PMDA):
+    def __init__(self):
+        PMDA.__init__(self, "many", 403)
+        self.connect_pmcd()
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(i * 2, "i%d" % i) for i in range(N)]))
+        u = pmUnits(0, 0, 0, 0, 0, 0)
+        for item, mtype in enumerate([c_api.PM_TYPE_U64, c_api.PM_TYPE_U32, c_api.PM_TYPE_DOUBLE, c_api.PM_TYPE_64,
+                                      c_api.PM_TYPE_32, c_api.PM_TYPE_U64]):
+            self.add_metric("many.m%d" % item, pmdaMetric(self.pmid(0, item), mtype, self.indom(0),
+                            c_api.PM_SEM_INSTANT, u))
+        self.set_fetch_callback(self.cb)
+
+    def cb(self, cluster, item, inst):
+        i = inst // 2
+        if item == 0:  # every value, 700 of them
+            return [i * 3, 1]
+        if item == 1:  # an odd one in the first, second and last few hundred
+            return {10: [5, True], 300: None, 650: [-1, 1]}.get(i, [i, 1])
+        if item == 2:  # a raise, a value with status 0
+            if i == 600:
+                raise ValueError("a callback that fails")
+            return [i, 0] if i == 257 else [i / 2, 1]
+        if item == 3:  # no values but in the middle, then an error last
+            if i == N - 1:
+                return [c_api.PM_ERR_INST, 0]
+            return [-i, 1] if 300 <= i < 310 else None
+        if item == 4:  # no values at all, the last status an error
+            return [c_api.PM_ERR_AGAIN, 0] if i == N - 1 else None
+        return [2**64 - 1 - i, 1] if i % 2 else [i, True]
+"""
+
+
+def test_many_instances_as_the_binding(root: Path) -> None:
+    """Metrics of 700 instances (callbacks answered in batches): every value,
+    and odd returns early, in the middle and late in the indom; the values
+    that succeeded, or the last instance's status."""
+    require_binding()
+    env = bed(root)
+    script = root / "pmdamany.python"
+    script.write_text(MANY + "\nMany().run()\n")
+    pmns = root / "many.pmns"
+    pmns.write_text("root {\n\tmany\t403:*:*\n}\n")
+    commands = "".join(f"fetch 403.0.{k}\n" for k in range(6)) + "fetch 403.0.0 403.0.1 403.0.2 403.0.5\n"
+    real, ours = both(script, commands, pmns, env, root)
+    assert real.count("numval: 700") == 4 and real.count("numval: 699") == 4 and "numval: 10 " in real, real
+    assert ours == real

@@ -170,3 +170,71 @@ def test_notify_change_flags_the_next_result_once(root: Path) -> None:
 
     assert stamps([SYSTEM_PYTHON], "real") == ["0", "24", "0", "0"]
     assert stamps(COMPAT, "ours") == ["0", "24", "0", "0"]
+
+
+CLUSTERS = """
+import json
+import cpmapi as c_api
+from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
+from pcp.pmapi import pmUnits
+
+CALLS = []
+
+
+class Clusters(PMDA):
+    def __init__(self):
+        PMDA.__init__(self, "cl", 405)
+        self.connect_pmcd()
+        u = pmUnits(0, 0, 0, 0, 0, 0)
+        null, instant = c_api.PM_INDOM_NULL, c_api.PM_SEM_INSTANT
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(4, "four")]))
+        self.add_metric("cl.calls", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_STRING, null, c_api.PM_SEM_DISCRETE, u))
+        self.add_metric("cl.a", pmdaMetric(self.pmid(3, 1), c_api.PM_TYPE_U32, null, instant, u))
+        self.add_metric("cl.b", pmdaMetric(self.pmid(5, 2), c_api.PM_TYPE_U64, self.indom(0), instant, u))
+        self.set_fetch(lambda: CALLS.append("pre"))
+        self.set_refresh_all(lambda clusters: CALLS.append("all" + json.dumps(clusters)))
+        self.set_refresh(lambda cluster: CALLS.append("r%d" % cluster))
+        self.set_fetch_callback(self.fetch_cb)
+
+    def fetch_cb(self, cluster, item, inst):
+        if item == 0:
+            text = ",".join(CALLS)
+            del CALLS[:]
+            return [text, 1]
+        CALLS.append("cb%d.%d" % (cluster, item))
+        return [item, 1]
+
+
+Clusters().run()
+"""
+
+#: known and unknown PMIDs mixed (clusters repeated, out of order), only
+#: unknown ones (one, several), other domains' PMIDs; each followed by the
+#: calls it made
+CLUSTER_COMMANDS = """fetch cl.calls
+fetch cl.b 405.7.9 cl.a 405.3.4 405.5.8 405.9.1 405.7.2
+fetch cl.calls
+fetch 405.7.9 405.8.1 405.7.3 405.8.1
+fetch cl.calls
+fetch 405.4095.1
+fetch cl.calls
+fetch 406.6.1 cl.a 2.11.1
+fetch cl.calls
+"""
+
+
+def test_refresh_clusters_of_unknown_pmids(root: Path) -> None:
+    """refresh_all and refresh get the cluster of every requested PMID, in
+    the order they first appear (unknown ones and other domains' included),
+    and run for a FETCH of unknown PMIDs only (whose RESULT is PM_ERR_PMID
+    for each)."""
+    require_binding()
+    env = bed(root)
+    script = root / "pmdacl.python"
+    script.write_text(CLUSTERS)
+    pmns = write_pmns(root / "cl.pmns", 405, {"cl.calls": (0, 0), "cl.a": (3, 1), "cl.b": (5, 2)})
+    real = mask(dbpmda([SYSTEM_PYTHON], script, CLUSTER_COMMANDS, pmns, env, root / "real"))
+    ours = mask(dbpmda(COMPAT, script, CLUSTER_COMMANDS, pmns, env, root / "ours"))
+    assert 'value "pre,all[5, 7, 3, 9],r5,r7,r3,r9,cb5.2,cb3.1,pre,all[0],r0"' in real, real
+    assert 'value "pre,all[7, 8],r7,r8,pre,all[0],r0"' in real, real
+    assert ours == real
