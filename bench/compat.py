@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from driver import PipeDriver
+from driver import PipeDriver, taking_turns
 
 from pmda_py.pmapi import pmid
 from pmda_py.testing.support import pmda_py_argv
@@ -33,22 +31,8 @@ DOMAIN = 254
 
 
 def timed(drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int) -> dict[str, float]:
-    """p50 in seconds of ``req`` on each driver, the drivers taking turns
-    (one request each per round, for about ``budget`` seconds each), so that
-    both engines see the same machine (a shared machine's load drifts)."""
-    for d in drivers.values():
-        for _ in range(3):
-            d.request(req)
-    out: dict[str, list[float]] = {name: [] for name in drivers}
-    end = time.perf_counter() + budget * len(drivers)
-    rounds = 0
-    while rounds < max_iter and (rounds < 7 or time.perf_counter() < end):
-        for name, d in drivers.items():
-            t0 = time.perf_counter()
-            d.request(req)
-            out[name].append(time.perf_counter() - t0)
-        rounds += 1
-    return {name: statistics.median(xs) for name, xs in out.items()}
+    """p50 in seconds of ``req`` on each driver, taking turns (:func:`driver.taking_turns`)."""
+    return taking_turns(drivers, req, budget, max_iter, warmup=3, min_rounds=7)
 
 
 def figures(

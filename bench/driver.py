@@ -5,6 +5,7 @@ frames with plain os.read/os.write.  It costs the same for every PMDA."""
 from __future__ import annotations
 
 import os
+import statistics
 import struct
 import subprocess
 import time
@@ -68,3 +69,24 @@ class PipeDriver:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def taking_turns(
+    drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int, *, warmup: int = 5, min_rounds: int = 15
+) -> dict[str, float]:
+    """p50 in seconds of ``req`` on each driver, the drivers taking turns
+    (one request each per round, for about ``budget`` seconds each), so that
+    every driver sees the same machine (a shared machine's load drifts)."""
+    for d in drivers.values():
+        for _ in range(warmup):
+            d.request(req)
+    out: dict[str, list[float]] = {name: [] for name in drivers}
+    end = time.perf_counter() + budget * len(drivers)
+    rounds = 0
+    while rounds < max_iter and (rounds < min_rounds or time.perf_counter() < end):
+        for name, d in drivers.items():
+            t0 = time.perf_counter()
+            d.request(req)
+            out[name].append(time.perf_counter() - t0)
+        rounds += 1
+    return {name: statistics.median(xs) for name, xs in out.items()}

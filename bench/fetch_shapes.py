@@ -28,13 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from driver import PipeDriver
+from driver import PipeDriver, taking_turns
 from shape_table import FORMS, parse
 
 from pmda_py.pmapi import LabelType, TextType, indom, pmid
@@ -52,22 +50,8 @@ def pmids_of(shape: str) -> tuple[int, ...]:
 
 
 def timed(drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int) -> dict[str, float]:
-    """p50 in microseconds of ``req`` on each driver, the drivers taking
-    turns (one request each per round, for about ``budget`` seconds each),
-    so that every column of a row sees the same machine."""
-    for d in drivers.values():
-        for _ in range(5):
-            d.request(req)
-    out: dict[str, list[float]] = {name: [] for name in drivers}
-    end = time.perf_counter() + budget * len(drivers)
-    rounds = 0
-    while rounds < max_iter and (rounds < 15 or time.perf_counter() < end):
-        for name, d in drivers.items():
-            t0 = time.perf_counter()
-            d.request(req)
-            out[name].append(time.perf_counter() - t0)
-        rounds += 1
-    return {name: statistics.median(xs) * 1e6 for name, xs in out.items()}
+    """p50 in microseconds of ``req`` on each driver, taking turns (:func:`driver.taking_turns`)."""
+    return {name: t * 1e6 for name, t in taking_turns(drivers, req, budget, max_iter).items()}
 
 
 def same(a: bytes, b: bytes) -> bool:
