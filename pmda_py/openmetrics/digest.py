@@ -13,17 +13,18 @@ descriptors and labels, and swaps the packed values in with little work.
 from __future__ import annotations
 
 import functools
+import marshal
 import sys
 from array import array
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from pmda_py.openmetrics.exposition import Limits, parse_document
-from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel
+from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel, interned
 from pmda_py.openmetrics.records import Digest, Meta, Value
 from pmda_py.pmapi import TYPES, PmUnits
 
-__all__ = ["apply_meta", "digest", "PACK_CODES", "pack_values"]
+__all__ = ["apply_meta", "digest", "instance_labels", "PACK_CODES", "pack_values"]
 
 _LITTLE = sys.byteorder == "little"
 
@@ -113,6 +114,16 @@ def digest(
     return out, res.dirty
 
 
+#: what a mirror's metric never fills (its scraper's model does): one empty dict for all of them
+_UNUSED: dict[int, Any] = {}
+
+
+def instance_labels(m: MetricState) -> dict[int, dict[str, str]]:
+    """The instance labels of a mirror's metric (decoded from its image)."""
+    got = marshal.loads(m.packed_labels) if m.packed_labels else {}
+    return got if isinstance(got, dict) else {}
+
+
 @functools.lru_cache(maxsize=256)
 def _units(word: int) -> PmUnits:
     """The (immutable, shared) units of a pmUnits word: a source's metrics have a few."""
@@ -163,23 +174,27 @@ def apply_meta(model: SourceModel, meta: Meta) -> None:
         m = model.by_item.get(item)
         if m is None or m.name != name:
             m = MetricState(
-                name,
+                sys.intern(name),
                 item,
-                leaf,
+                sys.intern(leaf),
                 mtype,
                 sem,
                 _units(units),
                 singular,
                 pcp,
-                oneline,
-                help_text,
+                sys.intern(oneline),
+                sys.intern(help_text),
                 serial,
                 table,
+                inst_labels=_UNUSED,
+                values=_UNUSED,
+                seen=_UNUSED,
+                cost=_UNUSED,
             )
             model.metrics[name] = m
             model.by_item[item] = m
         else:
             m.table = table
-        m.labels = labels  # (the caller's to give: a digest is unmarshalled afresh)
-        m.optional = optional
-        m.inst_labels = inst_labels
+        m.labels = interned(labels)
+        m.optional = None if optional is None else interned(optional)
+        m.packed_labels = marshal.dumps(inst_labels) if inst_labels else b""

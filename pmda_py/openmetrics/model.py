@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -53,6 +54,7 @@ __all__ = [
     "SourceModel",
     "check_filter",
     "indom_serial",
+    "interned",
     "metric_metadata",
     "parse_units",
     "parse_url_config",
@@ -322,6 +324,9 @@ class MetricState:
     optional: dict[str, str] | None = None
     inst_labels: dict[int, dict[str, str]] = attrs.field(factory=dict)
     values: dict[int, Value] = attrs.field(factory=dict)  #: this scrape's values, inst -> value
+    #: the daemon's mirror: ``inst_labels`` as a ``marshal`` image, read when a LABEL request asks
+    #: (a dict per instance costs ~250 bytes; the image ~30)
+    packed_labels: bytes = b""
     cache: Cached | None = None  #: the daemon's prepared answer (see :mod:`.answers`)
     seen: dict[int, float] = attrs.field(factory=dict)  #: inst -> when it was last in a document
     cost: dict[int, int] = attrs.field(factory=dict)  #: inst -> characters it counts against the source's bound
@@ -329,6 +334,13 @@ class MetricState:
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
         return {k: v for k, v in self.labels.items() if k not in opt}
+
+
+def interned(labels: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` with its names and values interned: the same few names
+    and values (``code``, ``"200"``, a source's host) recur in every
+    instance of every metric, one string each kept for all of them."""
+    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
 
 
 def _convert(mtype: int, text: str) -> Value:
@@ -511,7 +523,8 @@ class SourceModel:
                     m.table.prefix_mode = True
                     m.table.dirty = True
                 instname = " ".join(f"{k}:{v}" for k, v in sorted(naming.items()))
-                m.labels.update(naming)
+                if not naming.items() <= m.labels.items():
+                    m.labels.update(interned(naming))
             inst_known = m.table.get(instname)
             if inst_known is None:
                 inst = self._new_series(m, instname, naming)
@@ -526,7 +539,7 @@ class SourceModel:
             res.errors.append(f"sample {res.samples}: bad value ({len(value)} characters)")
         if m.inst_labels.get(inst) != labels:
             res.labels_changed = True
-            m.inst_labels[inst] = labels
+            m.inst_labels[inst] = interned(labels)
 
     def _new_series(self, m: MetricState, instname: str, labels: Mapping[str, str]) -> int:
         """The number of a new instance of ``m``, within the bounds."""

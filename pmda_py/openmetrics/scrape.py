@@ -53,6 +53,7 @@ from pmda_py.openmetrics.records import (
     read_frames,
 )
 from pmda_py.openmetrics.state import StateFiles
+from pmda_py.runtime.malloc import trim_malloc
 from pmda_py.safefile import read_regular
 
 if TYPE_CHECKING:
@@ -337,6 +338,7 @@ class _Busy:
 
     n: int = 0
     since: float = attrs.field(factory=time.monotonic)
+    untrimmed: bool = False  #: scrapes ran since the heap was last trimmed
 
 
 async def _serve(options: WorkerOptions) -> None:
@@ -360,6 +362,7 @@ async def _serve(options: WorkerOptions) -> None:
 
     async def one(job: ScrapeJob) -> None:
         busy.n += 1
+        busy.untrimmed = True
         try:
             reply = await scraper.scrape(job.name, job.cluster, job.path, job.scripted)
         except Exception as exc:  # a bug for one source stays with that source
@@ -374,6 +377,9 @@ async def _serve(options: WorkerOptions) -> None:
         while True:
             await trio.sleep(_FLUSH_TICK)
             now = time.monotonic()
+            if busy.untrimmed and not busy.n and now - busy.since >= _IDLE_FLUSH:
+                busy.untrimmed = False  # idle after a burst of scrapes: its garbage back to the system
+                trim_malloc()
             if scraper.dirty and (
                 (not busy.n and now - busy.since >= _IDLE_FLUSH) or now - scraper.dirty_since > _MAX_FLUSH_DELAY
             ):

@@ -10,7 +10,7 @@ import marshal
 
 import pytest
 
-from pmda_py.openmetrics.digest import apply_meta, digest
+from pmda_py.openmetrics.digest import apply_meta, digest, instance_labels
 from pmda_py.openmetrics.exposition import Limits
 from pmda_py.openmetrics.model import MAX_METRIC, NameTable, SourceConfig, SourceModel
 from pmda_py.openmetrics.records import (
@@ -107,7 +107,7 @@ def test_the_mirror_holds_what_the_worker_has() -> None:
         assert (ours.table is None) == (m.table is None)
         if m.table is not None and ours.table is not None:
             assert ours.table.names == m.table.names
-        assert (ours.labels, ours.optional, ours.inst_labels) == (m.labels, m.optional, m.inst_labels)
+        assert (ours.labels, ours.optional, instance_labels(ours)) == (m.labels, m.optional, m.inst_labels)
     assert mirror.metrics["temp"].type == PmType.DOUBLE
 
 
