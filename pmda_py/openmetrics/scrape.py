@@ -39,7 +39,7 @@ from pmda_py.openmetrics.model import (
     SourceModel,
     parse_url_config,
 )
-from pmda_py.openmetrics.procs import run_script
+from pmda_py.openmetrics.procs import run_script, trim_malloc
 from pmda_py.openmetrics.records import (
     Answer,
     Digest,
@@ -53,7 +53,6 @@ from pmda_py.openmetrics.records import (
     read_frames,
 )
 from pmda_py.openmetrics.state import StateFiles
-from pmda_py.runtime.malloc import trim_malloc
 from pmda_py.safefile import read_regular
 
 if TYPE_CHECKING:

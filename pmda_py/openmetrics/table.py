@@ -46,6 +46,7 @@ from pmda_py.openmetrics.model import (
     label_items,
 )
 from pmda_py.openmetrics.pool import WorkerPool
+from pmda_py.openmetrics.procs import trim_malloc
 from pmda_py.openmetrics.records import Digest, LogEntry, Value
 from pmda_py.openmetrics.scheduler import Scheduling
 from pmda_py.openmetrics.scrape import Scraper
@@ -54,7 +55,6 @@ from pmda_py.openmetrics.state import StateFiles
 from pmda_py.pcpversion import parse, pcp_conf
 from pmda_py.pcpversion import pcp_version as installed_pcp_version
 from pmda_py.pmdacache import PmdaCache
-from pmda_py.runtime.malloc import trim_malloc
 from pmda_py.table import (
     Columns,
     FetchRequest,

@@ -32,21 +32,3 @@ def tune_malloc() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD)
     )
-
-
-def trim_malloc() -> bool:
-    """Give the C heap's free pages back to the system (glibc's
-    ``malloc_trim(0)``: free pages anywhere in the heap, not only at its
-    top).  A long-lived process that built a large state in a burst (a first
-    round of scrapes) otherwise keeps the burst's garbage resident.  False
-    where the C library is not glibc (nothing done)."""
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes = (ctypes.c_size_t,)
-    trim.restype = ctypes.c_int
-    trim(0)
-    return True

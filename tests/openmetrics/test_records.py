@@ -143,3 +143,30 @@ def test_a_reply_with_an_unknown_outcome_is_refused() -> None:
 def _raw(obj: list[int] | dict[str, str]) -> bytes:
     data = marshal.dumps(obj)
     return len(data).to_bytes(4, "big") + data
+
+
+def _mirrored(doc: str) -> SourceModel:
+    """A daemon's mirror made from a worker's digest of ``doc``, as it travels."""
+    result, _dirty = digest(_model(), SourceConfig(url="http://x/"), doc, Limits(), True)
+    (msg,) = read_frames(bytearray(encode_answer(Answer(1, Reply("ok", digest=result)))))
+    got = decode_answer(msg).reply.digest
+    assert got is not None and got.meta is not None
+    mirror = _model()
+    apply_meta(mirror, got.meta)
+    return mirror
+
+
+def test_the_mirror_keeps_labels_compactly() -> None:
+    """What the daemon keeps per instance is small: no label dict per
+    instance (one image per metric), one string for a label name or value
+    however many sources and instances have it, and no name index."""
+    a, b = _mirrored(DOC), _mirrored(DOC)  # (two sources, each digest unmarshalled afresh)
+    for name, ma in a.metrics.items():
+        mb = b.metrics[name]
+        assert ma.inst_labels == {} and ma.values == {} and ma.seen == {}
+        if ma.table is not None:
+            assert ma.packed_labels and instance_labels(ma)
+            assert ma.table._index is None  # (made on a first lookup: the mirror never looks a name up)
+        for (ka, va), (kb, vb) in zip(ma.labels.items(), mb.labels.items()):
+            assert ka is kb and va is vb
+        assert ma.help is mb.help and ma.leaf is mb.leaf
