@@ -75,8 +75,8 @@ log = structlog.get_logger("pmda_py.openmetrics")
 DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
 DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
-#: worker processes (0: scrape in the daemon): one worker's CPU keeps up with 1 000 sources of 100
-#: metrics at the default interval, and every worker is a Python of its own (~30 MB resident)
+#: worker processes (0: scrape in the daemon): every worker is a Python of its own (~30 MB
+#: resident); more are worth it only where one cannot scrape every source within the interval
 DEFAULT_WORKERS = 1
 NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
