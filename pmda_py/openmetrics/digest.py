@@ -16,7 +16,8 @@ import functools
 import marshal
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, cast
 
 from pmda_py.openmetrics.exposition import Limits, parse_document
@@ -24,7 +25,7 @@ from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, Sour
 from pmda_py.openmetrics.records import Digest, Meta, Value
 from pmda_py.pmapi import TYPES, PmUnits
 
-__all__ = ["apply_meta", "digest", "instance_labels", "PACK_CODES", "pack_values"]
+__all__ = ["UNUSED", "apply_meta", "digest", "instance_labels", "PACK_CODES", "pack_values"]
 
 _LITTLE = sys.byteorder == "little"
 
@@ -102,6 +103,7 @@ def digest(
         images.append(array("I", [i & 0xFFFFFFFF for i in insts]).tobytes())
         blobs.append(blob)
         values.append(vals if blob is None else None)
+        m.values = {}  # (packed: what the next scrape finds fills a new one)
     changed = with_meta or bool(res.new) or res.new_instances or res.labels_changed
     out = Digest(
         meta=_meta(model) if changed else None,
@@ -114,8 +116,9 @@ def digest(
     return out, res.dirty
 
 
-#: what a mirror's metric never fills (its scraper's model does): one empty dict for all of them
-_UNUSED: dict[int, Any] = {}
+#: what a mirror's metric never fills (its scraper's model does): one empty mapping for all of
+#: them, read-only (a write raises TypeError) so that nothing can fill the one of every metric at once
+UNUSED: Mapping[int, Any] = MappingProxyType({})
 
 
 def instance_labels(m: MetricState) -> dict[int, dict[str, str]]:
@@ -186,10 +189,8 @@ def apply_meta(model: SourceModel, meta: Meta) -> None:
                 sys.intern(help_text),
                 serial,
                 table,
-                inst_labels=_UNUSED,
-                values=_UNUSED,
-                seen=_UNUSED,
-                cost=_UNUSED,
+                inst_labels=cast("dict[int, dict[str, str]]", UNUSED),
+                values=cast("dict[int, Value]", UNUSED),
             )
             model.metrics[name] = m
             model.by_item[item] = m

@@ -163,10 +163,27 @@ def test_the_mirror_keeps_labels_compactly() -> None:
     a, b = _mirrored(DOC), _mirrored(DOC)  # (two sources, each digest unmarshalled afresh)
     for name, ma in a.metrics.items():
         mb = b.metrics[name]
-        assert ma.inst_labels == {} and ma.values == {} and ma.seen == {}
+        assert ma.inst_labels == {} and ma.values == {} and ma.seen is None and ma.cost is None
         if ma.table is not None:
             assert ma.packed_labels and instance_labels(ma)
             assert ma.table._index is None  # (made on a first lookup: the mirror never looks a name up)
         for (ka, va), (kb, vb) in zip(ma.labels.items(), mb.labels.items()):
             assert ka is kb and va is vb
         assert ma.help is mb.help and ma.leaf is mb.leaf
+
+
+def test_the_mirrors_unused_fields_cannot_be_written() -> None:
+    """The fields a mirror never fills are one empty mapping for every metric
+    of every source: a write to one must fail, not fill all of them."""
+    a, b = _mirrored(DOC), _mirrored(DOC)
+    ma, mb = next(iter(a.metrics.values())), next(iter(b.metrics.values()))
+    for m in (ma, mb):
+        with pytest.raises(TypeError):
+            m.values[0] = 1.0
+        with pytest.raises(TypeError):
+            m.inst_labels[0] = {"x": "y"}
+        with pytest.raises((TypeError, AttributeError)):
+            m.values.update({1: 2.0})
+        with pytest.raises((TypeError, AttributeError)):
+            m.inst_labels.setdefault(1, {})
+    assert ma.values == {} and mb.inst_labels == {}
