@@ -75,8 +75,9 @@ log = structlog.get_logger("pmda_py.openmetrics")
 DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
 DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
-#: worker processes (0: scrape in the daemon): every worker is a Python of its own (~30 MB
-#: resident); more are worth it only where one cannot scrape every source within the interval
+#: worker processes at first (0: scrape in the daemon): every worker is a Python of its own
+#: (~30 MB resident); more are started only where one cannot scrape every source within the
+#: interval (a round overran it while the workers were busy), up to ``max_workers``
 DEFAULT_WORKERS = 1
 NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
@@ -113,7 +114,8 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         series_ttl: str = str(Limits().series_ttl),
         domain: str = "144",
         sort: str = "1",
-        workers: str = str(DEFAULT_WORKERS),
+        workers: str = "",
+        max_workers: str = "",
         worker_grace: str = str(DEFAULT_WORKER_GRACE),
         pcp_version: str = "",
         **_options: str,
@@ -138,7 +140,15 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         )
         self.domain = int(domain)
         self.sort = _flag(sort)
-        self.workers = max(0, int(workers))
+        #: scraper worker processes now: ``workers`` if given (and no more), else DEFAULT_WORKERS,
+        #: growing to ``max_workers`` (default: the number of CPUs) while one cannot keep up
+        self.workers = max(0, int(workers)) if workers else DEFAULT_WORKERS
+        if workers or not self.workers:
+            self.max_workers = self.workers
+        else:
+            self.max_workers = max(self.workers, int(max_workers) if max_workers else (os.cpu_count() or 1))
+        self._busy = 0.0
+        self._grown_at = 0.0
         self.worker_grace = float(worker_grace)
         version = parse(pcp_version) if pcp_version else installed_pcp_version()
         #: pmdaopenmetrics < 6.1 labels every instance with an optional "instname" (PCP commit 84be2456fe)
