@@ -250,6 +250,7 @@ def run_agent(
             "window_s": round(window, 1),
             "rss_mb": round(rss / 1024, 1),
             "rss_with_children_mb": round(rss_all / 1024, 1),
+            "workers": len(children(pid)) if pid else 0,  # (pmda_py's scraper workers at the end)
             "pmcd_log_timeouts": pmcd.log_text().count("timeout"),
         }
     finally:

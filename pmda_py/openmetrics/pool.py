@@ -289,11 +289,12 @@ class WorkerPool:
         if w is None or w.gone:
             return  # (a worker gone saved what it could as it ended, or was killed: as after a restart)
         try:
-            async with w.lock:
-                await w.stdin.send_all(encode_request(Forget(name)))
-            await self._call(w, Flush, deadline)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, WorkerFailed) as err:
+            reply = await self._call(w, lambda rid: Flush(rid, source=name), deadline)
+        except WorkerFailed as err:
             self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
+            return
+        for entry in reply.logs:
+            self.log(entry.event, **entry.fields)
 
     def _retire(self, w: _Worker) -> None:
         """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""

@@ -229,9 +229,12 @@ class Forget:
 
 @attrs.frozen
 class Flush:
-    """Save every changed name table now; answered when done."""
+    """Save every changed name table now; answered when done.  With
+    ``source``: that source is handed over (to another worker): forget
+    it and save its changed name tables only."""
 
     rid: int
+    source: str = ""
 
 
 Request = Union[ScrapeJob, Forget, Flush]
@@ -243,7 +246,7 @@ def encode_request(req: Request) -> bytes:
     elif isinstance(req, Forget):
         d = {"op": "forget", "name": req.name}
     else:
-        d = {"op": "flush", "rid": req.rid}
+        d = {"op": "flush", "rid": req.rid, "source": req.source}
     return frame(d)
 
 
@@ -256,7 +259,7 @@ def decode_request(d: Wire) -> Request:
     if op == "forget":
         return Forget(d["name"])
     if op == "flush":
-        return Flush(d["rid"])
+        return Flush(d["rid"], str(d.get("source", "")))
     raise ProtocolError(f"request {op!r}")
 
 

@@ -144,6 +144,17 @@ class Scraper:
         if src is not None:
             await _close(src)
 
+    async def hand_over(self, name: str) -> list[LogEntry]:
+        """Forget source ``name`` (another worker takes it over) and save
+        its changed name tables now: the other one reads them."""
+        src = self.sources.pop(name, None)
+        if src is None:
+            return []
+        serials = [src.model.cluster, *(m.indom_serial for m in src.model.metrics.values())]
+        tables = [(k, self.dirty.pop(k)) for k in serials if k is not None and k in self.dirty]
+        await _close(src)
+        return self.state.save(tables)
+
     async def aclose(self) -> None:
         for src in self.sources.values():
             await _close(src)
@@ -403,6 +414,8 @@ async def _serve(options: WorkerOptions) -> None:
                         nursery.start_soon(one, req)
                     elif isinstance(req, Forget):
                         await scraper.forget(req.name)
+                    elif isinstance(req, Flush) and req.source:
+                        await send(req.rid, Reply("ok", logs=await scraper.hand_over(req.source)))
                     elif isinstance(req, Flush):
                         await send(req.rid, Reply("ok", logs=scraper.flush()))
             nursery.cancel_scope.cancel()

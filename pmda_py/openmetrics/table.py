@@ -16,10 +16,12 @@ client.  New and vanished metrics change the namespace (NAMES_CHANGE); the
 table is not ready until the first round of scrapes has finished.
 
 The scraping itself (HTTP, parsing, ids, saving the name tables) runs in
-``workers`` worker processes (:mod:`pmda_py.openmetrics.scrape`), a
-source always on the same one, so it never holds the daemon's GIL or trio
-loop: the daemon swaps in each scrape's digest (values already packed for
-the fetch).  ``workers=0`` scrapes in the daemon (the digest in a thread).
+worker processes (:mod:`pmda_py.openmetrics.scrape`), a source on one of
+them, so it never holds the daemon's GIL or trio loop: the daemon swaps in
+each scrape's digest (values already packed for the fetch).  One worker at
+first, one more (up to ``max_workers``, default the CPUs) each time a round
+overruns the interval while the workers were busy; ``workers=N`` is N and no
+more, ``workers=0`` scrapes in the daemon (the digest in a thread).
 """
 
 from __future__ import annotations
