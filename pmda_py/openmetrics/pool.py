@@ -3,9 +3,9 @@
 Each runs :func:`pmda_py.openmetrics.scrape.worker_main`; a source
 always goes to the same one while the pool keeps its size.  The pool may
 grow (:meth:`WorkerPool.grow`, up to its ``limit``): a source that then
-belongs to another worker is moved there, its name tables saved by the one
-it leaves before the new one reads them (its numbers are kept).  Nothing here raises out of the pool because a
-process cannot be signalled (a worker of another user after the privilege
+belongs to another worker is moved there, the name tables the one it leaves
+had not saved yet going along with its next scrape (its numbers are kept).
+Nothing here raises out of the pool because a process cannot be signalled (a worker of another user after the privilege
 drop, one gone already): such a worker is told to end (EOF on its requests),
 left behind, and replaced; the reason is logged and given to the scrapes it
 fails.
@@ -258,8 +258,9 @@ class WorkerPool:
         """
         k = cluster % self.size
         moved_from = self.home.get(name, k)
-        if moved_from != k:  # (the pool grew): its old worker saves its tables and forgets it first
-            await self._move(name, moved_from, deadline)
+        tables: dict[int, bytes] = {}
+        if moved_from != k:  # (the pool grew): its old worker forgets it, its unsaved tables come along
+            tables = await self._move(name, moved_from, deadline)
         self.home[name] = k
         w = self.workers[k]
         if w is None or w.uid != self._uid():
@@ -278,23 +279,28 @@ class WorkerPool:
                     except OSError as err:
                         raise WorkerFailed(f"cannot start a worker process: {err}") from err
         return await self._call(
-            w, lambda rid: ScrapeJob(rid=rid, name=name, cluster=cluster, path=path, scripted=scripted), deadline
+            w,
+            lambda rid: ScrapeJob(rid=rid, name=name, cluster=cluster, path=path, scripted=scripted, tables=tables),
+            deadline,
         )
 
-    async def _move(self, name: str, k: int, deadline: float) -> None:
-        """Source ``name`` leaves worker ``k``: it forgets it and saves its
-        changed name tables (a worker saves them late, in batches), so the
-        worker taking it over reads the numbers given so far."""
+    async def _move(self, name: str, k: int, deadline: float) -> dict[int, bytes]:
+        """Source ``name`` leaves worker ``k``: it forgets it and answers
+        with the images of its name tables not saved yet (a worker saves
+        them late, in batches), for the worker taking it over, which reads
+        the saved ones from their files: the numbers given so far are kept
+        without writing a file on the way."""
         w = self.workers[k] if k < len(self.workers) else None
         if w is None or w.gone:
-            return  # (a worker gone saved what it could as it ended, or was killed: as after a restart)
+            return {}  # (a worker gone saved what it could as it ended, or was killed: as after a restart)
         try:
             reply = await self._call(w, lambda rid: Flush(rid, source=name), deadline)
         except WorkerFailed as err:
             self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
-            return
+            return {}
         for entry in reply.logs:
             self.log(entry.event, **entry.fields)
+        return reply.tables
 
     def _retire(self, w: _Worker) -> None:
         """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""

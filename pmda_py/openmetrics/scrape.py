@@ -118,12 +118,25 @@ class Scraper:
         self.dirty_since = 0.0
         #: one :meth:`save` writes at a time (in its order: an older image of a table never lands last)
         self._writing = trio.Lock()
+        self._in_flight: set[int] = set()  #: tables being written (their images taken)
         self._ssl: ssl.SSLContext | None = None
+        #: name tables handed over with the sources moved here, not read yet (serial -> image)
+        self.adopted: dict[int, bytes] = {}
 
     def load_table(self, serial: int, maxnum: int, logs: list[LogEntry]) -> NameTable:
         unsaved = self.dirty.get(serial)
         if unsaved is not None:  # (a source forgotten and back before its tables were saved)
             return unsaved
+        image = self.adopted.pop(serial, None)
+        if image is not None:  # (from the worker the source left, which had not saved it: this one will)
+            try:
+                table = NameTable.loads(image, maxnum)
+            except ValueError as err:
+                logs.append(LogEntry("openmetrics_state_unreadable", {"file": "(handed over)", "error": str(err)}))
+            else:
+                table.dirty = True
+                self._changed([(serial, table)])
+                return table
         table, problem = self.state.load(serial, maxnum)
         if problem is not None:
             logs.append(problem)
@@ -146,16 +159,33 @@ class Scraper:
         if src is not None:
             await _close(src)
 
-    async def hand_over(self, name: str) -> list[LogEntry]:
-        """Forget source ``name`` (another worker takes it over) and save
-        its changed name tables now (:meth:`save`): the other one reads them."""
+    async def hand_over(self, name: str) -> dict[int, bytes]:
+        """Forget source ``name`` (another worker takes it over): the images
+        of its name tables not saved yet, for the other one, which saves
+        them (writing them here first, each file synced to disk, held
+        every hand-over up by tens of ms and the moving sources' values
+        went stale for rounds)."""
         src = self.sources.pop(name, None)
         if src is None:
-            return []
+            return {}
         serials = [src.model.cluster, *(m.indom_serial for m in src.model.metrics.values())]
         tables = [(k, self.dirty.pop(k)) for k in serials if k is not None and k in self.dirty]
+        images = dict(StateFiles.take(tables))
+        if self._in_flight.intersection(serials):  # (its files are being written: there before the other reads)
+            async with self._writing:
+                pass
         await _close(src)
-        return await self.save(tables)
+        return images
+
+    def adopt(self, tables: dict[int, bytes]) -> None:
+        """Name tables handed over with a source moved here (read before the files)."""
+        self.adopted.update(tables)
+
+    def _changed(self, tables: list[tuple[int, NameTable]]) -> None:
+        if self.defer_saves:
+            if tables and not self.dirty:
+                self.dirty_since = time.monotonic()
+            self.dirty.update(tables)
 
     async def save(self, tables: list[tuple[int, NameTable]]) -> list[LogEntry]:
         """Save ``tables`` (their images taken now) in a thread, one save
@@ -169,7 +199,11 @@ class Scraper:
             return []
         try:
             async with self._writing:
-                logs, failed = await trio.to_thread.run_sync(_write_each, self.state, images)
+                self._in_flight = {serial for serial, _ in images}
+                try:
+                    logs, failed = await trio.to_thread.run_sync(_write_each, self.state, images)
+                finally:
+                    self._in_flight = set()
         except BaseException:  # (cancelled before its turn: the worker's last flush saves them)
             for serial, table in tables:
                 table.dirty = True
@@ -247,9 +281,7 @@ class Scraper:
     def _digest(self, src: _Src, body: bytes, with_meta: bool) -> Digest:
         out, dirty = digest(src.model, src.config, body.decode("utf-8", "replace"), self.limits, with_meta)
         if self.defer_saves:
-            if dirty and not self.dirty:
-                self.dirty_since = time.monotonic()
-            self.dirty.update(dirty)
+            self._changed(dirty)
         else:
             src.logs += self.state.save(dirty)
         return out
@@ -257,7 +289,11 @@ class Scraper:
     def flush(self, most: int | None = None) -> list[LogEntry]:
         """Save the name tables changed since the last flush (deferred
         saves), or at most ``most`` of them."""
-        return self.state.save(self._take_dirty(most))
+        logs = self.state.save(self._take_dirty(most))
+        if most is None:  # (tables handed over with a source whose metrics using them are gone)
+            adopted, self.adopted = list(self.adopted.items()), {}
+            logs += self.state.write(adopted)
+        return logs
 
     def _take_dirty(self, most: int | None) -> list[tuple[int, NameTable]]:
         if most is None or most >= len(self.dirty):
@@ -433,8 +469,10 @@ async def _serve(
         await send(job.rid, reply)
 
     async def flush(req: Flush) -> None:  # (a task: the scrapes go on while it writes)
-        logs = await (scraper.hand_over(req.source) if req.source else scraper.flush_later())
-        await send(req.rid, Reply("ok", logs=logs))
+        if req.source:
+            await send(req.rid, Reply("ok", tables=await scraper.hand_over(req.source)))
+        else:
+            await send(req.rid, Reply("ok", logs=await scraper.flush_later()))
 
     async def flusher() -> None:
         while True:
@@ -464,6 +502,7 @@ async def _serve(
                 for msg in read_frames(buf):
                     req = decode_request(msg)
                     if isinstance(req, ScrapeJob):
+                        scraper.adopt(req.tables)
                         nursery.start_soon(one, req)
                     elif isinstance(req, Forget):
                         await scraper.forget(req.name)
