@@ -20,7 +20,10 @@ pmFetch p50/p90/p99/max and sweep p50 in ms, values per sweep (p50; fewer than s
 missing values),
 fetch errors (e.g. the agent timed out), scrapes per source over the fetch
 window, and the agent's RSS at the end (alone, and with its child processes:
-pmda_py's scraper workers).
+pmda_py's scraper workers) and that per metric (``bytes_per_metric``); then
+a ``memory at`` line per size: ours beside pmdaopenmetrics' (``--scale
+1000x100``: ours alone at 1000 sources x 100 metrics as well, where
+pmdaopenmetrics cannot keep up with pmcd's 5 s timeout).
 """
 
 from __future__ import annotations
@@ -247,6 +250,7 @@ def run_agent(
             "window_s": round(window, 1),
             "rss_mb": round(rss / 1024, 1),
             "rss_with_children_mb": round(rss_all / 1024, 1),
+            "workers": len(children(pid)) if pid else 0,  # (pmda_py's scraper workers at the end)
             "pmcd_log_timeouts": pmcd.log_text().count("timeout"),
         }
     finally:
@@ -257,6 +261,53 @@ def _calls(pmcd: PrivatePmcd) -> int:
     r = pmcd.tool("pmprobe", "-v", "openmetrics.control.calls", check=False, timeout=120)
     m = re.search(r"openmetrics.control.calls \d+ (\d+)", r.stdout)
     return int(m.group(1)) if m else -1
+
+
+def serve_and_run(
+    args: argparse.Namespace, sources: int, metrics: int, agents: list[str], slow: int = 0
+) -> dict[str, dict[str, object]]:
+    """``sources`` x ``metrics`` on loopback servers, each agent of ``agents`` in turn."""
+    procs: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    per = -(-sources // args.servers)
+    results: dict[str, dict[str, object]] = {}
+    try:
+        for k in range(args.servers):
+            first, count = k * per, min(per, sources - k * per)
+            if count <= 0:
+                break
+            port = free_port()
+            argv = [str(port), str(first), str(count), "0", str(sources - slow), str(metrics)]
+            procs.append(subprocess.Popen([sys.executable, "-c", SERVER, *argv]))
+            urls += [f"http://127.0.0.1:{port}/s{s}" for s in range(first, first + count)]
+        time.sleep(1.0)
+        for who in agents:
+            with tempfile.TemporaryDirectory(prefix=f"ombench-{who}-") as tmp:
+                res = run_agent(who, Path(tmp), urls, args.fetches, args.batch, args.agent_args)
+            names = res.get("names")
+            if isinstance(names, int) and names:  # every byte the agent holds (its workers too), per metric
+                res["bytes_per_metric"] = round(float(str(res["rss_with_children_mb"])) * 1024 * 1024 / names)
+            results[who] = res
+            print(f"{who:16s} {json.dumps(res)}", flush=True)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            p.wait()
+    return results
+
+
+def memory_line(results: dict[str, dict[str, object]], size: str) -> str:
+    """The memory figures of one size side by side (MB: with the workers, the daemon alone)."""
+    ours, theirs = results.get("pmda_py", {}), results.get("pmdaopenmetrics", {})
+    line = (
+        f"memory at {size}: pmda_py {ours.get('rss_with_children_mb')} MB "
+        f"(daemon {ours.get('rss_mb')} MB), {ours.get('bytes_per_metric')} bytes/metric"
+    )
+    if theirs:
+        a, b = ours.get("rss_with_children_mb"), theirs.get("rss_mb")
+        ok = isinstance(a, float) and isinstance(b, float) and a <= b
+        line += f"; pmdaopenmetrics {b} MB: pmda_py at most pmdaopenmetrics: {'yes' if ok else 'no'}"
+    return line
 
 
 def main() -> int:
@@ -271,6 +322,11 @@ def main() -> int:
     ap.add_argument("--metrics", type=int, default=100, help="metrics per source")
     ap.add_argument("--batch", type=int, default=10000, help="PMIDs per pmFetch")
     ap.add_argument(
+        "--scale",
+        default="",
+        help="then pmda_py alone at SOURCESxMETRICS (e.g. 1000x100: bytes per metric at 100 000 metrics)",
+    )
+    ap.add_argument(
         "--agent-args",
         default="",
         help="more arguments for pmda_py (e.g. '--openmetrics-interval 3600': fetches without scrape load)",
@@ -279,49 +335,18 @@ def main() -> int:
     if not os.path.exists(THEIRS) or not shutil.which("pminfo"):
         print("needs PCP with pmdaopenmetrics (scripts/install-pcp)", file=sys.stderr)
         return 2
-    procs: list[subprocess.Popen[bytes]] = []
-    urls: list[str] = []
-    per = -(-args.sources // args.servers)
-    try:
-        for k in range(args.servers):
-            first, count = k * per, min(per, args.sources - k * per)
-            if count <= 0:
-                break
-            port = free_port()
-            slow_from = args.sources - args.slow
-            procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        SERVER,
-                        str(port),
-                        str(first),
-                        str(count),
-                        "0",
-                        str(slow_from),
-                        str(args.metrics),
-                    ]
-                )
-            )
-            urls += [f"http://127.0.0.1:{port}/s{s}" for s in range(first, first + count)]
-        time.sleep(1.0)
-        results = {}
-        for who in ("pmda_py", "pmdaopenmetrics"):
-            if args.only and who != args.only:
-                continue
-            with tempfile.TemporaryDirectory(prefix=f"ombench-{who}-") as tmp:
-                results[who] = run_agent(who, Path(tmp), urls, args.fetches, args.batch, args.agent_args)
-            print(f"{who:16s} {json.dumps(results[who])}", flush=True)
-        per_source = 3 * min(20, args.metrics) + max(0, args.metrics - 20)
-        print(
-            f"sources={args.sources} (slow {args.slow}) metrics/source={args.metrics} values/source={per_source} "
-            f"expected values/sweep={args.sources * per_source}"
-        )
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-            p.wait()
+    agents = [who for who in ("pmda_py", "pmdaopenmetrics") if not args.only or who == args.only]
+    results = serve_and_run(args, args.sources, args.metrics, agents, args.slow)
+    per_source = 3 * min(20, args.metrics) + max(0, args.metrics - 20)
+    print(
+        f"sources={args.sources} (slow {args.slow}) metrics/source={args.metrics} values/source={per_source} "
+        f"expected values/sweep={args.sources * per_source}"
+    )
+    lines = [memory_line(results, f"{args.sources} x {args.metrics}")]
+    if args.scale:
+        n, m = (int(x) for x in args.scale.split("x"))
+        lines.append(memory_line(serve_and_run(args, n, m, ["pmda_py"]), f"{n} x {m} ({n * m} metrics)"))
+    print("\n".join(lines))
     return 0
 
 

@@ -4,7 +4,9 @@ latency, start-up and footprint (pdu_latency.py), MMV (mmv_fetch.py;
 mmv_scale.py: many files, rescans, a sparse 1 GiB file), where
 a FETCH's time goes (fetch_breakdown.py), another table's FETCH while
 10 000 names appear (names_stall.py), OpenMetrics' resources under hostile
-sources (openmetrics_hostile.py) and ``pmda-py compat`` beside PCP's binding
+sources (openmetrics_hostile.py), the OpenMetrics drop-in's memory beside
+pmdaopenmetrics at 1000 sources x 10 metrics and alone at 100 000 metrics
+(openmetrics.py) and ``pmda-py compat`` beside PCP's binding
 (compat.py).  Each runs in its own process, one after the other.
 
     .venv/bin/python bench/run.py [--quick] [--only fetch_shapes,mmv_fetch]
@@ -30,6 +32,10 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {  # name: (full args, quick a
     "fetch_breakdown": ([], ["--shapes", "1000x0,1000x10"]),
     "openmetrics_hostile": ([], ["--quick"]),
     "compat": ([], ["--quick"]),
+    "openmetrics": (
+        ["--sources", "1000", "--metrics", "10", "--fetches", "3", "--scale", "1000x100"],
+        ["--sources", "100", "--metrics", "10", "--fetches", "2", "--scale", "100x100"],
+    ),
     "names_stall": ([], ["--base", "20", "--new", "5", "--before", "1"]),
 }
 

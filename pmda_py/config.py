@@ -403,7 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--openmetrics-interval", type=float, help="seconds between scrapes of each source (default 10)")
     p.add_argument("--openmetrics-timeout", type=float, help="deadline of one scrape in seconds (default 2)")
     p.add_argument(
-        "--openmetrics-workers", type=int, help="scraper worker processes (default 2; 0: scrape in the daemon)"
+        "--openmetrics-workers",
+        type=int,
+        help="scraper worker processes (default: 1, more up to the CPUs while one cannot keep up; "
+        "N: exactly N; 0: scrape in the daemon)",
     )
     return p
 

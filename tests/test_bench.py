@@ -73,6 +73,21 @@ def test_openmetrics_hostile_runs() -> None:
     assert "stacked Conte" in row and '"peak_rss_mb"' in row, out
 
 
+@pytest.mark.slow
+def test_openmetrics_bench_prints_memory_beside_pmdaopenmetrics() -> None:
+    require(Path("/var/lib/pcp/pmdas/openmetrics").exists() and Path("/usr/bin/python3").exists(), "pmdaopenmetrics")
+    out = _run(
+        "openmetrics.py", "--sources", "2", "--metrics", "2", "--fetches", "1", "--servers", "1", "--scale", "2x3"
+    )
+    lines = [line for line in out.splitlines() if line.startswith("memory at ")]
+    assert len(lines) == 2, out  # the size both agents ran at, and ours alone at --scale
+    assert "pmdaopenmetrics" in lines[0] and "at most pmdaopenmetrics: " in lines[0], out
+    assert lines[1].startswith("memory at 2 x 3 (6 metrics): pmda_py") and "bytes/metric" in lines[1], out
+    for who in ("pmda_py", "pmdaopenmetrics"):
+        row = next(line for line in out.splitlines() if line.startswith(f"{who} "))
+        assert '"values_p50": 12' in row and '"bytes_per_metric": ' in row, out  # every value, and memory per metric
+
+
 def test_compat_bench_runs_beside_the_binding() -> None:
     require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
     out = _run("compat.py", "--n", "20", "--metrics", "2", "--budget", "0.05")

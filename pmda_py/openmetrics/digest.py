@@ -13,17 +13,19 @@ descriptors and labels, and swaps the packed values in with little work.
 from __future__ import annotations
 
 import functools
+import marshal
 import sys
 from array import array
-from collections.abc import Sequence
-from typing import cast
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, cast
 
 from pmda_py.openmetrics.exposition import Limits, parse_document
-from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel
+from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel, interned
 from pmda_py.openmetrics.records import Digest, Meta, Value
 from pmda_py.pmapi import TYPES, PmUnits
 
-__all__ = ["apply_meta", "digest", "PACK_CODES", "pack_values"]
+__all__ = ["UNUSED", "apply_meta", "digest", "instance_labels", "PACK_CODES", "pack_values"]
 
 _LITTLE = sys.byteorder == "little"
 
@@ -101,6 +103,7 @@ def digest(
         images.append(array("I", [i & 0xFFFFFFFF for i in insts]).tobytes())
         blobs.append(blob)
         values.append(vals if blob is None else None)
+        m.values = {}  # (packed: what the next scrape finds fills a new one)
     changed = with_meta or bool(res.new) or res.new_instances or res.labels_changed
     out = Digest(
         meta=_meta(model) if changed else None,
@@ -111,6 +114,17 @@ def digest(
         problems=problems,
     )
     return out, res.dirty
+
+
+#: what a mirror's metric never fills (its scraper's model does): one empty mapping for all of
+#: them, read-only (a write raises TypeError) so that nothing can fill the one of every metric at once
+UNUSED: Mapping[int, Any] = MappingProxyType({})
+
+
+def instance_labels(m: MetricState) -> dict[int, dict[str, str]]:
+    """The instance labels of a mirror's metric (decoded from its image)."""
+    got = marshal.loads(m.packed_labels) if m.packed_labels else {}
+    return got if isinstance(got, dict) else {}
 
 
 @functools.lru_cache(maxsize=256)
@@ -163,23 +177,25 @@ def apply_meta(model: SourceModel, meta: Meta) -> None:
         m = model.by_item.get(item)
         if m is None or m.name != name:
             m = MetricState(
-                name,
+                sys.intern(name),
                 item,
-                leaf,
+                sys.intern(leaf),
                 mtype,
                 sem,
                 _units(units),
                 singular,
                 pcp,
-                oneline,
-                help_text,
+                sys.intern(oneline),
+                sys.intern(help_text),
                 serial,
                 table,
+                inst_labels=cast("dict[int, dict[str, str]]", UNUSED),
+                values=cast("dict[int, Value]", UNUSED),
             )
             model.metrics[name] = m
             model.by_item[item] = m
         else:
             m.table = table
-        m.labels = labels  # (the caller's to give: a digest is unmarshalled afresh)
-        m.optional = optional
-        m.inst_labels = inst_labels
+        m.labels = interned(labels)
+        m.optional = None if optional is None else interned(optional)
+        m.packed_labels = marshal.dumps(inst_labels) if inst_labels else b""

@@ -27,8 +27,11 @@ text does not change while the state lasts; a series unseen for
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 import time
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -53,6 +56,7 @@ __all__ = [
     "SourceModel",
     "check_filter",
     "indom_serial",
+    "interned",
     "metric_metadata",
     "parse_units",
     "parse_url_config",
@@ -227,6 +231,7 @@ def parse_units(text: str) -> PmUnits:
     )
 
 
+_NO_UNITS = PmUnits()  #: (frozen: one for every metric without units)
 _SECONDS = PmUnits(dim_time=1, scale_time=3)
 _MICROSECONDS = PmUnits(dim_time=1, scale_time=1)
 _BYTES = PmUnits(dim_space=1)
@@ -239,7 +244,7 @@ def metric_metadata(
 ) -> tuple[str, int, int, PmUnits, bool]:
     """``(leaf name, type, semantics, units, forced singular)`` of exposition
     metric ``name``, from its PCP/PCP5/METADATA line or the heuristics."""
-    mtype, sem, units = PmType.DOUBLE, PmSem.INSTANT, PmUnits()
+    mtype, sem, units = PmType.DOUBLE, PmSem.INSTANT, _NO_UNITS
     if pcpline:
         md = pcpline.split(" ")
         leaf = md[1] if len(md) > 1 else name
@@ -321,14 +326,38 @@ class MetricState:
     labels: dict[str, str] = attrs.field(factory=dict)  #: item labels (accumulated as pmdaopenmetrics does)
     optional: dict[str, str] | None = None
     inst_labels: dict[int, dict[str, str]] = attrs.field(factory=dict)
-    values: dict[int, Value] = attrs.field(factory=dict)  #: this scrape's values, inst -> value
+    #: this scrape's values, inst -> value (emptied once the scrape is digested)
+    values: dict[int, Value] = attrs.field(factory=dict)
+    #: the daemon's mirror: ``inst_labels`` as a ``marshal`` image, read when a LABEL request asks
+    #: (a dict per instance costs ~250 bytes; the image ~30)
+    packed_labels: bytes = b""
     cache: Cached | None = None  #: the daemon's prepared answer (see :mod:`.answers`)
-    seen: dict[int, float] = attrs.field(factory=dict)  #: inst -> when it was last in a document
-    cost: dict[int, int] = attrs.field(factory=dict)  #: inst -> characters it counts against the source's bound
+    #: by instance number: when it was last in a document (NaN: never, or reclaimed); None for a
+    #: singular metric and in the daemon's mirror (which keeps no such state)
+    seen: array[float] | None = None
+    #: by instance number: the characters it counts against the source's bound (-1: not known,
+    #: an instance read from the saved table counts its name's length)
+    cost: array[int] | None = None
 
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
         return {k: v for k, v in self.labels.items() if k not in opt}
+
+
+def interned(labels: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` with its names and values interned: the same few names
+    and values (``code``, ``"200"``, a source's host) recur in every
+    instance of every metric, one string each kept for all of them."""
+    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+
+
+def _grown(column: array[float] | array[int] | None, inst: int, missing: float) -> None:
+    """``column`` long enough to hold ``inst`` (grown with ``missing``: the
+    numbers are given in order, so it grows by one at a time)."""
+    assert column is not None  # (a metric with instances has both columns)
+    short = inst + 1 - len(column)
+    if short > 0:
+        column.frombytes(array(column.typecode, [missing] * short).tobytes())
 
 
 def _convert(mtype: int, text: str) -> Value:
@@ -465,11 +494,13 @@ class SourceModel:
         singular = inc is None or null_indom
         serial = None if singular else indom_serial(self.cluster, item)
         table = None if serial is None else self.load_table(serial, MAX_INDOM)
-        seen: dict[int, float] = {}
+        seen = cost = None
         if table is not None:
             self.series += table.live
             self.label_bytes += table.nbytes
-            seen = dict.fromkeys(table.numbers(), self._now)  # (a saved instance counts as seen now)
+            # a saved instance counts as seen now
+            seen = array("d", [self._now if table.is_live(i) else math.nan for i in range(len(table.names))])
+            cost = array("q", [-1]) * len(table.names)
         oneline, help_text = split_help(s.helpline)
         m = MetricState(
             s.name,
@@ -487,6 +518,7 @@ class SourceModel:
             dict(inc or {}),
             dict(opt) if opt else None,
             seen=seen,
+            cost=cost,
         )
         self.metrics[s.name] = m
         self.by_item[item] = m
@@ -511,13 +543,16 @@ class SourceModel:
                     m.table.prefix_mode = True
                     m.table.dirty = True
                 instname = " ".join(f"{k}:{v}" for k, v in sorted(naming.items()))
-                m.labels.update(naming)
+                if not naming.items() <= m.labels.items():
+                    m.labels.update(interned(naming))
             inst_known = m.table.get(instname)
             if inst_known is None:
                 inst = self._new_series(m, instname, naming)
                 res.new_instances = True
             else:
                 inst = inst_known
+            _grown(m.seen, inst, math.nan)
+            assert m.seen is not None
             m.seen[inst] = self._now
             labels = naming
         try:
@@ -526,7 +561,7 @@ class SourceModel:
             res.errors.append(f"sample {res.samples}: bad value ({len(value)} characters)")
         if m.inst_labels.get(inst) != labels:
             res.labels_changed = True
-            m.inst_labels[inst] = labels
+            m.inst_labels[inst] = interned(labels)
 
     def _new_series(self, m: MetricState, instname: str, labels: Mapping[str, str]) -> int:
         """The number of a new instance of ``m``, within the bounds."""
@@ -542,6 +577,8 @@ class SourceModel:
         inst = m.table.lookup(instname)
         self.series += 1
         self.label_bytes += cost
+        _grown(m.cost, inst, -1)
+        assert m.cost is not None
         m.cost[inst] = cost
         return inst
 
@@ -549,15 +586,17 @@ class SourceModel:
         """Instances unseen for ``series_ttl`` seconds are forgotten."""
         oldest = self._now - self.limits.series_ttl
         for m in self.metrics.values():
-            if m.table is None or not m.seen:
+            seen, cost = m.seen, m.cost
+            if m.table is None or seen is None or cost is None:
                 continue
-            stale = [i for i, t in m.seen.items() if t < oldest]
+            stale = [i for i, t in enumerate(seen) if t < oldest]  # (NaN: never less)
             for i in stale:
-                del m.seen[i]
+                seen[i] = math.nan
                 m.inst_labels.pop(i, None)
                 size = m.table.reclaim(i)
                 self.series -= 1
-                self.label_bytes -= m.cost.pop(i, size)
+                known = cost[i] if i < len(cost) else -1
+                self.label_bytes -= size if known < 0 else known
             if stale:
                 res.reclaimed += len(stale)
                 res.new_instances = True

@@ -129,24 +129,32 @@ def parse_names(data: bytes, maxnum: int) -> tuple[list[str], bool]:
 class NameTable:
     """pmdaopenmetrics' PersistentNameTable: names get numbers in order of
     first sight, never given to another name (a reclaimed one keeps a
-    placeholder)."""
+    placeholder).
+
+    The name -> number index is made on the first lookup: the daemon's
+    mirror of a source (names, instances) never looks a name up, and keeps
+    only the list."""
 
     maxnum: int
     names: list[str] = attrs.field(factory=list)
     prefix_mode: bool = False
     dirty: bool = False
     frozen: bool = False  #: never saved (its file could not be read, nor moved aside)
-    _index: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
+    _index: dict[str, int] | None = attrs.field(default=None, init=False, repr=False)
     live: int = attrs.field(default=0, init=False)  #: names not reclaimed
     nbytes: int = attrs.field(default=0, init=False)  #: their characters
 
     def __attrs_post_init__(self) -> None:
-        self._index = {}
-        for i, n in enumerate(self.names):
+        for n in self.names:
             if not n.startswith(HOLE):
-                self._index[n] = i
+                self.live += 1
                 self.nbytes += len(n)
-        self.live = len(self._index)
+
+    def _by_name(self) -> dict[str, int]:
+        index = self._index
+        if index is None:
+            index = self._index = {n: i for i, n in enumerate(self.names) if not n.startswith(HOLE)}
+        return index
 
     def lookup(self, name: str) -> int:
         """The number of ``name``, assigned if new.
@@ -154,25 +162,26 @@ class NameTable:
         Raises:
             ValueError: more than ``maxnum + 1`` names.
         """
-        num = self._index.get(name)
+        index = self._by_name()
+        num = index.get(name)
         if num is not None:
             return num
         num = len(self.names)
         if num > self.maxnum:
             raise ValueError(f"too many ({num}) different names")
         self.names.append(name)
-        self._index[name] = num
+        index[name] = num
         self.live += 1
         self.nbytes += len(name)
         self.dirty = True
         return num
 
     def get(self, name: str) -> int | None:
-        return self._index.get(name)
+        return self._by_name().get(name)
 
     def numbers(self) -> list[int]:
         """The live numbers, ascending."""
-        return list(self._index.values())
+        return [i for i, n in enumerate(self.names) if not n.startswith(HOLE)]
 
     def is_live(self, num: int) -> bool:
         return 0 <= num < len(self.names) and not self.names[num].startswith(HOLE)
@@ -182,7 +191,7 @@ class NameTable:
         if not self.is_live(num):
             return 0
         name = self.names[num]
-        del self._index[name]
+        self._by_name().pop(name, None)
         self.names[num] = f"{HOLE}{num}"
         self.live -= 1
         self.nbytes -= len(name)
@@ -194,7 +203,10 @@ class NameTable:
         return f"{num} {self.names[num]}" if self.prefix_mode else self.names[num]
 
     def instances(self) -> dict[int, str]:
-        return {i: self.instance_name(i) for i in self._index.values()}
+        """The live numbers and their names as the indom shows them, ascending."""
+        if self.prefix_mode:
+            return {i: f"{i} {n}" for i, n in enumerate(self.names) if not n.startswith(HOLE)}
+        return {i: n for i, n in enumerate(self.names) if not n.startswith(HOLE)}
 
     @classmethod
     def loads(cls, data: bytes, maxnum: int) -> NameTable:

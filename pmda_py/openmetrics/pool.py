@@ -1,8 +1,11 @@
 """The OpenMetrics table's worker processes, seen from the daemon (trio).
 
 Each runs :func:`pmda_py.openmetrics.scrape.worker_main`; a source
-always goes to the same one.  Nothing here raises out of the pool because a
-process cannot be signalled (a worker of another user after the privilege
+always goes to the same one while the pool keeps its size.  The pool may
+grow (:meth:`WorkerPool.grow`, up to its ``limit``): a source that then
+belongs to another worker is moved there, the name tables the one it leaves
+had not saved yet going along with its next scrape (its numbers are kept).
+Nothing here raises out of the pool because a process cannot be signalled (a worker of another user after the privilege
 drop, one gone already): such a worker is told to end (EOF on its requests),
 left behind, and replaced; the reason is logged and given to the scrapes it
 fails.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -78,8 +82,9 @@ class WorkerPool:
     reports both.
     """
 
-    def __init__(self, size: int, options: WorkerOptions, log: PoolLog) -> None:
+    def __init__(self, size: int, options: WorkerOptions, log: PoolLog, limit: int | None = None) -> None:
         self.size = size
+        self.limit = max(size, limit or size)  #: how many workers it may grow to
         self.options = options
         self.log = log
         self.workers: list[_Worker | None] = [None] * size
@@ -88,6 +93,36 @@ class WorkerPool:
         self._nursery: trio.Nursery | None = None
         self._starting = [trio.Lock() for _ in range(size)]
         self._retired: list[_Worker] = []
+        self.home: dict[str, int] = {}  #: source -> the worker that scraped it last
+        self._cpu: dict[int, tuple[float, float]] = {}  #: pid -> (when, its CPU seconds then)
+
+    def grow(self) -> bool:
+        """One more worker (started at its first scrape), if under the
+        limit: the sources it takes over move to it.  False at the limit."""
+        if self.size >= self.limit:
+            return False
+        self.size += 1
+        self.workers.append(None)
+        self._starting.append(trio.Lock())
+        return True
+
+    def busy_share(self) -> float:
+        """The share of its time the busiest worker spent on the CPU since
+        the last call (a worker new since: not counted; 1.0 where that
+        cannot be read: counted as busy)."""
+        now = time.monotonic()
+        share = 0.0
+        for w in self.workers:
+            if w is None or w.gone:
+                continue
+            used = _cpu_seconds(w.proc.pid)
+            if used is None:
+                return 1.0
+            then = self._cpu.get(w.proc.pid)
+            self._cpu[w.proc.pid] = (now, used)
+            if then is not None and now > then[0]:
+                share = max(share, (used - then[1]) / (now - then[0]))
+        return share
 
     @staticmethod
     def _uid() -> int:
@@ -222,6 +257,11 @@ class WorkerPool:
                 seconds (it is then killed).
         """
         k = cluster % self.size
+        moved_from = self.home.get(name, k)
+        tables: dict[int, bytes] = {}
+        if moved_from != k:  # (the pool grew): its old worker forgets it, its unsaved tables come along
+            tables = await self._move(name, moved_from, deadline)
+        self.home[name] = k
         w = self.workers[k]
         if w is None or w.uid != self._uid():
             async with self._starting[k]:
@@ -239,8 +279,28 @@ class WorkerPool:
                     except OSError as err:
                         raise WorkerFailed(f"cannot start a worker process: {err}") from err
         return await self._call(
-            w, lambda rid: ScrapeJob(rid=rid, name=name, cluster=cluster, path=path, scripted=scripted), deadline
+            w,
+            lambda rid: ScrapeJob(rid=rid, name=name, cluster=cluster, path=path, scripted=scripted, tables=tables),
+            deadline,
         )
+
+    async def _move(self, name: str, k: int, deadline: float) -> dict[int, bytes]:
+        """Source ``name`` leaves worker ``k``: it forgets it and answers
+        with the images of its name tables not saved yet (a worker saves
+        them late, in batches), for the worker taking it over, which reads
+        the saved ones from their files: the numbers given so far are kept
+        without writing a file on the way."""
+        w = self.workers[k] if k < len(self.workers) else None
+        if w is None or w.gone:
+            return {}  # (a worker gone saved what it could as it ended, or was killed: as after a restart)
+        try:
+            reply = await self._call(w, lambda rid: Flush(rid, source=name), deadline)
+        except WorkerFailed as err:
+            self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
+            return {}
+        for entry in reply.logs:
+            self.log(entry.event, **entry.fields)
+        return reply.tables
 
     def _retire(self, w: _Worker) -> None:
         """No new work for ``w``; it ends (EOF) once its scrapes in flight are answered."""
@@ -296,10 +356,22 @@ class WorkerPool:
         return slot.reply
 
     async def forget(self, cluster: int, name: str) -> None:
-        w = self.workers[cluster % self.size]
+        w = self.workers[self.home.pop(name, cluster % self.size)]
         if w is not None and not w.gone:
             try:
                 async with w.lock:
                     await w.stdin.send_all(encode_request(Forget(name)))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user and system) process ``pid`` has used, from
+    ``/proc/PID/stat`` (None where that cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(4096)
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None

@@ -165,6 +165,8 @@ class Reply:
     url: Optional[str] = None
     logs: list[LogEntry] = attrs.field(factory=list)
     digest: Optional[Digest] = None
+    #: a hand-over's answer: the source's name tables not saved yet (serial -> file image)
+    tables: dict[int, bytes] = attrs.field(factory=dict)
 
     @classmethod
     def fail(cls, status: str, code: int = 0, url: str | None = None, logs: list[LogEntry] | None = None) -> Reply:
@@ -180,6 +182,7 @@ class Reply:
             "url": self.url,
             "logs": [e.wire() for e in self.logs],
             "digest": None if self.digest is None else self.digest.wire(),
+            "tables": self.tables,
         }
 
     @classmethod
@@ -197,6 +200,7 @@ class Reply:
             url=d["url"],
             logs=[LogEntry.unwire(e) for e in d["logs"]],
             digest=None if dig is None else Digest.unwire(_mapping(dig)),
+            tables=_tables(d.get("tables", {})),
         )
 
 
@@ -211,13 +215,16 @@ class Answer:
 
 @attrs.frozen
 class ScrapeJob:
-    """Scrape the source ``name`` (its cluster, its config file or script)."""
+    """Scrape the source ``name`` (its cluster, its config file or script).
+    ``tables``: its name tables not saved yet, from the worker it moved
+    from (serial -> file image): they come before the saved files."""
 
     rid: int
     name: str
     cluster: int
     path: str
     scripted: bool
+    tables: dict[int, bytes] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -229,9 +236,12 @@ class Forget:
 
 @attrs.frozen
 class Flush:
-    """Save every changed name table now; answered when done."""
+    """Save every changed name table now; answered when done.  With
+    ``source``: that source is handed over (to another worker): forget it
+    and answer with its name tables not saved yet (:attr:`Reply.tables`)."""
 
     rid: int
+    source: str = ""
 
 
 Request = Union[ScrapeJob, Forget, Flush]
@@ -243,7 +253,7 @@ def encode_request(req: Request) -> bytes:
     elif isinstance(req, Forget):
         d = {"op": "forget", "name": req.name}
     else:
-        d = {"op": "flush", "rid": req.rid}
+        d = {"op": "flush", "rid": req.rid, "source": req.source}
     return frame(d)
 
 
@@ -251,12 +261,17 @@ def decode_request(d: Wire) -> Request:
     op = d.get("op")
     if op == "scrape":
         return ScrapeJob(
-            rid=d["rid"], name=d["name"], cluster=d["cluster"], path=d["path"], scripted=bool(d["scripted"])
+            rid=d["rid"],
+            name=d["name"],
+            cluster=d["cluster"],
+            path=d["path"],
+            scripted=bool(d["scripted"]),
+            tables=_tables(d.get("tables", {})),
         )
     if op == "forget":
         return Forget(d["name"])
     if op == "flush":
-        return Flush(d["rid"])
+        return Flush(d["rid"], str(d.get("source", "")))
     raise ProtocolError(f"request {op!r}")
 
 
@@ -287,6 +302,13 @@ def read_frames(buf: bytearray) -> list[Wire]:
         pos += 4 + n
     del buf[:pos]
     return out
+
+
+def _tables(obj: object) -> dict[int, bytes]:
+    """Name table images by serial, as they travel (anything else: ProtocolError)."""
+    if not isinstance(obj, dict) or not all(type(k) is int and type(v) is bytes for k, v in obj.items()):
+        raise ProtocolError("name tables: expected a dict of int to bytes")
+    return obj
 
 
 def _mapping(obj: object) -> Wire:

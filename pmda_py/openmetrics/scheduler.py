@@ -21,11 +21,22 @@ from pmda_py.openmetrics.records import Digest, LogValue
 from pmda_py.openmetrics.scrape import Scraper, WorkerOptions
 from pmda_py.openmetrics.sources import Source
 
-__all__ = ["WORKER_NICE", "Scheduling"]
+__all__ = ["BUSY_SHARE", "WORKER_NICE", "Scheduling", "should_grow"]
 
 log = structlog.get_logger("pmda_py.openmetrics")
 
 WORKER_NICE = 5  #: the workers' nice(2) increment: on a busy machine the daemon's fetches go first
+#: a round slower than the interval adds a worker (up to the limit) when the busiest worker was
+#: on the CPU this share of the last interval: more workers help where the CPU is what is short,
+#: not where sources are slow to answer
+BUSY_SHARE = 0.5
+
+
+def should_grow(round_began: float, grown_at: float, busy: float, size: int, limit: int) -> bool:
+    """Whether a round that overran its interval adds a worker: one more
+    is allowed, the workers were busy, and the round began after the last
+    growth (a round that began before it says nothing of the bigger pool)."""
+    return size < limit and busy >= BUSY_SHARE and round_began >= grown_at
 
 
 def _describe(exc: BaseException) -> str:
@@ -47,6 +58,7 @@ class Scheduling:
     interval: float
     timeout: float
     workers: int
+    max_workers: int
     worker_grace: float
     state_dir: str
     domain: int
@@ -66,6 +78,8 @@ class Scheduling:
     _ready: trio.Event
     _started: float
     _swap_lock: trio.Lock
+    _busy: float  #: the busiest worker's share of the CPU over the last interval
+    _grown_at: float  #: when the pool last grew
 
     if TYPE_CHECKING:  # (the table's own)
 
@@ -115,7 +129,7 @@ class Scheduling:
                         limits=self.limits,
                         nice=WORKER_NICE,
                     )
-                    self._pool = WorkerPool(self.workers, options, self._pool_log)
+                    self._pool = WorkerPool(self.workers, options, self._pool_log, limit=self.max_workers)
                     await nursery.start(self._pool.run)
                 else:
                     self._scraper = Scraper(
@@ -178,6 +192,8 @@ class Scheduling:
                     first = False
                     if not self._first_round:
                         self._set_ready()
+                if self._pool is not None:
+                    self._busy = self._pool.busy_share()
                 await trio.sleep(self.interval)
 
     async def _forget(self, src: Source) -> None:
@@ -201,15 +217,28 @@ class Scheduling:
         k = src.scrapes
         done = self._round_done_n[k] = self._round_done_n.get(k, 0) + 1
         if done >= len(self.sources) - self._inactive and k in self._round_start:
-            seconds = round(time.monotonic() - self._round_start.pop(k), 3)
+            began = self._round_start.pop(k)
+            seconds = round(time.monotonic() - began, 3)
             del self._round_done_n[k]
             for old in [r for r in self._round_start if r < k]:  # rounds a vanished source never finished
                 self._round_start.pop(old)
                 self._round_done_n.pop(old, None)
             if seconds > self.interval:
                 log.warning("openmetrics_round_slow", round=k, sources=done, seconds=seconds, interval=self.interval)
+                self._grow(began)
             elif k <= 3:  # the first rounds are news; later ones only when slow
                 log.info("openmetrics_round", round=k, sources=done, seconds=seconds)
+
+    def _grow(self, round_began: float) -> None:
+        """A round overran its interval: one more worker if they were busy
+        (see :func:`should_grow`); a pool started again keeps the size."""
+        pool = self._pool
+        if pool is None or not should_grow(round_began, self._grown_at, self._busy, pool.size, pool.limit):
+            return
+        pool.grow()
+        self.workers = pool.size
+        self._grown_at = time.monotonic()
+        log.warning("openmetrics_workers_added", workers=pool.size, limit=pool.limit, busy=round(self._busy, 2))
 
     async def _source_loop(self, src: Source, scope: trio.CancelScope) -> None:
         with scope:

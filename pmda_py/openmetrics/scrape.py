@@ -39,7 +39,7 @@ from pmda_py.openmetrics.model import (
     SourceModel,
     parse_url_config,
 )
-from pmda_py.openmetrics.procs import run_script
+from pmda_py.openmetrics.procs import run_script, trim_malloc
 from pmda_py.openmetrics.records import (
     Answer,
     Digest,
@@ -116,12 +116,27 @@ class Scraper:
         self.defer_saves = False
         self.dirty: dict[int, NameTable] = {}
         self.dirty_since = 0.0
+        #: one :meth:`save` writes at a time (in its order: an older image of a table never lands last)
+        self._writing = trio.Lock()
+        self._in_flight: set[int] = set()  #: tables being written (their images taken)
         self._ssl: ssl.SSLContext | None = None
+        #: name tables handed over with the sources moved here, not read yet (serial -> image)
+        self.adopted: dict[int, bytes] = {}
 
     def load_table(self, serial: int, maxnum: int, logs: list[LogEntry]) -> NameTable:
         unsaved = self.dirty.get(serial)
         if unsaved is not None:  # (a source forgotten and back before its tables were saved)
             return unsaved
+        image = self.adopted.pop(serial, None)
+        if image is not None:  # (from the worker the source left, which had not saved it: this one will)
+            try:
+                table = NameTable.loads(image, maxnum)
+            except ValueError as err:
+                logs.append(LogEntry("openmetrics_state_unreadable", {"file": "(handed over)", "error": str(err)}))
+            else:
+                table.dirty = True
+                self._changed([(serial, table)])
+                return table
         table, problem = self.state.load(serial, maxnum)
         if problem is not None:
             logs.append(problem)
@@ -143,6 +158,65 @@ class Scraper:
         src = self.sources.pop(name, None)
         if src is not None:
             await _close(src)
+
+    async def hand_over(self, name: str) -> dict[int, bytes]:
+        """Forget source ``name`` (another worker takes it over): the images
+        of its name tables not saved yet, for the other one, which saves
+        them (writing them here first, each file synced to disk, held
+        every hand-over up by tens of ms and the moving sources' values
+        went stale for rounds)."""
+        src = self.sources.pop(name, None)
+        if src is None:
+            return {}
+        serials = [src.model.cluster, *(m.indom_serial for m in src.model.metrics.values())]
+        tables = [(k, self.dirty.pop(k)) for k in serials if k is not None and k in self.dirty]
+        images = dict(StateFiles.take(tables))
+        if self._in_flight.intersection(serials):  # (its files are being written: there before the other reads)
+            async with self._writing:
+                pass
+        await _close(src)
+        return images
+
+    def adopt(self, tables: dict[int, bytes]) -> None:
+        """Name tables handed over with a source moved here (read before the files)."""
+        self.adopted.update(tables)
+
+    def _changed(self, tables: list[tuple[int, NameTable]]) -> None:
+        if self.defer_saves:
+            if tables and not self.dirty:
+                self.dirty_since = time.monotonic()
+            self.dirty.update(tables)
+
+    async def save(self, tables: list[tuple[int, NameTable]]) -> list[LogEntry]:
+        """Save ``tables`` (their images taken now) in a thread, one save
+        at a time: the scrapes go on meanwhile.  Each file is synced to disk,
+        milliseconds of waiting each: the 20 000 a first round of 1 000
+        sources x 100 metrics leaves, saved on the trio loop, held a
+        worker's scrapes up for a minute.  A table that could not be
+        written stays changed (as with :meth:`StateFiles.save`)."""
+        images = StateFiles.take(tables)
+        if not images:
+            return []
+        try:
+            async with self._writing:
+                self._in_flight = {serial for serial, _ in images}
+                try:
+                    logs, failed = await trio.to_thread.run_sync(_write_each, self.state, images)
+                finally:
+                    self._in_flight = set()
+        except BaseException:  # (cancelled before its turn: the worker's last flush saves them)
+            for serial, table in tables:
+                table.dirty = True
+                self.dirty.setdefault(serial, table)
+            raise
+        by_serial = dict(tables)
+        for serial in failed:
+            by_serial[serial].dirty = True
+        return logs
+
+    async def flush_later(self, most: int | None = None) -> list[LogEntry]:
+        """:meth:`flush` by :meth:`save` (in a thread)."""
+        return await self.save(self._take_dirty(most))
 
     async def aclose(self) -> None:
         for src in self.sources.values():
@@ -207,9 +281,7 @@ class Scraper:
     def _digest(self, src: _Src, body: bytes, with_meta: bool) -> Digest:
         out, dirty = digest(src.model, src.config, body.decode("utf-8", "replace"), self.limits, with_meta)
         if self.defer_saves:
-            if dirty and not self.dirty:
-                self.dirty_since = time.monotonic()
-            self.dirty.update(dirty)
+            self._changed(dirty)
         else:
             src.logs += self.state.save(dirty)
         return out
@@ -217,11 +289,17 @@ class Scraper:
     def flush(self, most: int | None = None) -> list[LogEntry]:
         """Save the name tables changed since the last flush (deferred
         saves), or at most ``most`` of them."""
+        logs = self.state.save(self._take_dirty(most))
+        if most is None:  # (tables handed over with a source whose metrics using them are gone)
+            adopted, self.adopted = list(self.adopted.items()), {}
+            logs += self.state.write(adopted)
+        return logs
+
+    def _take_dirty(self, most: int | None) -> list[tuple[int, NameTable]]:
         if most is None or most >= len(self.dirty):
             tables, self.dirty = list(self.dirty.items()), {}
-        else:
-            tables = [(k, self.dirty.pop(k)) for k in list(self.dirty)[:most]]
-        return self.state.save(tables)
+            return tables
+        return [(k, self.dirty.pop(k)) for k in list(self.dirty)[:most]]
 
     def warm_up(self) -> None:
         """The HTTP side's one-time set-up: imports and the TLS context,
@@ -285,6 +363,18 @@ async def _inline(fn: Callable[[], Digest]) -> Digest:
     return fn()
 
 
+def _write_each(state: StateFiles, images: list[tuple[int, bytes]]) -> tuple[list[LogEntry], list[int]]:
+    """Write table images (in a thread): the logs, and the serials not written."""
+    logs: list[LogEntry] = []
+    failed: list[int] = []
+    for serial, image in images:
+        problems = state.write([(serial, image)])
+        if problems:
+            logs += problems
+            failed.append(serial)
+    return logs, failed
+
+
 async def _close(src: _Src) -> None:
     client, src.client = src.client, None
     if client is not None:
@@ -337,13 +427,20 @@ class _Busy:
 
     n: int = 0
     since: float = attrs.field(factory=time.monotonic)
+    untrimmed: bool = False  #: scrapes ran since the heap was last trimmed
 
 
-async def _serve(options: WorkerOptions) -> None:
+async def _serve(
+    options: WorkerOptions,
+    stdin: trio.abc.ReceiveStream | None = None,
+    stdout: trio.abc.SendStream | None = None,
+) -> None:
+    """A worker's life: requests from ``stdin`` (default: fd 0), answers
+    to ``stdout`` (default: fd 1), until EOF."""
     scraper = Scraper(options.state_dir, options.domain, options.limits, options.timeout, options.keepalive)
     scraper.defer_saves = True
-    stdin = trio.lowlevel.FdStream(os.dup(0))
-    stdout = trio.lowlevel.FdStream(os.dup(1))
+    stdin = stdin or trio.lowlevel.FdStream(os.dup(0))
+    stdout = stdout or trio.lowlevel.FdStream(os.dup(1))
     lock = trio.Lock()
     busy = _Busy()
 
@@ -360,6 +457,7 @@ async def _serve(options: WorkerOptions) -> None:
 
     async def one(job: ScrapeJob) -> None:
         busy.n += 1
+        busy.untrimmed = True
         try:
             reply = await scraper.scrape(job.name, job.cluster, job.path, job.scripted)
         except Exception as exc:  # a bug for one source stays with that source
@@ -370,14 +468,23 @@ async def _serve(options: WorkerOptions) -> None:
                 busy.since = time.monotonic()
         await send(job.rid, reply)
 
+    async def flush(req: Flush) -> None:  # (a task: the scrapes go on while it writes)
+        if req.source:
+            await send(req.rid, Reply("ok", tables=await scraper.hand_over(req.source)))
+        else:
+            await send(req.rid, Reply("ok", logs=await scraper.flush_later()))
+
     async def flusher() -> None:
         while True:
             await trio.sleep(_FLUSH_TICK)
             now = time.monotonic()
+            if busy.untrimmed and not busy.n and now - busy.since >= _IDLE_FLUSH:
+                busy.untrimmed = False  # idle after a burst of scrapes: its garbage back to the system
+                trim_malloc()
             if scraper.dirty and (
                 (not busy.n and now - busy.since >= _IDLE_FLUSH) or now - scraper.dirty_since > _MAX_FLUSH_DELAY
             ):
-                logs = scraper.flush(FLUSH_CHUNK)
+                logs = await scraper.flush_later(FLUSH_CHUNK)
                 if logs:
                     await news(logs)
 
@@ -395,11 +502,12 @@ async def _serve(options: WorkerOptions) -> None:
                 for msg in read_frames(buf):
                     req = decode_request(msg)
                     if isinstance(req, ScrapeJob):
+                        scraper.adopt(req.tables)
                         nursery.start_soon(one, req)
                     elif isinstance(req, Forget):
                         await scraper.forget(req.name)
                     elif isinstance(req, Flush):
-                        await send(req.rid, Reply("ok", logs=scraper.flush()))
+                        nursery.start_soon(flush, req)
             nursery.cancel_scope.cancel()
     finally:
         scraper.flush()  # the daemon is stopping (EOF): keep every id

@@ -16,10 +16,12 @@ client.  New and vanished metrics change the namespace (NAMES_CHANGE); the
 table is not ready until the first round of scrapes has finished.
 
 The scraping itself (HTTP, parsing, ids, saving the name tables) runs in
-``workers`` worker processes (:mod:`pmda_py.openmetrics.scrape`), a
-source always on the same one, so it never holds the daemon's GIL or trio
-loop: the daemon swaps in each scrape's digest (values already packed for
-the fetch).  ``workers=0`` scrapes in the daemon (the digest in a thread).
+worker processes (:mod:`pmda_py.openmetrics.scrape`), a source on one of
+them, so it never holds the daemon's GIL or trio loop: the daemon swaps in
+each scrape's digest (values already packed for the fetch).  One worker at
+first, one more (up to ``max_workers``, default the CPUs) each time a round
+overruns the interval while the workers were busy; ``workers=N`` is N and no
+more, ``workers=0`` scrapes in the daemon (the digest in a thread).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import trio
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
 from pmda_py.openmetrics.answers import PackedPlans, swap_values
 from pmda_py.openmetrics.control import ControlMetrics, ControlValue
-from pmda_py.openmetrics.digest import apply_meta
+from pmda_py.openmetrics.digest import apply_meta, instance_labels
 from pmda_py.openmetrics.exposition import Limits
 from pmda_py.openmetrics.model import (
     MAX_CLUSTER,
@@ -46,6 +48,7 @@ from pmda_py.openmetrics.model import (
     label_items,
 )
 from pmda_py.openmetrics.pool import WorkerPool
+from pmda_py.openmetrics.procs import trim_malloc
 from pmda_py.openmetrics.records import Digest, LogEntry, Value
 from pmda_py.openmetrics.scheduler import Scheduling
 from pmda_py.openmetrics.scrape import Scraper
@@ -53,6 +56,7 @@ from pmda_py.openmetrics.sources import Source, find_sources, valid_source_name
 from pmda_py.openmetrics.state import StateFiles
 from pmda_py.pcpversion import parse, pcp_conf
 from pmda_py.pcpversion import pcp_version as installed_pcp_version
+from pmda_py.pmdacache import PmdaCache
 from pmda_py.table import (
     Columns,
     FetchRequest,
@@ -73,9 +77,16 @@ log = structlog.get_logger("pmda_py.openmetrics")
 DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
 DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
-DEFAULT_WORKERS = 2  #: worker processes (0: scrape in the daemon)
+#: worker processes at first (0: scrape in the daemon): every worker is a Python of its own
+#: (~30 MB resident); more are started only where one cannot scrape every source within the
+#: interval (a round overran it while the workers were busy), up to ``max_workers``
+DEFAULT_WORKERS = 1
 NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
+
+#: the instance cache of every source metric's indom: none (they are neither persistent nor
+#: given names to number, so the daemon never uses it; one each would cost ~350 bytes a metric)
+_NO_CACHE = PmdaCache()
 
 _L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x20, 0x80
 
@@ -105,7 +116,8 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         series_ttl: str = str(Limits().series_ttl),
         domain: str = "144",
         sort: str = "1",
-        workers: str = str(DEFAULT_WORKERS),
+        workers: str = "",
+        max_workers: str = "",
         worker_grace: str = str(DEFAULT_WORKER_GRACE),
         pcp_version: str = "",
         **_options: str,
@@ -130,7 +142,15 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         )
         self.domain = int(domain)
         self.sort = _flag(sort)
-        self.workers = max(0, int(workers))
+        #: scraper worker processes now: ``workers`` if given (and no more), else DEFAULT_WORKERS,
+        #: growing to ``max_workers`` (default: the number of CPUs) while one cannot keep up
+        self.workers = max(0, int(workers)) if workers else DEFAULT_WORKERS
+        if workers or not self.workers:
+            self.max_workers = self.workers
+        else:
+            self.max_workers = max(self.workers, int(max_workers) if max_workers else (os.cpu_count() or 1))
+        self._busy = 0.0
+        self._grown_at = 0.0
         self.worker_grace = float(worker_grace)
         version = parse(pcp_version) if pcp_version else installed_pcp_version()
         #: pmdaopenmetrics < 6.1 labels every instance with an optional "instname" (PCP commit 84be2456fe)
@@ -170,6 +190,8 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         self._refused: set[str] = set()
         self._too_many: set[str] = set()  #: sources refused for want of a cluster number
         self._refused_items: dict[int, set[int]] = {}
+        #: the last metric's instance labels decoded (its image, the labels)
+        self._labels_decoded: tuple[bytes, dict[int, dict[str, str]]] = (b"", {})
         self._control()
 
     def metrics(self) -> Sequence[Metric]:
@@ -303,6 +325,7 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         all, holding the process up for 100s of ms, every so often."""
         self._metas = 0
         gc.freeze()
+        trim_malloc()  # (the burst's garbage: the documents, the digests, the index's old copies)
 
     async def _names_bumper(self) -> None:
         while True:
@@ -366,7 +389,7 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         ind = None
         try:
             if ms.indom_serial is not None and ms.table is not None:
-                ind = InDom(ms.indom_serial, ms.table.instances())
+                ind = InDom(ms.indom_serial, ms.table.instances(), cache=_NO_CACHE)
             m = Metric(
                 f"{src.name}.{ms.leaf}",
                 cluster=src.cluster,
@@ -450,6 +473,15 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
                 continue
         return []
 
+    def _instance_labels(self, ms: MetricState) -> dict[int, dict[str, str]]:
+        """``ms``'s instance labels, decoded once for a run of requests about
+        the same metric (as a client asks for each of its instances in turn)."""
+        packed, decoded = self._labels_decoded
+        if packed is not ms.packed_labels:
+            decoded = instance_labels(ms)
+            self._labels_decoded = (ms.packed_labels, decoded)
+        return decoded
+
     def _label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
         if level == _L_CLUSTER:
             src = self.by_cluster.get(subject) if isinstance(subject, int) else None
@@ -481,7 +513,7 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
                 return []  # (unknown, or reclaimed)
             ms = found_ms
             assert ms.table is not None
-            items = label_items(ms.inst_labels.get(inst, {}), _L_INSTANCES, skip="instname")
+            items = label_items(self._instance_labels(ms).get(inst, {}), _L_INSTANCES, skip="instname")
             if self.instname_label:
                 name = label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1]
                 items.append(("instname", name, _L_INSTANCES | _L_OPTIONAL))

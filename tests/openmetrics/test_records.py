@@ -10,7 +10,7 @@ import marshal
 
 import pytest
 
-from pmda_py.openmetrics.digest import apply_meta, digest
+from pmda_py.openmetrics.digest import apply_meta, digest, instance_labels
 from pmda_py.openmetrics.exposition import Limits
 from pmda_py.openmetrics.model import MAX_METRIC, NameTable, SourceConfig, SourceModel
 from pmda_py.openmetrics.records import (
@@ -107,7 +107,7 @@ def test_the_mirror_holds_what_the_worker_has() -> None:
         assert (ours.table is None) == (m.table is None)
         if m.table is not None and ours.table is not None:
             assert ours.table.names == m.table.names
-        assert (ours.labels, ours.optional, ours.inst_labels) == (m.labels, m.optional, m.inst_labels)
+        assert (ours.labels, ours.optional, instance_labels(ours)) == (m.labels, m.optional, m.inst_labels)
     assert mirror.metrics["temp"].type == PmType.DOUBLE
 
 
@@ -143,3 +143,47 @@ def test_a_reply_with_an_unknown_outcome_is_refused() -> None:
 def _raw(obj: list[int] | dict[str, str]) -> bytes:
     data = marshal.dumps(obj)
     return len(data).to_bytes(4, "big") + data
+
+
+def _mirrored(doc: str) -> SourceModel:
+    """A daemon's mirror made from a worker's digest of ``doc``, as it travels."""
+    result, _dirty = digest(_model(), SourceConfig(url="http://x/"), doc, Limits(), True)
+    (msg,) = read_frames(bytearray(encode_answer(Answer(1, Reply("ok", digest=result)))))
+    got = decode_answer(msg).reply.digest
+    assert got is not None and got.meta is not None
+    mirror = _model()
+    apply_meta(mirror, got.meta)
+    return mirror
+
+
+def test_the_mirror_keeps_labels_compactly() -> None:
+    """What the daemon keeps per instance is small: no label dict per
+    instance (one image per metric), one string for a label name or value
+    however many sources and instances have it, and no name index."""
+    a, b = _mirrored(DOC), _mirrored(DOC)  # (two sources, each digest unmarshalled afresh)
+    for name, ma in a.metrics.items():
+        mb = b.metrics[name]
+        assert ma.inst_labels == {} and ma.values == {} and ma.seen is None and ma.cost is None
+        if ma.table is not None:
+            assert ma.packed_labels and instance_labels(ma)
+            assert ma.table._index is None  # (made on a first lookup: the mirror never looks a name up)
+        for (ka, va), (kb, vb) in zip(ma.labels.items(), mb.labels.items()):
+            assert ka is kb and va is vb
+        assert ma.help is mb.help and ma.leaf is mb.leaf
+
+
+def test_the_mirrors_unused_fields_cannot_be_written() -> None:
+    """The fields a mirror never fills are one empty mapping for every metric
+    of every source: a write to one must fail, not fill all of them."""
+    a, b = _mirrored(DOC), _mirrored(DOC)
+    ma, mb = next(iter(a.metrics.values())), next(iter(b.metrics.values()))
+    for m in (ma, mb):
+        with pytest.raises(TypeError):
+            m.values[0] = 1.0
+        with pytest.raises(TypeError):
+            m.inst_labels[0] = {"x": "y"}
+        with pytest.raises((TypeError, AttributeError)):
+            m.values.update({1: 2.0})
+        with pytest.raises((TypeError, AttributeError)):
+            m.inst_labels.setdefault(1, {})
+    assert ma.values == {} and mb.inst_labels == {}

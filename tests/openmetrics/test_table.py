@@ -370,3 +370,8 @@ async def test_packed_answer_matches_the_general_one(tmp_path: Path, server: Con
     again = await table.fetch(FetchRequest(metrics, ProfilePdu()))
     assert isinstance(again, PackedFetch) and again.token is whole.token  # same shape: same token
     await table.shutdown()
+
+
+def test_one_scraper_worker_by_default(tmp_path: Path) -> None:
+    """docs/openmetrics.md: one worker process by default (each is a Python of its own)."""
+    assert OpenMetricsTable(dir=str(tmp_path), state_dir=str(tmp_path)).workers == 1

@@ -19,6 +19,8 @@ import trio
 
 from pmda_py.openmetrics import NameTable
 from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.pool import WorkerPool
+from pmda_py.openmetrics.scheduler import BUSY_SHARE, should_grow
 from pmda_py.openmetrics.scrape import Scraper
 from pmda_py.openmetrics.table import OpenMetricsTable
 from tests.openmetrics.servers import ControlledServer, Route
@@ -304,3 +306,69 @@ def test_the_protocol_bench_runs() -> None:
     lines = proc.stdout.splitlines()
     assert [line.split()[:2] for line in lines] == [["new", "metadata"], ["values", "only"]], proc.stdout
     assert all("read_swap_us=" in line and "frame_bytes=" in line for line in lines), proc.stdout
+
+
+async def test_a_grown_pool_moves_sources_with_their_ids(tmp_path: Path) -> None:
+    """One worker by default; when the pool grows, the sources the new
+    worker takes over keep their numbers: the worker they leave saves
+    its tables first (it saves them late, in batches, so the new one
+    would otherwise read none of the numbers given since the start)."""
+    with ControlledServer() as server:
+        docs = {"a": b'a 1\nb{x="1"} 2\n', "b": b'c{y="1"} 1\nd 2\n'}
+        for name, body in docs.items():
+            server.routes[name] = Route(body)
+        write_sources(tmp_path / "config.d", {name: server.url(name) + "\n" for name in docs})
+        table = make_table(tmp_path, interval="1", max_workers="2")  # (rounds well within it: no growth)
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        pool = table._pool
+        assert pool is not None and (pool.size, pool.limit) == (1, 2)
+        before = {m.name: (m.item, dict(m.indom.instances) if m.indom else None) for m in table.metrics()}
+        assert pool.grow() and not pool.grow()  # (at the limit)
+        server.routes["a"].body = b'b{x="2"} 3\nb{x="1"} 4\nnew_a 5\na 6\n'  # new names, in another order
+        server.routes["b"].body = b'new_b 7\nc{y="2"} 8\nd 9\nc{y="1"} 10\n'
+        with trio.fail_after(10):
+            while not {"a.new_a", "b.new_b"} <= {m.name for m in table.metrics()}:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        after = {m.name: (m.item, dict(m.indom.instances) if m.indom else None) for m in table.metrics()}
+        assert sorted(pool.home.values()) == [0, 1] and pool.started == 2  # (one of them moved)
+        for name in ("a.a", "b.d"):
+            assert after[name] == before[name]
+        assert after["a.b"][0] == before["a.b"][0] and after["a.b"][1] == {0: "0 x:1", 1: "1 x:2"}
+        assert after["b.c"][0] == before["b.c"][0] and after["b.c"][1] == {0: "0 y:1", 1: "1 y:2"}
+        assert (await fetch(table, "a.b", "b.c")) == {"a.b": {0: 4.0, 1: 3.0}, "b.c": {0: 10.0, 1: 8.0}}
+        await table.shutdown()
+
+
+async def test_a_round_that_overruns_adds_a_busy_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round slower than the interval while the workers were busy adds
+    a worker (here: a source slower than the interval, the workers' CPU
+    share said to be all of it); the pool keeps its size when the scraper
+    starts again."""
+    monkeypatch.setattr(WorkerPool, "busy_share", lambda self: 1.0)
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD, delay=0.4)
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.2", max_workers="2")
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        with trio.fail_after(10):
+            while table._pool is None or table._pool.size < 2:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        assert table.workers == 2
+        await table.shutdown()
+
+
+def test_should_grow() -> None:
+    assert should_grow(5.0, 0.0, BUSY_SHARE, 1, 2)
+    assert not should_grow(5.0, 0.0, BUSY_SHARE - 0.01, 1, 2)  # (idle: slow sources, not CPU)
+    assert not should_grow(5.0, 0.0, 1.0, 2, 2)  # (at the limit)
+    assert not should_grow(5.0, 6.0, 1.0, 1, 2)  # (the round began before the last growth)
+
+
+def test_worker_count_options(tmp_path: Path) -> None:
+    """One worker, up to the CPUs; ``workers=N`` (--openmetrics-workers N) is N, no more."""
+    assert (make_table(tmp_path).workers, make_table(tmp_path).max_workers) == (1, os.cpu_count() or 1)
+    assert make_table(tmp_path, max_workers="3").max_workers == 3
+    assert (make_table(tmp_path, workers="2").workers, make_table(tmp_path, workers="2").max_workers) == (2, 2)
+    assert make_table(tmp_path, workers="0").max_workers == 0
