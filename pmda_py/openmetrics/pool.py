@@ -112,13 +112,15 @@ class WorkerPool:
         cannot be read: counted as busy)."""
         now = time.monotonic()
         share = 0.0
+        seen, self._cpu = self._cpu, {}  # only the live workers' (a replaced worker's pid is dropped)
         for w in self.workers:
             if w is None or w.gone:
                 continue
             used = _cpu_seconds(w.proc.pid)
             if used is None:
-                return 1.0
-            then = self._cpu.get(w.proc.pid)
+                share = 1.0
+                continue
+            then = seen.get(w.proc.pid)
             self._cpu[w.proc.pid] = (now, used)
             if then is not None and now > then[0]:
                 share = max(share, (used - then[1]) / (now - then[0]))

@@ -372,3 +372,23 @@ def test_worker_count_options(tmp_path: Path) -> None:
     assert make_table(tmp_path, max_workers="3").max_workers == 3
     assert (make_table(tmp_path, workers="2").workers, make_table(tmp_path, workers="2").max_workers) == (2, 2)
     assert make_table(tmp_path, workers="0").max_workers == 0
+
+
+def test_busy_share_keeps_only_the_live_workers_cpu_times(tmp_path: Path) -> None:
+    """A replaced worker's CPU reading is dropped at the next look, so the
+    pool's bookkeeping does not grow with every restart."""
+    from types import SimpleNamespace
+
+    from pmda_py.openmetrics.pool import _Worker
+    from pmda_py.openmetrics.scrape import WorkerOptions
+
+    pool = WorkerPool(1, WorkerOptions(str(tmp_path), 144, 1.0, 1.0), lambda event, **fields: None)
+    live = _Worker(0, SimpleNamespace(pid=os.getpid()), None, None)  # type: ignore[arg-type]
+    gone = _Worker(0, SimpleNamespace(pid=os.getpid()), None, None, gone="replaced")  # type: ignore[arg-type]
+    pool.workers = [live]
+    pool.busy_share()
+    pool._cpu[2**22 + 12345] = (0.0, 0.0)  # a worker that was replaced since
+    pool.workers = [live, gone]
+    share = pool.busy_share()
+    assert set(pool._cpu) == {os.getpid()}
+    assert 0.0 <= share <= 2.0
