@@ -139,7 +139,7 @@ def main() -> int:
                 }
         print(f"  {shape} done", file=sys.stderr)
     print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run); / floor: each form's ratio")
-    heads = {"dict": "dict", "list": "Col.list", "array": "Col.arr", "packed": "Packed"}
+    heads = {"dict": "dict", "list": "Col.list", "array": "Col.arr", "packed": "Packed", "fetch": "PackedF"}
     print(
         f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'pcp.pmda':>9} "
         + " ".join(f"{heads[f]:>8}" for f in FORMS)

@@ -5,7 +5,9 @@ $BENCH_FORM names (each of the table API's):
 * ``dict`` (default): ``{metric: value}`` and ``{metric: {inst: value}}``;
 * ``list``: ``{metric: Columns(insts, [values])}``;
 * ``array``: ``{metric: Columns(insts, array("Q", values))}`` (the metric's type);
-* ``packed``: ``{metric: PackedColumns(insts, big-endian bytes, "Q")}``.
+* ``packed``: ``{metric: PackedColumns(insts, big-endian bytes, "Q")}``;
+* ``fetch``: one ``PackedFetch`` for the whole answer (every value, big-endian,
+  in one blob), the form the MMV table answers in.
 
 $BENCH_BASE (default 0) moves its clusters (BASE, BASE+1) and its indom's
 serial (BASE) out of the way of another table mounted beside it.
@@ -21,10 +23,10 @@ import sys
 from array import array
 from typing import Any
 
-from pmda_py.pmapi import PmSem, PmType
-from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, PackedColumns, Table, units
+from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType
+from pmda_py.table import Columns, FetchRequest, FetchResult, InDom, Metric, PackedColumns, PackedFetch, Table, units
 
-FORMS = ("dict", "list", "array", "packed")
+FORMS = ("dict", "list", "array", "packed", "fetch")
 
 
 def parse(shape: str) -> tuple[int, int, int]:
@@ -77,6 +79,8 @@ class ShapeTable(Table):
         if form not in FORMS:
             raise ValueError(f"BENCH_FORM={form!r}: one of {', '.join(FORMS)}")
         insts = array("I", range(n))
+        self._form = form
+        self._packed: dict[tuple[Metric, ...], PackedFetch] = {}
         for m in ms:  # the values pcp_pmda_shapes.python answers
             if m.indom is None:
                 self._answer[m] = m.item * 3
@@ -88,6 +92,8 @@ class ShapeTable(Table):
                 self._answer[m] = Columns(list(range(n)), values)
             elif form == "array":
                 self._answer[m] = Columns(insts, array("Q", values))
+            elif form == "fetch":
+                self._answer[m] = Columns(insts, array("Q", values))  # packed per request, in fetch()
             else:
                 packed = array("Q", values)
                 if sys.byteorder == "little":
@@ -101,4 +107,28 @@ class ShapeTable(Table):
         return [self.indom]
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
+        if self._form == "fetch":
+            return self._packed.get(request.metrics) or self._pack(request.metrics)
         return self._answer
+
+    def _pack(self, metrics: tuple[Metric, ...]) -> PackedFetch:
+        """The answer to a request for ``metrics`` as one PackedFetch (made
+        once per request shape, as a table that packs its values would
+        keep its layout)."""
+        blob = array("Q")
+        singular = array("I", [PM_IN_NULL & 0xFFFFFFFF])
+        insts = []
+        for m in metrics:
+            value = self._answer[m]
+            if m.indom is None:
+                insts.append(singular)
+                blob.append(value)
+            else:
+                insts.append(value.insts)
+                blob.extend(value.values)
+        if sys.byteorder == "little":
+            blob.byteswap()
+        indoms = frozenset(m.indom.id for m in metrics if m.indom is not None)
+        packed = PackedFetch(metrics, [m.type for m in metrics], insts, blob.tobytes(), indoms, object())
+        self._packed[metrics] = packed
+        return packed

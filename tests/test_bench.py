@@ -28,7 +28,7 @@ def test_fetch_breakdown_runs() -> None:
     assert "20x0: 20 values" in out and "3x4: 12 values" in out
     assert "FixedLayout.encode in all" in out and "instance ids compared" in out
     row = next(line.split() for line in out.splitlines() if line.startswith("3x4 "))
-    assert len(row) == 5 and all(float(x) > 0 for x in row[1:]), out  # the whole request in each form
+    assert len(row) == 6 and all(float(x) > 0 for x in row[1:]), out  # the whole request in each form
 
 
 @pytest.mark.slow
@@ -36,10 +36,10 @@ def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
     require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
     out = _run("fetch_shapes.py", "--shapes", "5x0,2x3", "--budget", "0.05")
     head = next(line.split() for line in out.splitlines() if line.startswith("shape"))
-    assert head[9:13] == ["dict", "Col.list", "Col.arr", "Packed"], out  # a column per form of the table API
+    assert head[9:14] == ["dict", "Col.list", "Col.arr", "Packed", "PackedF"], out  # a column per form of the table API
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("5x0", "2x3"))}
     assert len(rows) == 2 and all(r[-1] == "yes" for r in rows.values()), out  # byte for byte pcp.pmda's replies
-    forms = rows["2x3"][5:9]  # every form ran (and answered pcp.pmda's bytes, "yes" above)
+    forms = rows["2x3"][5:10]  # every form ran (and answered pcp.pmda's bytes, "yes" above)
     assert all(float(x) > 0 for x in forms), out
 
 

@@ -105,16 +105,17 @@ class SectionCache:
 
 class PackedRunCache:
     """What :func:`encode_packed_run` keeps between fetches of one
-    :attr:`PackedRun.token`: the value-set section and the block template.
-    ``pmids`` is the caller's: the PMID list the section was built for."""
+    :attr:`PackedRun.token`: the reply taken apart by a :class:`FixedLayout`
+    (its constant parts written once, the values moved in by two strided
+    copies).  ``pmids`` is the caller's: the PMID list it was built for."""
 
-    __slots__ = ("pmids", "sets", "template", "token", "total")
+    __slots__ = ("from_", "layout", "pmids", "token", "total")
 
     def __init__(self) -> None:
         self.token: object = None
         self.total = 0
-        self.sets = b""
-        self.template: array[int] = _NO_WORDS
+        self.from_ = 0
+        self.layout: FixedLayout | None = None
         self.pmids: Sequence[int] = ()
 
 
@@ -412,45 +413,58 @@ def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: Pac
     """The RESULT PDU of a :class:`PackedRun` (every set DPTR blocks of 8
     bytes), the same bytes :class:`ResultBuilder` gives for those values.
 
-    The value-set section and a template of the blocks (their headers) are
-    built once per ``run.token`` and kept in ``cache``; a fetch then costs
-    one copy of the template and two strided assignments of the values.
+    With ``cache``, the first reply of a ``run.token`` is taken apart once
+    (a :class:`FixedLayout`: PMIDs, instances, pointers and block headers
+    written once); a fetch then costs the strided moves of the values into
+    the kept reply and one copy of it.
 
     Raises:
         ValueError: the blob does not hold 8 bytes per instance.
     """
-    hit = cache is not None and cache.token is run.token
+    hit = cache is not None and cache.token is run.token and cache.from_ == from_
     total = cache.total if cache is not None and hit else sum(len(i) for i in run.insts)
     if memoryview(run.blob).nbytes != 8 * total:
         raise ValueError("packed run: the blob does not hold 8 bytes per value")
-    built = cache if cache is not None else PackedRunCache()
-    if not hit:
-        nsets = len(run.pmids)
-        nwords = 3 * nsets + 2 * total
-        sets = array("I", bytes(4 * nwords))
-        template = array("I", bytes(12 * total))
-        first = (24 + 4 * nwords) // 4  # word offset of the first block
-        pos = used = 0
-        for pmid, vtype, insts in zip(run.pmids, run.vtypes, run.insts):
-            n = len(insts)
-            sets[pos], sets[pos + 1], sets[pos + 2] = pmid, n, ValFmt.DPTR
-            p = pos + 3
-            end = p + 2 * n
-            sets[p:end:2] = insts
-            sets[p + 1 : end : 2] = array("I", range(first + 3 * used, first + 3 * (used + n), 3))
-            template[3 * used : 3 * (used + n) : 3] = array("I", [((vtype & 0xFF) << 24) | 12]) * n
-            used += n
-            pos = end
-        if _LITTLE:
-            sets.byteswap()
-            template.byteswap()  # headers in network order; the value words are copied in as bytes
-        built.token, built.total, built.sets, built.template = run.token, total, sets.tobytes(), template
-        built.pmids = ()
-    out = array("I", built.template)
+    if cache is not None and hit and cache.layout is not None:
+        return cache.layout.encode((run.blob,), flags)
+    data = _encode_run(run, total, flags, from_)
+    if cache is not None and not hit:
+        cache.token, cache.total, cache.from_ = run.token, total, from_
+        groups = [0 if len(i) else -1 for i in run.insts]
+        try:
+            cache.layout = FixedLayout(data, groups, run.vtypes, 1, (0,))
+        except (ValueError, KeyError):  # a type the layout does not move (the plain path each time)
+            cache.layout = None
+        cache.pmids = ()
+    return data
+
+
+def _encode_run(run: PackedRun, total: int, flags: int, from_: int) -> bytes:
+    """A :class:`PackedRun`'s reply built from scratch: the value-set
+    section, then the blocks (a template of their headers with the values
+    moved in)."""
+    nsets = len(run.pmids)
+    nwords = 3 * nsets + 2 * total
+    sets = array("I", bytes(4 * nwords))
+    blocks = array("I", bytes(12 * total))
+    first = (24 + 4 * nwords) // 4  # word offset of the first block
+    pos = used = 0
+    for pmid, vtype, insts in zip(run.pmids, run.vtypes, run.insts):
+        n = len(insts)
+        sets[pos], sets[pos + 1], sets[pos + 2] = pmid, n, ValFmt.DPTR
+        p = pos + 3
+        end = p + 2 * n
+        sets[p:end:2] = insts
+        sets[p + 1 : end : 2] = array("I", range(first + 3 * used, first + 3 * (used + n), 3))
+        blocks[3 * used : 3 * (used + n) : 3] = array("I", [((vtype & 0xFF) << 24) | 12]) * n
+        used += n
+        pos = end
+    if _LITTLE:
+        sets.byteswap()
+        blocks.byteswap()  # headers in network order; the value words are copied in as bytes
     words = array("I")
     words.frombytes(memoryview(run.blob).cast("B"))
-    out[1::3] = words[0::2]
-    out[2::3] = words[1::2]
-    sets_b = built.sets
-    head = _HDR.pack(24 + len(sets_b) + 12 * total, PduType.RESULT, from_, flags, 0, len(run.pmids))
-    return b"".join((head, sets_b, out))
+    blocks[1::3] = words[0::2]
+    blocks[2::3] = words[1::2]
+    head = _HDR.pack(24 + 4 * nwords + 12 * total, PduType.RESULT, from_, flags, 0, nsets)
+    return b"".join((head, sets.tobytes(), blocks.tobytes()))

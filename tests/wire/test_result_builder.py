@@ -148,6 +148,7 @@ def test_packed_run_matches_the_builder(
         )
         assert encode_packed_run(run, flags) == ref.encode(flags)
         assert encode_packed_run(run, flags, cache=cache) == ref.encode(flags)
+        assert cache.layout is not None  # the next fetch of this token moves values only
         decoded = decode_pdu(encode_packed_run(run, flags, cache=cache))
         assert isinstance(decoded, ResultPdu) and [v.pmid for v in decoded.vsets] == [s[0] & 0xFFFFFFFF for s in sets]
 
