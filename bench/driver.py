@@ -61,6 +61,15 @@ class PipeDriver:
             out.append(time.perf_counter() - t0)
         return out
 
+    def cpu_seconds(self) -> float:
+        """CPU time the PMDA's process has used so far (Linux: the
+        scheduler's nanosecond count, /proc/PID/schedstat; NaN elsewhere)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/schedstat", encoding="ascii") as f:
+                return int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return float("nan")
+
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -72,14 +81,24 @@ class PipeDriver:
 
 
 def taking_turns(
-    drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int, *, warmup: int = 5, min_rounds: int = 15
+    drivers: dict[str, PipeDriver],
+    req: bytes,
+    budget: float,
+    max_iter: int,
+    *,
+    warmup: int = 5,
+    min_rounds: int = 15,
+    cpu: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """p50 in seconds of ``req`` on each driver, the drivers taking turns
     (one request each per round, for about ``budget`` seconds each), so that
-    every driver sees the same machine (a shared machine's load drifts)."""
+    every driver sees the same machine (a shared machine's load drifts).
+    With ``cpu``, also the CPU seconds each PMDA's process used per request
+    (its own work, whatever the wake-ups of the round trip cost)."""
     for d in drivers.values():
         for _ in range(warmup):
             d.request(req)
+    used = {name: d.cpu_seconds() for name, d in drivers.items()}
     out: dict[str, list[float]] = {name: [] for name in drivers}
     end = time.perf_counter() + budget * len(drivers)
     rounds = 0
@@ -89,4 +108,7 @@ def taking_turns(
             d.request(req)
             out[name].append(time.perf_counter() - t0)
         rounds += 1
+    if cpu is not None:
+        for name, d in drivers.items():
+            cpu[name] = (d.cpu_seconds() - used[name]) / rounds
     return {name: statistics.median(xs) for name, xs in out.items()}

@@ -49,9 +49,17 @@ def pmids_of(shape: str) -> tuple[int, ...]:
     return tuple(pmid(DOMAIN, 0, k) for k in range(singular)) + tuple(pmid(DOMAIN, 1, k) for k in range(multi))
 
 
-def timed(drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int) -> dict[str, float]:
-    """p50 in microseconds of ``req`` on each driver, taking turns (:func:`driver.taking_turns`)."""
-    return {name: t * 1e6 for name, t in taking_turns(drivers, req, budget, max_iter).items()}
+def timed(
+    drivers: dict[str, PipeDriver], req: bytes, budget: float, max_iter: int, cpu: dict[str, float] | None = None
+) -> dict[str, float]:
+    """p50 in microseconds of ``req`` on each driver, taking turns
+    (:func:`driver.taking_turns`); ``cpu`` gets each process's CPU
+    microseconds per request."""
+    got: dict[str, float] = {}
+    p50 = {name: t * 1e6 for name, t in taking_turns(drivers, req, budget, max_iter, cpu=got).items()}
+    if cpu is not None:
+        cpu.update({name: t * 1e6 for name, t in got.items()})
+    return p50
 
 
 def same(a: bytes, b: bytes) -> bool:
@@ -73,6 +81,7 @@ def main() -> int:
         print("PCP is not installed: no pcp.pmda figures", file=sys.stderr)
     log = f"/tmp/pmda_py-bench-{os.getpid()}.log"
     rows = []
+    cpu_rows: list[tuple[str, dict[str, float]]] = []
     others: dict[str, dict[str, float]] = {}
     for k, shape in enumerate(shapes):
         env = {"BENCH_SHAPE": shape, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -117,7 +126,8 @@ def main() -> int:
             if have_pcp:
                 drivers["pcp"] = PipeDriver([str(PCP_REF), str(HERE / "pcp_pmda_shapes.python")], env)
                 ref_reply = drivers["pcp"].request(reqs["FETCH"])
-            fetch = timed(drivers, reqs["FETCH"], budget, max_iter)
+            cpu: dict[str, float] = {}
+            fetch = timed(drivers, reqs["FETCH"], budget, max_iter, cpu)
             if last:
                 side: dict[str, PipeDriver] = {k: drivers[k] for k in ("dict", "floor", "trio", "pcp") if k in drivers}
                 others_t = {name: timed(side, req, budget, max_iter) for name, req in reqs.items() if name != "FETCH"}
@@ -129,6 +139,7 @@ def main() -> int:
         differ = [f for f, r in replies_by_form.items() if ref_reply is None or not same(r, ref_reply)]
         identical = None if ref_reply is None else "yes" if not differ else "NO:" + ",".join(differ)
         rows.append((shape, nvalues, fetch["floor"], fetch["trio"], fetch.get("pcp"), fetch_by_form, identical))
+        cpu_rows.append((shape, cpu))
         if last:
             for name, t in others_t.items():
                 others[name] = {
@@ -156,6 +167,12 @@ def main() -> int:
             f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {rfs} {times} {ratio} {ratios} "
             f"{'-' if identical is None else identical:>5}"
         )
+    print("\nCPU time of each process per FETCH in us (its own work: the round trip's wake-ups aside)")
+    cols = ["floor", "trio", "pcp", *FORMS]
+    names = {"floor": "floor", "trio": "trio fl.", "pcp": "pcp.pmda", **heads}
+    print(f"{'shape (metrics x insts)':24} " + " ".join(f"{names[c]:>9}" for c in cols))
+    for shape, cpu in cpu_rows:
+        print(f"{shape:24} " + " ".join(f"{cpu[c]:9.1f}" if c in cpu else f"{'-':>9}" for c in cols))
     if others:
         print(f"\nother requests on {shapes[-1]} (dict form), p50 in us")
         print(f"{'request':10} {'floor':>8} {'trio fl.':>9} {'pcp.pmda':>9} {'pmda_py':>8} {'pcp/ours':>9}")
