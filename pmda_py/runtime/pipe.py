@@ -3,13 +3,16 @@
 :func:`protect_stdio` takes private copies of fds 0/1 for the PDU channel
 before any table runs, so a stray ``print()`` goes to the log, not to pmcd;
 :class:`PipeStream` reads and writes them without a trip through trio's
-scheduler when the data is already there."""
+scheduler when the data is already there, and waits for pmcd outside
+trio's event loop while nothing else could run (:mod:`pmda_py.runtime.idle`)."""
 
 from __future__ import annotations
 
 import os
 
 import trio
+
+from pmda_py.runtime.idle import IdleWait
 
 __all__ = ["PipeStream", "protect_stdio"]
 
@@ -26,6 +29,9 @@ class PipeStream(trio.abc.Stream):
         self._w = trio.lowlevel.FdStream(wfd)
         self._rfd, self._wfd = rfd, wfd
         self._unyielded = 0
+        #: the wait outside trio's loop (None: trio's way only), made at the first wait, in the loop
+        self.idle: IdleWait | None = None
+        self._idle_known = False
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         # pmcd waits for each reply, so the pipe is almost always writable: write
@@ -43,8 +49,10 @@ class PipeStream(trio.abc.Stream):
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         # What is already there is read without a trip through trio's
-        # scheduler; when nothing is, wait for the pipe and read (trio's own
-        # receive_some would checkpoint and try the read once more first).
+        # scheduler; when nothing is, wait for the pipe outside trio's loop
+        # if nothing else could run meanwhile (runtime/idle.py), else trio's
+        # way (its own receive_some would checkpoint and try the read once
+        # more first).  trio gets a turn at least every YIELD_EVERY reads.
         size = max_bytes or 65536
         if self._unyielded < self.YIELD_EVERY:
             try:
@@ -54,6 +62,17 @@ class PipeStream(trio.abc.Stream):
             else:
                 self._unyielded += 1
                 return data
+            if not self._idle_known:
+                self._idle_known = True
+                self.idle = IdleWait.of(self._rfd)
+            if self.idle is not None and self.idle.wait():
+                try:
+                    data = os.read(self._rfd, size)
+                except OSError:
+                    pass  # trio's way below: its errors, its retries
+                else:
+                    self._unyielded += 1
+                    return data
         self._unyielded = 0
         try:
             await trio.lowlevel.wait_readable(self._rfd)

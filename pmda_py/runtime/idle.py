@@ -1,0 +1,90 @@
+"""Waiting for pmcd's next request outside trio's event loop while nothing
+else in the process could run.
+
+A PMDA spends most of its life waiting for pmcd.  Waiting through trio
+costs a turn of its event loop per request (the wake-up, then its
+scheduler's bookkeeping, in Python and, after an idle spell, out of the
+CPU's caches): on the development machine about 30 us of CPU and 20-70 us of
+a DESC's round trip (``bench/fetch_shapes.py``, the "trio fl." columns).
+:class:`IdleWait` blocks in ``poll(2)`` on the channel instead, but only
+while trio's own statistics show that no other task is runnable or waits for
+I/O, and no longer than until trio's next deadline; it also watches trio's
+wake-up socket, which a signal or another thread's ``run_sync_soon``
+(``trio.from_thread``, a ``to_thread`` result) writes to, so none of those
+waits on pmcd: any of them hands the wait back to trio.
+
+trio does not name its wake-up socket in its public API: :meth:`IdleWait.of`
+finds it where trio (0.22 to 0.35 at least) keeps it and answers None --
+trio's way every time -- where it is not there, or where the I/O statistics
+lack the fields read here (an I/O backend other than epoll)."""
+
+from __future__ import annotations
+
+import select
+from typing import Any
+
+import trio
+
+__all__ = ["LONGEST", "IdleWait"]
+
+#: the longest single block (s): trio's loop gets a turn at least this often
+LONGEST = 5.0
+
+
+def _wakeup_fd() -> int | None:
+    """The read end of trio's wake-up socket (signals, run_sync_soon), or
+    None where this trio keeps it elsewhere."""
+    try:
+        from trio._core import _run
+
+        runner: Any = _run.GLOBAL_RUN_CONTEXT.runner
+        fd = runner.entry_queue.wakeup.wakeup_sock.fileno()
+    except (ImportError, AttributeError, RuntimeError, OSError):
+        return None
+    return fd if isinstance(fd, int) and fd >= 0 else None
+
+
+class IdleWait:
+    """Blocks until ``fd`` is readable while nothing else could run (see
+    the module).  Made inside ``trio.run``, by :meth:`of`."""
+
+    __slots__ = ("_fd", "_poll", "blocked", "declined")
+
+    def __init__(self, fd: int, wakeup: int) -> None:
+        self._fd = fd
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
+        self._poll.register(wakeup, select.POLLIN)
+        #: waits that blocked here, and waits left to trio at once (something else could run)
+        self.blocked = 0
+        self.declined = 0
+
+    @classmethod
+    def of(cls, fd: int) -> IdleWait | None:
+        """The idle wait for ``fd`` in the running trio loop, or None where
+        this trio's I/O statistics or wake-up socket cannot be read."""
+        io = trio.lowlevel.current_statistics().io_statistics
+        if not hasattr(io, "tasks_waiting_read") or not hasattr(io, "tasks_waiting_write"):
+            return None
+        wakeup = _wakeup_fd()
+        if wakeup is None or wakeup == fd:
+            return None
+        return cls(fd, wakeup)
+
+    def wait(self) -> bool:
+        """Block until ``fd`` is readable or closed: True.  False at once
+        when another task could run or waits for I/O, and False after a
+        block that a signal, another thread, trio's next deadline or
+        :data:`LONGEST` ended: the caller then waits trio's way."""
+        st = trio.lowlevel.current_statistics()
+        io: Any = st.io_statistics
+        # trio's own reader of its wake-up socket is the one I/O waiter expected
+        if st.tasks_runnable or st.run_sync_soon_queue_size or io.tasks_waiting_read > 1 or io.tasks_waiting_write:
+            self.declined += 1
+            return False
+        timeout = min(st.seconds_to_next_deadline, LONGEST)
+        if timeout <= 0:
+            self.declined += 1
+            return False
+        self.blocked += 1
+        return any(fd == self._fd for fd, _ in self._poll.poll(timeout * 1000))

@@ -1,0 +1,137 @@
+"""PipeStream's wait outside trio's loop (pmda_py/runtime/idle.py): a
+request that comes while the process is idle is read by a block in poll(2),
+and nothing else that wakes trio -- a timer, another thread's result, a
+signal -- waits for pmcd meanwhile; a task waiting for other I/O keeps the
+wait in trio's hands.  Each test lets the block last up to a minute
+(``LONGEST``) and fails after ten seconds, so a wake-up the block misses
+fails the test instead of being picked up at the block's end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+
+from pmda_py.runtime import idle
+from pmda_py.runtime.pipe import PipeStream
+
+
+@pytest.fixture
+async def pipe(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[PipeStream, int]]:
+    """A PipeStream reading a fresh pipe (and writing another, unread),
+    and the fd that writes what it reads (closed by the test or here)."""
+    monkeypatch.setattr(idle, "LONGEST", 60.0)
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    stream = PipeStream(r, w2)  # owns r and w2
+    try:
+        yield stream, w
+    finally:
+        await stream.aclose()
+        os.close(r2)
+        try:
+            os.close(w)
+        except OSError:
+            pass  # the test closed it
+
+
+def _later(delay: float, fn: object, *args: object) -> threading.Thread:
+    assert callable(fn)
+    t = threading.Timer(delay, fn, args)
+    t.start()
+    return t
+
+
+async def test_a_request_while_idle_is_read_by_the_block(pipe: tuple[PipeStream, int]) -> None:
+    stream, w = pipe
+    _later(0.2, os.write, w, b"request")
+    with trio.fail_after(10):
+        assert await stream.receive_some() == b"request"
+    assert stream.idle is not None and stream.idle.blocked == 1 and stream.idle.declined == 0
+
+
+async def test_eof_while_idle_is_read(pipe: tuple[PipeStream, int]) -> None:
+    stream, w = pipe
+    _later(0.2, os.close, w)
+    with trio.fail_after(10):
+        assert await stream.receive_some() == b""
+    assert stream.idle is not None and stream.idle.blocked == 1
+
+
+async def test_a_timer_does_not_wait_for_pmcd(pipe: tuple[PipeStream, int]) -> None:
+    stream, w = pipe
+
+    async def timer() -> None:
+        await trio.sleep(0.2)
+        os.write(w, b"after the timer")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(timer)
+            await trio.testing.wait_all_tasks_blocked()  # the timer sleeps
+            assert await stream.receive_some() == b"after the timer"
+    assert stream.idle is not None and stream.idle.blocked >= 1
+
+
+async def test_a_thread_s_result_does_not_wait_for_pmcd(pipe: tuple[PipeStream, int]) -> None:
+    stream, w = pipe
+
+    async def in_thread() -> None:
+        await trio.to_thread.run_sync(time.sleep, 0.2)
+        os.write(w, b"after the thread")
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(in_thread)
+            await trio.testing.wait_all_tasks_blocked()  # its thread sleeps
+            assert await stream.receive_some() == b"after the thread"
+    assert stream.idle is not None and stream.idle.blocked >= 1
+
+
+async def test_a_signal_does_not_wait_for_pmcd(pipe: tuple[PipeStream, int]) -> None:
+    stream, w = pipe
+
+    async def on_signal(receiver: AsyncIterator[int]) -> None:
+        async for _ in receiver:
+            os.write(w, b"after the signal")
+            return
+
+    with trio.fail_after(10), trio.open_signal_receiver(signal.SIGUSR1) as receiver:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_signal, receiver)
+            await trio.testing.wait_all_tasks_blocked()  # the receiver waits
+            _later(0.2, os.kill, os.getpid(), signal.SIGUSR1)
+            assert await stream.receive_some() == b"after the signal"
+    assert stream.idle is not None and stream.idle.blocked >= 1
+
+
+async def test_a_task_waiting_for_other_io_keeps_trio_s_wait(pipe: tuple[PipeStream, int]) -> None:
+    stream, w = pipe
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    got: list[bytes] = []
+
+    async def reader() -> None:
+        await trio.lowlevel.wait_readable(a)
+        got.append(a.recv(100))
+        os.write(w, b"after the socket")
+
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader)
+                await trio.testing.wait_all_tasks_blocked()  # the reader waits for its socket
+                _later(0.2, b.send, b"socket data")
+                assert await stream.receive_some() == b"after the socket"
+    finally:
+        a.close()
+        b.close()
+    assert got == [b"socket data"]
+    assert stream.idle is not None and stream.idle.declined >= 1 and stream.idle.blocked == 0
