@@ -85,8 +85,12 @@ def test_an_indoms_name_index_is_made_when_asked_and_follows_its_instances() -> 
     from pmda_py.errors import UnknownInstance
 
     ind = InDom(5, {0: "a x", 1: "b"})
-    assert ind._by_name is None and ind._refused is None
-    assert ind.id_of("a x") == 0 and ind.id_of("a") == 0 and ind._by_name is not None
+
+    def index() -> object:
+        return ind._by_name
+
+    assert index() is None and ind._refused is None
+    assert ind.id_of("a x") == 0 and ind.id_of("a") == 0 and index() is not None
     ind.set({2: "c"})
     assert ind.id_of("c") == 2
     with pytest.raises(UnknownInstance):
