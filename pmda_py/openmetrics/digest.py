@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from pmda_py.openmetrics.exposition import Limits, parse_document
-from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel, interned
+from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel, interned, pairs_dict
 from pmda_py.openmetrics.records import Digest, Meta, Value
 from pmda_py.pmapi import TYPES, PmUnits
 
@@ -66,7 +66,7 @@ def _meta(model: SourceModel) -> Meta:
         meta.prefix_mode.append(m.table is not None and m.table.prefix_mode)
         meta.labels.append(dict(m.labels))
         meta.optional.append(None if m.optional is None else dict(m.optional))
-        meta.inst_labels.append({k: dict(v) for k, v in m.inst_labels.items()})
+        meta.inst_labels.append({k: pairs_dict(v) for k, v in m.inst_labels.items()})
     return meta
 
 
@@ -133,7 +133,7 @@ def instance_labels(m: MetricState) -> dict[int, dict[str, str]]:
     """The instance labels of a mirror's metric (decoded from its image),
     or of a model's (its own: the daemon's scraper shares its model)."""
     if m.inst_labels is not UNUSED:
-        return m.inst_labels
+        return {k: pairs_dict(v) for k, v in m.inst_labels.items()}
     got = marshal.loads(m.packed_labels) if m.packed_labels else {}
     return got if isinstance(got, dict) else {}
 
@@ -150,8 +150,8 @@ def as_mirror(model: SourceModel) -> None:
     exported metrics to it; the worker's first digest describes them again)."""
     for m in model.metrics.values():
         if m.inst_labels is not UNUSED:
-            m.packed_labels = marshal.dumps(m.inst_labels) if m.inst_labels else b""
-        m.inst_labels = cast("dict[int, dict[str, str]]", UNUSED)
+            m.packed_labels = marshal.dumps(instance_labels(m)) if m.inst_labels else b""
+        m.inst_labels = cast("dict[int, tuple[str, ...]]", UNUSED)
         m.values = cast("dict[int, Value]", UNUSED)
         m.seen = m.cost = None
     model.load_table = _blank_table
@@ -219,7 +219,7 @@ def apply_meta(model: SourceModel, meta: Meta) -> None:
                 sys.intern(help_text),
                 serial,
                 table,
-                inst_labels=cast("dict[int, dict[str, str]]", UNUSED),
+                inst_labels=cast("dict[int, tuple[str, ...]]", UNUSED),
                 values=cast("dict[int, Value]", UNUSED),
             )
             model.metrics[name] = m

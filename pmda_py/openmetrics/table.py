@@ -29,7 +29,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import structlog
 import trio
@@ -37,7 +37,7 @@ import trio
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
 from pmda_py.openmetrics.answers import PackedPlans, swap_values
 from pmda_py.openmetrics.control import ControlMetrics, ControlValue
-from pmda_py.openmetrics.digest import apply_meta, instance_labels
+from pmda_py.openmetrics.digest import UNUSED, apply_meta, instance_labels
 from pmda_py.openmetrics.exposition import Limits
 from pmda_py.openmetrics.model import (
     MAX_CLUSTER,
@@ -46,6 +46,7 @@ from pmda_py.openmetrics.model import (
     NameTable,
     SourceModel,
     label_items,
+    pairs_dict,
 )
 from pmda_py.openmetrics.pool import WorkerPool
 from pmda_py.openmetrics.procs import trim_malloc
@@ -495,16 +496,17 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
                 continue
         return []
 
-    def _instance_labels(self, ms: MetricState) -> dict[int, dict[str, str]]:
-        """``ms``'s instance labels, decoded once for a run of requests about
-        the same metric (as a client asks for each of its instances in turn)."""
+    def _instance_labels(self, ms: MetricState, inst: int) -> Mapping[str, str]:
+        """The labels of instance ``inst`` of ``ms``: a mirror's decoded once
+        for a run of requests about the same metric (as a client asks for
+        each of its instances in turn)."""
+        if ms.inst_labels is not UNUSED:  # (a model's own: the daemon's scraper's)
+            return pairs_dict(ms.inst_labels.get(inst, ()))
         packed, decoded = self._labels_decoded
-        if not ms.packed_labels:  # (a model's own labels, or none)
-            return instance_labels(ms)
         if packed is not ms.packed_labels:
             decoded = instance_labels(ms)
             self._labels_decoded = (ms.packed_labels, decoded)
-        return decoded
+        return decoded.get(inst, {})
 
     def _label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
         if level == _L_CLUSTER:
@@ -537,7 +539,7 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
                 return []  # (unknown, or reclaimed)
             ms = found_ms
             assert ms.table is not None
-            items = label_items(self._instance_labels(ms).get(inst, {}), _L_INSTANCES, skip="instname")
+            items = label_items(self._instance_labels(ms, inst), _L_INSTANCES, skip="instname")
             if self.instname_label:
                 name = label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1]
                 items.append(("instname", name, _L_INSTANCES | _L_OPTIONAL))
