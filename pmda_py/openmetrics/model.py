@@ -26,7 +26,6 @@ text does not change while the state lasts; a series unseen for
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from pmda_py.openmetrics.exposition import Limits, Sample
+from pmda_py.openmetrics.labels import interned, label_items, label_pairs, pairs_dict
 from pmda_py.openmetrics.names import NameTable
 from pmda_py.openmetrics.records import Value
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
@@ -57,6 +57,7 @@ __all__ = [
     "check_filter",
     "indom_serial",
     "interned",
+    "label_items",
     "label_pairs",
     "metric_metadata",
     "pairs_dict",
@@ -78,7 +79,6 @@ _TYPES = {
     "string": PmType.STRING,
     "aggregate": PmType.AGGREGATE,
 }
-_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,253}")
 
 
 def indom_serial(cluster: int, item: int) -> int:
@@ -297,15 +297,6 @@ def split_help(helpline: str | None) -> tuple[str, str]:
     return lines[0], "\n".join(lines[1:])
 
 
-def label_items(labels: Mapping[str, str], flags: int, skip: str | None = None) -> list[tuple[str, str, int]]:
-    """Labels as ``(name, JSON text, flags)``; names PCP would refuse are left out."""
-    out = []
-    for k, v in labels.items():
-        if k != skip and _LABEL_NAME.fullmatch(k):
-            out.append((k, json.dumps(v, ensure_ascii=False), flags))
-    return out
-
-
 # --------------------------------------------------------------- metrics
 
 
@@ -345,23 +336,6 @@ class MetricState:
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
         return {k: v for k, v in self.labels.items() if k not in opt}
-
-
-def label_pairs(labels: Mapping[str, str]) -> tuple[str, ...]:
-    """``labels`` as ``(name, value, name, value, ...)``, sorted by name."""
-    return tuple(x for pair in sorted(labels.items()) for x in pair)
-
-
-def pairs_dict(pairs: tuple[str, ...]) -> dict[str, str]:
-    """The labels of :func:`label_pairs` as a dict again."""
-    return dict(zip(pairs[::2], pairs[1::2]))
-
-
-def interned(labels: Mapping[str, str]) -> dict[str, str]:
-    """``labels`` with its names and values interned: the same few names
-    and values (``code``, ``"200"``, a source's host) recur in every
-    instance of every metric, one string each kept for all of them."""
-    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
 
 
 def _grown(column: array[float] | array[int] | None, inst: int, missing: float) -> None:

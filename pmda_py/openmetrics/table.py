@@ -16,12 +16,16 @@ client.  New and vanished metrics change the namespace (NAMES_CHANGE); the
 table is not ready until the first round of scrapes has finished.
 
 The scraping itself (HTTP, parsing, ids, saving the name tables) runs in
-worker processes (:mod:`pmda_py.openmetrics.scrape`), a source on one of
-them, so it never holds the daemon's GIL or trio loop: the daemon swaps in
-each scrape's digest (values already packed for the fetch).  One worker at
-first, one more (up to ``max_workers``, default the CPUs) each time a round
-overruns the interval while the workers were busy; ``workers=N`` is N and no
-more, ``workers=0`` scrapes in the daemon (the digest in a thread).
+the daemon at first (:class:`~.scrape.Scraper`, whose models the table
+answers from: one model per source), then, once a round overruns the
+interval while the daemon was busy, in worker processes
+(:mod:`pmda_py.openmetrics.scrape`), a source on one of them, so it never
+holds the daemon's GIL or trio loop: the daemon swaps in each scrape's
+digest (values already packed for the fetch) into a mirror of the worker's
+model.  One more worker (up to ``max_workers``, default the CPUs) each time
+a round overruns the interval while the workers were busy; ``workers=N`` is
+N and no more (unless ``max_workers`` is given too), ``workers=0`` scrapes
+in the daemon for good.
 """
 
 from __future__ import annotations
