@@ -21,11 +21,11 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from pmda_py.openmetrics.exposition import Limits, parse_document
-from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel, interned
+from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel, interned, pairs_dict
 from pmda_py.openmetrics.records import Digest, Meta, Value
 from pmda_py.pmapi import TYPES, PmUnits
 
-__all__ = ["UNUSED", "apply_meta", "digest", "instance_labels", "PACK_CODES", "pack_values"]
+__all__ = ["UNUSED", "apply_meta", "as_mirror", "digest", "instance_labels", "PACK_CODES", "pack_values"]
 
 _LITTLE = sys.byteorder == "little"
 
@@ -66,18 +66,25 @@ def _meta(model: SourceModel) -> Meta:
         meta.prefix_mode.append(m.table is not None and m.table.prefix_mode)
         meta.labels.append(dict(m.labels))
         meta.optional.append(None if m.optional is None else dict(m.optional))
-        meta.inst_labels.append({k: dict(v) for k, v in m.inst_labels.items()})
+        meta.inst_labels.append({k: pairs_dict(v) for k, v in m.inst_labels.items()})
     return meta
 
 
 def digest(
-    model: SourceModel, config: SourceConfig, text: str, limits: Limits, with_meta: bool = False
+    model: SourceModel,
+    config: SourceConfig,
+    text: str,
+    limits: Limits,
+    with_meta: bool = False,
+    describe: bool = True,
 ) -> tuple[Digest, list[tuple[int, NameTable]]]:
     """Parse and ingest ``text`` into ``model``: the digest and the name
     tables it changed (``(serial, table)``, to save).
 
-    Its ``meta`` is None unless ``with_meta`` or the document changed the
-    metadata (new metrics, new instances, changed labels); values come for
+    Its ``changed`` is false unless ``with_meta`` or the document changed the
+    metadata (new metrics, new instances, changed labels), and its ``meta``
+    None unless ``changed`` and ``describe`` (a scraper in the daemon does
+    not describe: the daemon reads ``model`` itself); values come for
     each metric with values, instances in ascending order (as pmdaFetch
     walks an indom); ``problems`` are the log lines the document deserves.
     """
@@ -106,12 +113,13 @@ def digest(
         m.values = {}  # (packed: what the next scrape finds fills a new one)
     changed = with_meta or bool(res.new) or res.new_instances or res.labels_changed
     out = Digest(
-        meta=_meta(model) if changed else None,
+        meta=_meta(model) if changed and describe else None,
         items=items,
         images=images,
         blobs=blobs,
         values=values,
         problems=problems,
+        changed=changed,
     )
     return out, res.dirty
 
@@ -122,9 +130,31 @@ UNUSED: Mapping[int, Any] = MappingProxyType({})
 
 
 def instance_labels(m: MetricState) -> dict[int, dict[str, str]]:
-    """The instance labels of a mirror's metric (decoded from its image)."""
+    """The instance labels of a mirror's metric (decoded from its image),
+    or of a model's (its own: the daemon's scraper shares its model)."""
+    if m.inst_labels is not UNUSED:
+        return {k: pairs_dict(v) for k, v in m.inst_labels.items()}
     got = marshal.loads(m.packed_labels) if m.packed_labels else {}
     return got if isinstance(got, dict) else {}
+
+
+def _blank_table(_serial: int, maxnum: int) -> NameTable:
+    return NameTable(maxnum)
+
+
+def as_mirror(model: SourceModel) -> None:
+    """Make a scraper's model (the daemon's own scraper's, which the daemon
+    used as it was) a mirror in place, its source now scraped by a worker:
+    what only a scraper keeps is dropped, the instance labels packed, and
+    each metric keeps its :class:`MetricState` object (the table maps
+    exported metrics to it; the worker's first digest describes them again)."""
+    for m in model.metrics.values():
+        if m.inst_labels is not UNUSED:
+            m.packed_labels = marshal.dumps(instance_labels(m)) if m.inst_labels else b""
+        m.inst_labels = cast("dict[int, tuple[str, ...]]", UNUSED)
+        m.values = cast("dict[int, Value]", UNUSED)
+        m.seen = m.cost = None
+    model.load_table = _blank_table
 
 
 @functools.lru_cache(maxsize=256)
@@ -189,7 +219,7 @@ def apply_meta(model: SourceModel, meta: Meta) -> None:
                 sys.intern(help_text),
                 serial,
                 table,
-                inst_labels=cast("dict[int, dict[str, str]]", UNUSED),
+                inst_labels=cast("dict[int, tuple[str, ...]]", UNUSED),
                 values=cast("dict[int, Value]", UNUSED),
             )
             model.metrics[name] = m

@@ -26,7 +26,6 @@ text does not change while the state lasts; a series unseen for
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from pmda_py.openmetrics.exposition import Limits, Sample
+from pmda_py.openmetrics.labels import interned, label_items, label_pairs, pairs_dict
 from pmda_py.openmetrics.names import NameTable
 from pmda_py.openmetrics.records import Value
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
@@ -57,7 +57,10 @@ __all__ = [
     "check_filter",
     "indom_serial",
     "interned",
+    "label_items",
+    "label_pairs",
     "metric_metadata",
+    "pairs_dict",
     "parse_units",
     "parse_url_config",
 ]
@@ -76,7 +79,6 @@ _TYPES = {
     "string": PmType.STRING,
     "aggregate": PmType.AGGREGATE,
 }
-_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,253}")
 
 
 def indom_serial(cluster: int, item: int) -> int:
@@ -295,15 +297,6 @@ def split_help(helpline: str | None) -> tuple[str, str]:
     return lines[0], "\n".join(lines[1:])
 
 
-def label_items(labels: Mapping[str, str], flags: int, skip: str | None = None) -> list[tuple[str, str, int]]:
-    """Labels as ``(name, JSON text, flags)``; names PCP would refuse are left out."""
-    out = []
-    for k, v in labels.items():
-        if k != skip and _LABEL_NAME.fullmatch(k):
-            out.append((k, json.dumps(v, ensure_ascii=False), flags))
-    return out
-
-
 # --------------------------------------------------------------- metrics
 
 
@@ -325,7 +318,8 @@ class MetricState:
     table: NameTable | None  #: the instance names (None: singular)
     labels: dict[str, str] = attrs.field(factory=dict)  #: item labels (accumulated as pmdaopenmetrics does)
     optional: dict[str, str] | None = None
-    inst_labels: dict[int, dict[str, str]] = attrs.field(factory=dict)
+    #: by instance: its labels as :func:`label_pairs` (a dict each cost ~100 bytes more)
+    inst_labels: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
     #: this scrape's values, inst -> value (emptied once the scrape is digested)
     values: dict[int, Value] = attrs.field(factory=dict)
     #: the daemon's mirror: ``inst_labels`` as a ``marshal`` image, read when a LABEL request asks
@@ -342,13 +336,6 @@ class MetricState:
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
         return {k: v for k, v in self.labels.items() if k not in opt}
-
-
-def interned(labels: Mapping[str, str]) -> dict[str, str]:
-    """``labels`` with its names and values interned: the same few names
-    and values (``code``, ``"200"``, a source's host) recur in every
-    instance of every metric, one string each kept for all of them."""
-    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
 
 
 def _grown(column: array[float] | array[int] | None, inst: int, missing: float) -> None:
@@ -559,9 +546,10 @@ class SourceModel:
             m.values[inst] = _convert(m.type, value)
         except ValueError:
             res.errors.append(f"sample {res.samples}: bad value ({len(value)} characters)")
-        if m.inst_labels.get(inst) != labels:
+        pairs = label_pairs(labels)
+        if m.inst_labels.get(inst) != pairs:
             res.labels_changed = True
-            m.inst_labels[inst] = interned(labels)
+            m.inst_labels[inst] = tuple([sys.intern(x) for x in pairs])
 
     def _new_series(self, m: MetricState, instname: str, labels: Mapping[str, str]) -> int:
         """The number of a new instance of ``m``, within the bounds."""

@@ -251,8 +251,17 @@ class WorkerPool:
                 except WorkerFailed as err:
                     self.log("openmetrics_worker_flush_failed", worker=k, error=str(err))
 
-    async def scrape(self, name: str, cluster: int, path: str, scripted: bool, deadline: float) -> Reply:
-        """Source ``name`` scraped by its worker.
+    async def scrape(
+        self,
+        name: str,
+        cluster: int,
+        path: str,
+        scripted: bool,
+        deadline: float,
+        handed: dict[int, bytes] | None = None,
+    ) -> Reply:
+        """Source ``name`` scraped by its worker (``handed``: its name tables
+        not saved yet, from the scraper it left).
 
         Raises:
             WorkerFailed: the worker died, or gave no answer within ``deadline``
@@ -260,7 +269,7 @@ class WorkerPool:
         """
         k = cluster % self.size
         moved_from = self.home.get(name, k)
-        tables: dict[int, bytes] = {}
+        tables: dict[int, bytes] = dict(handed or {})
         if moved_from != k:  # (the pool grew): its old worker forgets it, its unsaved tables come along
             tables = await self._move(name, moved_from, deadline)
         self.home[name] = k

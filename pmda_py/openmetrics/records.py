@@ -125,6 +125,9 @@ class Digest:
     blobs: list[Optional[bytes]]
     values: list[Optional[list[Value]]]
     problems: list[str]
+    #: the metadata changed (new metrics, instances or labels): ``meta`` holds it, or, from a
+    #: scraper in the daemon (whose model is the daemon's, not mirrored), the model does
+    changed: bool = False
 
     def wire(self) -> WireOut:
         return {
@@ -134,6 +137,7 @@ class Digest:
             "blobs": self.blobs,
             "values": self.values,
             "problems": self.problems,
+            "changed": self.changed,
         }
 
     @classmethod
@@ -146,6 +150,7 @@ class Digest:
             blobs=d["blobs"],
             values=d["values"],
             problems=d["problems"],
+            changed=bool(d.get("changed", meta is not None)),
         )
 
 

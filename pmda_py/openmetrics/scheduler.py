@@ -1,8 +1,10 @@
 """The OpenMetrics table's scraping: every source on its own timer, a
-deadline per scrape, a cap on scrapes at once, the work done by the worker
-processes (:class:`~.pool.WorkerPool`) or, with ``workers=0``, by a
-:class:`~.scrape.Scraper` in the daemon; a scraper that fails is restarted;
-rounds are timed and logged."""
+deadline per scrape, a cap on scrapes at once, the work done by a
+:class:`~.scrape.Scraper` in the daemon (whose models are the daemon's own)
+or by worker processes (:class:`~.pool.WorkerPool`): with no workers at
+first, the pool starts when a round overruns the interval while the daemon
+was busy, and the sources move to it one by one, at their next scrape; a
+scraper that fails is restarted; rounds are timed and logged."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ import structlog
 import trio
 
 from pmda_py.openmetrics.decode import printable
+from pmda_py.openmetrics.digest import as_mirror
 from pmda_py.openmetrics.exposition import Limits
-from pmda_py.openmetrics.model import SourceConfig
+from pmda_py.openmetrics.model import SourceConfig, SourceModel
 from pmda_py.openmetrics.pool import WorkerFailed, WorkerPool
-from pmda_py.openmetrics.records import Digest, LogValue
+from pmda_py.openmetrics.records import Digest, LogEntry, LogValue
 from pmda_py.openmetrics.scrape import Scraper, WorkerOptions
 from pmda_py.openmetrics.sources import Source
 
@@ -78,8 +81,10 @@ class Scheduling:
     _ready: trio.Event
     _started: float
     _swap_lock: trio.Lock
-    _busy: float  #: the busiest worker's share of the CPU over the last interval
+    _busy: float  #: the busiest scraper's (worker's, or the daemon's) share of the CPU over the last interval
     _grown_at: float  #: when the pool last grew
+    _nursery: trio.Nursery | None  #: the scrapers' (where a pool starts)
+    _own_cpu: tuple[float, float]  #: (when, the daemon's CPU seconds then)
 
     if TYPE_CHECKING:  # (the table's own)
 
@@ -88,6 +93,8 @@ class Scheduling:
         def _drop_exports(self, src: Source) -> None: ...
         def _set_ready(self) -> None: ...
         def _swap_in(self, src: Source, result: Digest) -> None: ...
+        def _use_model(self, src: Source, model: SourceModel) -> None: ...
+        def _log_state(self, logs: list[LogEntry]) -> None: ...
         async def _saver(self) -> None: ...
         async def _names_bumper(self) -> None: ...
 
@@ -120,21 +127,24 @@ class Scheduling:
         """One life of the scraper; what failed, or None when cancelled."""
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 if self.workers:
-                    options = WorkerOptions(
-                        state_dir=self.state_dir,
-                        domain=self.domain,
-                        timeout=self.timeout,
-                        keepalive=self._keepalive(),
-                        limits=self.limits,
-                        nice=WORKER_NICE,
-                    )
-                    self._pool = WorkerPool(self.workers, options, self._pool_log, limit=self.max_workers)
-                    await nursery.start(self._pool.run)
+                    pool = self._new_pool(self.workers)
+                    await nursery.start(pool.run)
+                    self._pool = pool
                 else:
-                    self._scraper = Scraper(
-                        self.state_dir, self.domain, self.limits, self.timeout, self._keepalive(), self._in_thread
+                    scraper = Scraper(
+                        self.state_dir,
+                        self.domain,
+                        self.limits,
+                        self.timeout,
+                        self._keepalive(),
+                        self._in_thread,
+                        local=True,
                     )
+                    scraper.defer_saves = True
+                    self._scraper = scraper
+                    nursery.start_soon(self._keep_saved, scraper)
                 await self._loop()
         except Exception as exc:  # never take the daemon down
             error = _describe(exc)
@@ -142,12 +152,41 @@ class Scheduling:
             self._set_ready()
             return error
         finally:
+            self._nursery = None
             self.flush_state()
             if self._scraper is not None:
+                self._log_state(self._scraper.flush())  # (its tables not saved yet: keep every id)
                 with trio.CancelScope(shield=True), trio.move_on_after(1):
                     await self._scraper.aclose()
                 self._scraper = None
         return None
+
+    def _new_pool(self, size: int) -> WorkerPool:
+        options = WorkerOptions(
+            state_dir=self.state_dir,
+            domain=self.domain,
+            timeout=self.timeout,
+            keepalive=self._keepalive(),
+            limits=self.limits,
+            nice=WORKER_NICE,
+        )
+        return WorkerPool(size, options, self._pool_log, limit=self.max_workers)
+
+    async def _keep_saved(self, scraper: Scraper) -> None:
+        """The daemon's scraper saves its name tables in the background
+        while it has sources (:meth:`Scraper.keep_saved`)."""
+
+        async def news(logs: list[LogEntry]) -> None:
+            self._log_state(logs)
+
+        with trio.CancelScope() as scraper.saving:
+            await scraper.keep_saved(news)
+
+    def _own_share(self) -> float:
+        """The share of its time the daemon spent on the CPU since the last call."""
+        now, used = time.monotonic(), time.process_time()
+        then, self._own_cpu = self._own_cpu, (now, used)
+        return (used - then[1]) / (now - then[0]) if now > then[0] else 0.0
 
     def _keepalive(self) -> float:
         """How long a source's idle connection is kept: over the interval."""
@@ -194,13 +233,15 @@ class Scheduling:
                         self._set_ready()
                 if self._pool is not None:
                     self._busy = self._pool.busy_share()
+                else:
+                    self._busy = self._own_share()
                 await trio.sleep(self.interval)
 
     async def _forget(self, src: Source) -> None:
-        if self._pool is not None:
-            await self._pool.forget(src.cluster, src.name)
-        elif self._scraper is not None:
+        if self._scraper is not None and src.name in self._scraper.sources:
             await self._scraper.forget(src.name)
+        elif self._pool is not None:
+            await self._pool.forget(src.cluster, src.name)
 
     def _round_done(self, src: Source) -> None:
         if src.name in self._first_round:
@@ -225,20 +266,54 @@ class Scheduling:
                 self._round_done_n.pop(old, None)
             if seconds > self.interval:
                 log.warning("openmetrics_round_slow", round=k, sources=done, seconds=seconds, interval=self.interval)
-                self._grow(began)
+                if k > 1 or self._pool is not None:  # (the daemon's first round makes every name: no measure)
+                    self._grow(began)
             elif k <= 3:  # the first rounds are news; later ones only when slow
                 log.info("openmetrics_round", round=k, sources=done, seconds=seconds)
 
     def _grow(self, round_began: float) -> None:
-        """A round overran its interval: one more worker if they were busy
-        (see :func:`should_grow`); a pool started again keeps the size."""
+        """A round overran its interval: one more worker if they (or the
+        daemon, scraping with none) were busy (see :func:`should_grow`); a
+        pool started again keeps the size."""
         pool = self._pool
-        if pool is None or not should_grow(round_began, self._grown_at, self._busy, pool.size, pool.limit):
+        if pool is None:
+            if self._nursery is None or not should_grow(round_began, self._grown_at, self._busy, 0, self.max_workers):
+                return
+            self._grown_at = time.monotonic()
+            self._nursery.start_soon(self._start_pool)
+            return
+        if not should_grow(round_began, self._grown_at, self._busy, pool.size, pool.limit):
             return
         pool.grow()
         self.workers = pool.size
         self._grown_at = time.monotonic()
         log.warning("openmetrics_workers_added", workers=pool.size, limit=pool.limit, busy=round(self._busy, 2))
+
+    async def _start_pool(self) -> None:
+        """The first worker: the sources scraped in the daemon move to it,
+        each at its next scrape (the daemon's scraper goes with the last)."""
+        if self._pool is not None or self._nursery is None:
+            return
+        pool = self._new_pool(1)
+        await self._nursery.start(pool.run)
+        self._pool = pool
+        self.workers = pool.size
+        log.warning("openmetrics_workers_added", workers=pool.size, limit=pool.limit, busy=round(self._busy, 2))
+
+    async def _move_to_pool(self, src: Source) -> dict[int, bytes]:
+        """Source ``src`` leaves the daemon's scraper (for the pool): its name
+        tables not saved yet, for the worker; its model becomes a mirror."""
+        scraper = self._scraper
+        if scraper is None or src.name not in scraper.sources:
+            return {}
+        tables = await scraper.hand_over(src.name)
+        as_mirror(src.model)
+        if not scraper.sources:  # (the last one: the daemon scrapes no more)
+            self._scraper = None
+            scraper.saving.cancel()
+            self._log_state(scraper.flush())
+            await scraper.aclose()
+        return tables
 
     async def _source_loop(self, src: Source, scope: trio.CancelScope) -> None:
         with scope:
@@ -262,10 +337,15 @@ class Scheduling:
             try:
                 if self._pool is not None:
                     deadline = self.timeout + self.worker_grace
-                    reply = await self._pool.scrape(src.name, src.cluster, src.path, src.scripted, deadline)
+                    tables = await self._move_to_pool(src)
+                    reply = await self._pool.scrape(src.name, src.cluster, src.path, src.scripted, deadline, tables)
                 else:
-                    assert self._scraper is not None
-                    reply = await self._scraper.scrape(src.name, src.cluster, src.path, src.scripted)
+                    scraper = self._scraper
+                    assert scraper is not None
+                    reply = await scraper.scrape(src.name, src.cluster, src.path, src.scripted)
+                    model = scraper.model_of(src.name)
+                    if model is not None and model is not src.model:  # (one model: the scraper's)
+                        self._use_model(src, model)
             except WorkerFailed as err:
                 self._status(src, f"failed to fetch URL or execute script {src.path}: {err}", 0)
                 return

@@ -79,6 +79,27 @@ class HttpStatus(Exception):
 _SCHEMES = ("http://", "https://", "file://")
 
 
+#: a worker saves its changed name tables when no scrape has been in flight for this long
+#: (after the burst of a round) ...
+_IDLE_FLUSH = 1.0
+#: ... or when the oldest change is this old; FLUSH_CHUNK every _FLUSH_TICK seconds (a file costs
+#: 0.2-0.5 ms of kernel time: a start-up's 20 000 new ones at once would slow the first round down)
+_MAX_FLUSH_DELAY = 30.0
+_FLUSH_TICK = 0.1
+FLUSH_CHUNK = 50
+#: documents up to this size are digested on the trio loop, larger ones by ``run_cpu``
+INLINE_BYTES = 64 * 1024
+
+
+@attrs.define
+class _Busy:
+    """Scrapes in flight, and since when there were none."""
+
+    n: int = 0
+    since: float = attrs.field(factory=time.monotonic)
+    untrimmed: bool = False  #: scrapes ran since the heap was last trimmed
+
+
 @attrs.define(eq=False)
 class _Src:
     model: SourceModel
@@ -92,8 +113,11 @@ class _Src:
 class Scraper:
     """The scraping side of the OpenMetrics table for some sources.
 
-    ``run_cpu(fn)`` runs the CPU part (parse, ingest, save) and returns its
-    result: in a worker process, at once; in the daemon, in a thread.
+    ``run_cpu(fn)`` runs the CPU part (parse, ingest, save) of a document
+    over ``inline_bytes`` and returns its result (in the daemon: in a
+    thread); a smaller one is digested at once.  ``local``: it runs in the
+    daemon, which reads each source's model itself (:meth:`model_of`), so
+    no digest describes the metadata.
     """
 
     def __init__(
@@ -104,13 +128,20 @@ class Scraper:
         timeout: float,
         keepalive: float = 60.0,
         run_cpu: RunCpu | None = None,
+        local: bool = False,
     ) -> None:
         self.state = StateFiles(state_dir, domain)
         self.limits = limits
         self.timeout = timeout
         self.keepalive = keepalive
         self.run_cpu = run_cpu or _inline
+        self.local = local
+        #: documents up to this size are digested on the loop (a few ms: a thread's hand-off,
+        #: and its fight for the GIL with the loop, would cost more)
+        self.inline_bytes = INLINE_BYTES
         self.sources: dict[str, _Src] = {}
+        self.busy = _Busy()
+        self.saving = trio.CancelScope()  #: :meth:`keep_saved`'s, where its caller wants it ended
         #: a worker process saves changed name tables when it is idle (a file costs ~0.2 ms of kernel
         #: time: 20 000 of them would slow the first round down), else at once
         self.defer_saves = False
@@ -153,6 +184,11 @@ class Scraper:
 
             src = self.sources[name] = _Src(SourceModel(name, cluster, items, load, self.limits), logs=logs)
         return src
+
+    def model_of(self, name: str) -> SourceModel | None:
+        """The model of source ``name`` (None: not scraped here)."""
+        src = self.sources.get(name)
+        return None if src is None else src.model
 
     async def forget(self, name: str) -> None:
         src = self.sources.pop(name, None)
@@ -224,6 +260,17 @@ class Scraper:
 
     async def scrape(self, name: str, cluster: int, path: str, scripted: bool) -> Reply:
         """One scrape of a source: fetch under the deadline, digest, save."""
+        busy = self.busy
+        busy.n += 1
+        busy.untrimmed = True
+        try:
+            return await self._scrape(name, cluster, path, scripted)
+        finally:
+            busy.n -= 1
+            if not busy.n:
+                busy.since = time.monotonic()
+
+    async def _scrape(self, name: str, cluster: int, path: str, scripted: bool) -> Reply:
         src = self._source(name, cluster)
         logs = list(src.logs)  # (a table unreadable when the source was set up)
         src.logs.clear()
@@ -264,7 +311,10 @@ class Scraper:
         fetch_ms = int(1000 * (time.monotonic() - t0))
         t1 = time.monotonic()
         with_meta = not src.sent_meta
-        result = await self.run_cpu(lambda: self._digest(src, body, with_meta))
+        if len(body) <= self.inline_bytes:
+            result = self._digest(src, body, with_meta)
+        else:
+            result = await self.run_cpu(lambda: self._digest(src, body, with_meta))
         src.sent_meta = True
         logs += src.logs
         src.logs.clear()
@@ -279,7 +329,8 @@ class Scraper:
         )
 
     def _digest(self, src: _Src, body: bytes, with_meta: bool) -> Digest:
-        out, dirty = digest(src.model, src.config, body.decode("utf-8", "replace"), self.limits, with_meta)
+        text = body.decode("utf-8", "replace")
+        out, dirty = digest(src.model, src.config, text, self.limits, with_meta, describe=not self.local)
         if self.defer_saves:
             self._changed(dirty)
         else:
@@ -300,6 +351,27 @@ class Scraper:
             tables, self.dirty = list(self.dirty.items()), {}
             return tables
         return [(k, self.dirty.pop(k)) for k in list(self.dirty)[:most]]
+
+    async def keep_saved(self, news: Callable[[list[LogEntry]], Awaitable[None]]) -> None:
+        """Save the changed name tables in the background (until cancelled):
+        FLUSH_CHUNK of them every _FLUSH_TICK seconds once no scrape has been
+        in flight for _IDLE_FLUSH seconds (after the burst of a round) or
+        the oldest change is _MAX_FLUSH_DELAY seconds old; the C heap's
+        free pages go back to the system when it is idle after a burst.
+        ``news(logs)``: what could not be saved."""
+        busy = self.busy
+        while True:
+            await trio.sleep(_FLUSH_TICK)
+            now = time.monotonic()
+            if busy.untrimmed and not busy.n and now - busy.since >= _IDLE_FLUSH:
+                busy.untrimmed = False  # idle after a burst of scrapes: its garbage back to the system
+                trim_malloc()
+            if self.dirty and (
+                (not busy.n and now - busy.since >= _IDLE_FLUSH) or now - self.dirty_since > _MAX_FLUSH_DELAY
+            ):
+                logs = await self.flush_later(FLUSH_CHUNK)
+                if logs:
+                    await news(logs)
 
     def warm_up(self) -> None:
         """The HTTP side's one-time set-up: imports and the TLS context,
@@ -384,16 +456,6 @@ async def _close(src: _Src) -> None:
             pass
 
 
-#: a worker saves its changed name tables when no scrape has been in flight for this long
-#: (after the burst of a round) ...
-_IDLE_FLUSH = 1.0
-#: ... or when the oldest change is this old; FLUSH_CHUNK every _FLUSH_TICK seconds (a file costs
-#: 0.2-0.5 ms of kernel time: a start-up's 20 000 new ones at once would slow the first round down)
-_MAX_FLUSH_DELAY = 30.0
-_FLUSH_TICK = 0.1
-FLUSH_CHUNK = 50
-
-
 @attrs.frozen
 class WorkerOptions:
     """What a worker process is told on its command line (as JSON)."""
@@ -421,15 +483,6 @@ class WorkerOptions:
         )
 
 
-@attrs.define
-class _Busy:
-    """Scrapes in flight, and since when there were none."""
-
-    n: int = 0
-    since: float = attrs.field(factory=time.monotonic)
-    untrimmed: bool = False  #: scrapes ran since the heap was last trimmed
-
-
 async def _serve(
     options: WorkerOptions,
     stdin: trio.abc.ReceiveStream | None = None,
@@ -442,7 +495,6 @@ async def _serve(
     stdin = stdin or trio.lowlevel.FdStream(os.dup(0))
     stdout = stdout or trio.lowlevel.FdStream(os.dup(1))
     lock = trio.Lock()
-    busy = _Busy()
 
     async def send(rid: int, reply: Reply) -> None:
         try:
@@ -456,16 +508,10 @@ async def _serve(
         await send(0, Reply("ok", logs=list(logs)))
 
     async def one(job: ScrapeJob) -> None:
-        busy.n += 1
-        busy.untrimmed = True
         try:
             reply = await scraper.scrape(job.name, job.cluster, job.path, job.scripted)
         except Exception as exc:  # a bug for one source stays with that source
             reply = Reply.fail(f"scraper failed: {type(exc).__name__}: {exc}")
-        finally:
-            busy.n -= 1
-            if not busy.n:
-                busy.since = time.monotonic()
         await send(job.rid, reply)
 
     async def flush(req: Flush) -> None:  # (a task: the scrapes go on while it writes)
@@ -474,23 +520,9 @@ async def _serve(
         else:
             await send(req.rid, Reply("ok", logs=await scraper.flush_later()))
 
-    async def flusher() -> None:
-        while True:
-            await trio.sleep(_FLUSH_TICK)
-            now = time.monotonic()
-            if busy.untrimmed and not busy.n and now - busy.since >= _IDLE_FLUSH:
-                busy.untrimmed = False  # idle after a burst of scrapes: its garbage back to the system
-                trim_malloc()
-            if scraper.dirty and (
-                (not busy.n and now - busy.since >= _IDLE_FLUSH) or now - scraper.dirty_since > _MAX_FLUSH_DELAY
-            ):
-                logs = await scraper.flush_later(FLUSH_CHUNK)
-                if logs:
-                    await news(logs)
-
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(flusher)
+            nursery.start_soon(scraper.keep_saved, news)
             scraper.warm_up()  # (before the deadlines count)
             await news([])  # up: the daemon's deadlines count from here
             buf = bytearray()

@@ -16,12 +16,16 @@ client.  New and vanished metrics change the namespace (NAMES_CHANGE); the
 table is not ready until the first round of scrapes has finished.
 
 The scraping itself (HTTP, parsing, ids, saving the name tables) runs in
-worker processes (:mod:`pmda_py.openmetrics.scrape`), a source on one of
-them, so it never holds the daemon's GIL or trio loop: the daemon swaps in
-each scrape's digest (values already packed for the fetch).  One worker at
-first, one more (up to ``max_workers``, default the CPUs) each time a round
-overruns the interval while the workers were busy; ``workers=N`` is N and no
-more, ``workers=0`` scrapes in the daemon (the digest in a thread).
+the daemon at first (:class:`~.scrape.Scraper`, whose models the table
+answers from: one model per source), then, once a round overruns the
+interval while the daemon was busy, in worker processes
+(:mod:`pmda_py.openmetrics.scrape`), a source on one of them, so it never
+holds the daemon's GIL or trio loop: the daemon swaps in each scrape's
+digest (values already packed for the fetch) into a mirror of the worker's
+model.  One more worker (up to ``max_workers``, default the CPUs) each time
+a round overruns the interval while the workers were busy; ``workers=N`` is
+N and no more (unless ``max_workers`` is given too), ``workers=0`` scrapes
+in the daemon for good.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import structlog
 import trio
@@ -37,7 +41,7 @@ import trio
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
 from pmda_py.openmetrics.answers import PackedPlans, swap_values
 from pmda_py.openmetrics.control import ControlMetrics, ControlValue
-from pmda_py.openmetrics.digest import apply_meta, instance_labels
+from pmda_py.openmetrics.digest import UNUSED, apply_meta, instance_labels
 from pmda_py.openmetrics.exposition import Limits
 from pmda_py.openmetrics.model import (
     MAX_CLUSTER,
@@ -46,6 +50,7 @@ from pmda_py.openmetrics.model import (
     NameTable,
     SourceModel,
     label_items,
+    pairs_dict,
 )
 from pmda_py.openmetrics.pool import WorkerPool
 from pmda_py.openmetrics.procs import trim_malloc
@@ -78,9 +83,10 @@ DEFAULT_INTERVAL = 10.0
 DEFAULT_TIMEOUT = 2.0  #: pmdaopenmetrics' -t default
 DEFAULT_CONCURRENCY = 100  #: pmdaopenmetrics' thread cap
 #: worker processes at first (0: scrape in the daemon): every worker is a Python of its own
-#: (~30 MB resident); more are started only where one cannot scrape every source within the
-#: interval (a round overran it while the workers were busy), up to ``max_workers``
-DEFAULT_WORKERS = 1
+#: (~30 MB resident, and a copy of its sources' models); one is started only where the daemon
+#: cannot scrape every source within the interval (a round overran it while the daemon was
+#: busy), more where the workers cannot, up to ``max_workers``
+DEFAULT_WORKERS = 0
 NAMES_EVERY = 0.5  #: seconds between namespace changes told to the dispatcher (at most)
 DEFAULT_WORKER_GRACE = 30.0  #: a worker silent this long past a scrape's timeout is killed and replaced
 
@@ -143,9 +149,10 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         self.domain = int(domain)
         self.sort = _flag(sort)
         #: scraper worker processes now: ``workers`` if given (and no more), else DEFAULT_WORKERS,
-        #: growing to ``max_workers`` (default: the number of CPUs) while one cannot keep up
+        #: growing to ``max_workers`` (default: the number of CPUs) while the daemon or the
+        #: workers cannot keep up
         self.workers = max(0, int(workers)) if workers else DEFAULT_WORKERS
-        if workers or not self.workers:
+        if workers and not max_workers:
             self.max_workers = self.workers
         else:
             self.max_workers = max(self.workers, int(max_workers) if max_workers else (os.cpu_count() or 1))
@@ -175,6 +182,8 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         self._cpu = trio.CapacityLimiter(1)
         self._pool: WorkerPool | None = None
         self._scraper: Scraper | None = None
+        self._nursery: trio.Nursery | None = None
+        self._own_cpu = (time.monotonic(), time.process_time())
         self._round_start: dict[int, float] = {}  #: round -> when its first scrape began
         self._round_done_n: dict[int, int] = {}  #: round -> scrapes of it finished
         self._names_pending = False  #: names changed since ``generation`` was last bumped
@@ -220,6 +229,8 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
     async def sync_state(self) -> None:
         """Every changed name table saved now (the workers' too)."""
         self.flush_state()
+        if self._scraper is not None:
+            self._log_state(self._scraper.flush())
         if self._pool is not None:
             await self._pool.flush()
 
@@ -349,8 +360,10 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
             if len(news) > self.limits.max_errors_logged:
                 log.warning("openmetrics_parse", source=src.name, more=len(news) - self.limits.max_errors_logged)
         model = src.model
+        changed = result.changed or result.meta is not None
         if result.meta is not None:
             apply_meta(model, result.meta)
+        if changed:
             self._metas += 1
             if self._metas >= 100 and not self._ready.is_set():  # (the first round's new names)
                 self._settle()
@@ -358,7 +371,21 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         if shape:
             self._shape += 1
         src.version += 1
-        self._publish(src, result.meta is not None)
+        self._publish(src, changed)
+
+    def _use_model(self, src: Source, model: SourceModel) -> None:
+        """``model`` (the daemon's scraper's) becomes ``src``'s, in place of
+        a mirror or of the model of a scraper since restarted: its exported
+        metrics are answered from it (one that it does not have goes)."""
+        src.model = model
+        for item, metric in list(src.exported.items()):
+            ms = model.by_item.get(item)
+            if ms is None or ms.name != self._by_metric[id(metric)][1].name:
+                self._unexport(src, item)
+                self._names_changed()
+            else:
+                self._by_metric[id(metric)] = (src, ms)
+        self._shape += 1  # (the packed plans hold the metrics' old states)
 
     # ------------------------------------------------------------ publishing
     def _publish(self, src: Source, new_instances: bool) -> None:
@@ -473,14 +500,17 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
                 continue
         return []
 
-    def _instance_labels(self, ms: MetricState) -> dict[int, dict[str, str]]:
-        """``ms``'s instance labels, decoded once for a run of requests about
-        the same metric (as a client asks for each of its instances in turn)."""
+    def _instance_labels(self, ms: MetricState, inst: int) -> Mapping[str, str]:
+        """The labels of instance ``inst`` of ``ms``: a mirror's decoded once
+        for a run of requests about the same metric (as a client asks for
+        each of its instances in turn)."""
+        if ms.inst_labels is not UNUSED:  # (a model's own: the daemon's scraper's)
+            return pairs_dict(ms.inst_labels.get(inst, ()))
         packed, decoded = self._labels_decoded
         if packed is not ms.packed_labels:
             decoded = instance_labels(ms)
             self._labels_decoded = (ms.packed_labels, decoded)
-        return decoded
+        return decoded.get(inst, {})
 
     def _label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
         if level == _L_CLUSTER:
@@ -513,7 +543,7 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
                 return []  # (unknown, or reclaimed)
             ms = found_ms
             assert ms.table is not None
-            items = label_items(self._instance_labels(ms).get(inst, {}), _L_INSTANCES, skip="instname")
+            items = label_items(self._instance_labels(ms, inst), _L_INSTANCES, skip="instname")
             if self.instname_label:
                 name = label_items({"n": f"{inst} {ms.table.names[inst]}"}, 0)[0][1]
                 items.append(("instname", name, _L_INSTANCES | _L_OPTIONAL))

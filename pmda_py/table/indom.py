@@ -66,13 +66,16 @@ class InDom:
     #: moves whenever ``instances`` changes (what the daemon's remembered
     #: INSTANCE replies are checked against)
     version: int = attrs.field(default=0, init=False)
-    _by_name: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
-    _refused: set[str] = attrs.field(factory=set, init=False, repr=False)
+    #: name -> id, made on the first lookup by name (None: not made, or the instances changed
+    #: since; tables make 100 000s of indoms that are never looked up by name)
+    _by_name: dict[str, int] | None = attrs.field(default=None, init=False, repr=False)
+    _refused: set[str] | None = attrs.field(default=None, init=False, repr=False)  #: names logged as refused
 
     def _new_map(self, value: Mapping[int, str]) -> Mapping[int, str]:
         new = dict(value)
         if new != self.instances:  # the same instances again (a refresh): nothing for the daemon to rebuild
             self.version += 1
+        self._by_name = None
         return MappingProxyType(new)
 
     def __attrs_post_init__(self) -> None:
@@ -80,9 +83,16 @@ class InDom:
             raise ValueError(f"indom serial {self.serial} out of range")
         check_labels(f"indom {self.serial}", self.labels)
         self.instances = dict(self.instances)
-        self._by_name = {v: k for k, v in self.instances.items()}
-        for k, v in self.listing or ():
-            self._by_name.setdefault(v, k)
+        if self.listing:  # (its names too, as long as the instances are the first ones)
+            by_name = self._names()
+            for k, v in self.listing:
+                by_name.setdefault(v, k)
+
+    def _names(self) -> dict[str, int]:
+        by_name = self._by_name
+        if by_name is None:
+            by_name = self._by_name = {v: k for k, v in self.instances.items()}
+        return by_name
 
     @property
     def id(self) -> int:
@@ -93,8 +103,7 @@ class InDom:
         """Replace the instances with an explicit ``{id: name}`` map (this,
         :meth:`set_names` or assigning a new mapping to ``instances`` are the
         ways to change them: ``instances`` itself is read-only)."""
-        self.instances = instances  # a read-only copy (see _new_map)
-        self._by_name = {v: k for k, v in self.instances.items()}
+        self.instances = instances  # a read-only copy (see _new_map; the name index made again when asked)
 
     def set_names(self, names: Iterable[str]) -> dict[int, str]:
         """Replace the instances by names; ids stay stable (pmdaCache: the
@@ -108,6 +117,8 @@ class InDom:
             try:
                 new[self.cache.lookup(n)] = n
             except ValueError as err:  # NameClash, CacheFull, an empty name
+                if self._refused is None:
+                    self._refused = set()
                 if n not in self._refused:
                     self._refused.add(n)
                     structlog.get_logger("pmda_py.table").warning(
@@ -126,7 +137,7 @@ class InDom:
     def id_of(self, name: str) -> int:
         """Instance id by name; like pmdaInstance, an exact match first,
         then a match on the name up to the first space."""
-        inst = self._by_name.get(name)
+        inst = self._names().get(name)
         if inst is not None:
             return inst
         for k, v in self.instances.items():

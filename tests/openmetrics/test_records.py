@@ -107,7 +107,7 @@ def test_the_mirror_holds_what_the_worker_has() -> None:
         assert (ours.table is None) == (m.table is None)
         if m.table is not None and ours.table is not None:
             assert ours.table.names == m.table.names
-        assert (ours.labels, ours.optional, instance_labels(ours)) == (m.labels, m.optional, m.inst_labels)
+        assert (ours.labels, ours.optional, instance_labels(ours)) == (m.labels, m.optional, instance_labels(m))
     assert mirror.metrics["temp"].type == PmType.DOUBLE
 
 
@@ -181,9 +181,28 @@ def test_the_mirrors_unused_fields_cannot_be_written() -> None:
         with pytest.raises(TypeError):
             m.values[0] = 1.0
         with pytest.raises(TypeError):
-            m.inst_labels[0] = {"x": "y"}
+            m.inst_labels[0] = ("x", "y")
         with pytest.raises((TypeError, AttributeError)):
             m.values.update({1: 2.0})
         with pytest.raises((TypeError, AttributeError)):
-            m.inst_labels.setdefault(1, {})
+            m.inst_labels.setdefault(1, ())
     assert ma.values == {} and mb.inst_labels == {}
+
+
+def test_a_models_instance_labels_are_compact_and_order_free() -> None:
+    """A scraper's model keeps an instance's labels as one tuple of interned
+    names and values, sorted by name (not a dict each): labels given in
+    another order are no change (no metadata sent again), a changed value
+    is (a new instance); they read back as the dict they were, as the daemon's scraper
+    answers them, and travel to a mirror as such."""
+    model = _model()
+    config = SourceConfig(url="http://x/")
+    first, _ = digest(model, config, 'm{b="2",a="1"} 1\n', Limits())
+    pairs = model.metrics["m"].inst_labels[0]
+    assert first.changed and pairs == ("a", "1", "b", "2")
+    again, _ = digest(model, config, 'm{a="1",b="2"} 2\n', Limits())
+    assert not again.changed and model.metrics["m"].inst_labels[0] is pairs
+    changed, _ = digest(model, config, 'm{a="1",b="3"} 2\n', Limits(), describe=False)
+    assert changed.changed and changed.meta is None  # (the daemon's own scraper: no description)
+    assert instance_labels(model.metrics["m"]) == {0: {"a": "1", "b": "2"}, 1: {"a": "1", "b": "3"}}
+    assert _mirrored('m{b="2",a="1"} 1\n').metrics["m"].packed_labels == marshal.dumps({0: {"a": "1", "b": "2"}})

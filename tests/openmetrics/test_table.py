@@ -372,6 +372,11 @@ async def test_packed_answer_matches_the_general_one(tmp_path: Path, server: Con
     await table.shutdown()
 
 
-def test_one_scraper_worker_by_default(tmp_path: Path) -> None:
-    """docs/openmetrics.md: one worker process by default (each is a Python of its own)."""
-    assert OpenMetricsTable(dir=str(tmp_path), state_dir=str(tmp_path)).workers == 1
+def test_no_scraper_worker_by_default(tmp_path: Path) -> None:
+    """docs/openmetrics.md: the daemon scrapes at first (each worker is a Python of its
+    own), and may start workers up to the CPUs; a number given is that number, for good."""
+    default = OpenMetricsTable(dir=str(tmp_path), state_dir=str(tmp_path))
+    assert default.workers == 0 and default.max_workers == (os.cpu_count() or 1)
+    fixed = OpenMetricsTable(dir=str(tmp_path), state_dir=str(tmp_path), workers="0")
+    assert fixed.workers == 0 and fixed.max_workers == 0
+    assert OpenMetricsTable(dir=str(tmp_path), state_dir=str(tmp_path), workers="2").max_workers == 2

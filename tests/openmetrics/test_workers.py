@@ -309,7 +309,7 @@ def test_the_protocol_bench_runs() -> None:
 
 
 async def test_a_grown_pool_moves_sources_with_their_ids(tmp_path: Path) -> None:
-    """One worker by default; when the pool grows, the sources the new
+    """One worker, up to two; when the pool grows, the sources the new
     worker takes over keep their numbers: the worker they leave saves
     its tables first (it saves them late, in batches, so the new one
     would otherwise read none of the numbers given since the start)."""
@@ -318,7 +318,7 @@ async def test_a_grown_pool_moves_sources_with_their_ids(tmp_path: Path) -> None
         for name, body in docs.items():
             server.routes[name] = Route(body)
         write_sources(tmp_path / "config.d", {name: server.url(name) + "\n" for name in docs})
-        table = make_table(tmp_path, interval="1", max_workers="2")  # (rounds well within it: no growth)
+        table = make_table(tmp_path, interval="1", workers="1", max_workers="2")  # (rounds within it: no growth)
         await table.startup(OM_CONTEXT)
         await table.wait_ready()
         pool = table._pool
@@ -341,11 +341,11 @@ async def test_a_grown_pool_moves_sources_with_their_ids(tmp_path: Path) -> None
 
 
 async def test_a_round_that_overruns_adds_a_busy_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A round slower than the interval while the workers were busy adds
-    a worker (here: a source slower than the interval, the workers' CPU
-    share said to be all of it); the pool keeps its size when the scraper
-    starts again."""
+    """A round slower than the interval while the daemon (scraping with no
+    worker), then the workers, were busy adds a worker (here: a source
+    slower than the interval, the CPU share said to be all of it)."""
     monkeypatch.setattr(WorkerPool, "busy_share", lambda self: 1.0)
+    monkeypatch.setattr(OpenMetricsTable, "_own_share", lambda self: 1.0)
     with ControlledServer() as server:
         server.routes["a"] = Route(GOOD, delay=0.4)
         write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
@@ -356,7 +356,76 @@ async def test_a_round_that_overruns_adds_a_busy_worker(tmp_path: Path, monkeypa
             while table._pool is None or table._pool.size < 2:  # noqa: ASYNC110
                 await trio.sleep(0.05)
         assert table.workers == 2
+        assert table._scraper is None  # (the daemon's went with its last source)
         await table.shutdown()
+
+
+async def test_an_idle_daemon_starts_no_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds slower than the interval because a source is slow, not because
+    the daemon's CPU is short, start no worker."""
+    monkeypatch.setattr(OpenMetricsTable, "_own_share", lambda self: BUSY_SHARE - 0.01)
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD, delay=0.4)
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.2", max_workers="2")
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        with trio.fail_after(10):
+            while table.sources["a"].scrapes < 5:  # noqa: ASYNC110  # (rounds 2-4 overran the interval)
+                await trio.sleep(0.05)
+        assert table._pool is None and table.workers == 0 and table._scraper is not None
+        await table.shutdown()
+
+
+async def test_sources_move_from_the_daemon_to_a_worker_with_their_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon scrapes with no worker, each source's model its own (no
+    mirror); when the first worker starts, each source moves to it with its
+    numbers, the name tables the daemon had not saved yet going along, and
+    its model becomes a mirror: its metrics and labels answer as before."""
+    from pmda_py.openmetrics.digest import UNUSED
+
+    with ControlledServer() as server:
+        server.routes["a"] = Route(b'a 1\nb{x="1"} 2\n')
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.3", max_workers="1")
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        scraper = table._scraper
+        assert scraper is not None and table._pool is None
+        assert table.sources["a"].model is scraper.model_of("a")  # (one model of the source)
+        assert scraper.dirty  # (its new tables are saved late: none written yet)
+        before = {m.name: (m.item, dict(m.indom.instances) if m.indom else None) for m in table.metrics()}
+        ms = table.sources["a"].model.metrics["b"]
+        assert (table.label_items(0x20, (ms_indom(table, "a.b"), 0)) or [])[:1] == [("x", '"1"', 0x20)]
+        server.routes["a"].body = b'b{x="2"} 3\nb{x="1"} 4\nnew_a 5\na 6\n'
+        table._grow(time.monotonic())  # (as a slow round of a busy daemon would)
+        with trio.fail_after(10):
+            while "a.new_a" not in {m.name for m in table.metrics()}:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        scraper_now, pool_now = _scrapers(table)
+        assert scraper_now is None and pool_now is not None and table.workers == 1
+        after = {m.name: (m.item, dict(m.indom.instances) if m.indom else None) for m in table.metrics()}
+        assert after["a.a"] == before["a.a"]
+        assert after["a.b"][0] == before["a.b"][0] and after["a.b"][1] == {0: "0 x:1", 1: "1 x:2"}
+        mirror = table.sources["a"].model.metrics["b"]
+        assert mirror is ms and ms.inst_labels is UNUSED and ms.seen is None  # (a mirror now, the same state)
+        assert (table.label_items(0x20, (ms_indom(table, "a.b"), 1)) or [])[:1] == [("x", '"2"', 0x20)]
+        assert (await fetch(table, "a.b")) == {"a.b": {0: 4.0, 1: 3.0}}
+        await table.sync_state()
+        await table.shutdown()
+        saved = NameTable.loads((tmp_path / "state" / f"144.{ms.indom_serial}.py").read_bytes(), 10)
+        assert saved.names == ["x:1", "x:2"]
+
+
+def _scrapers(table: OpenMetricsTable) -> tuple[Scraper | None, WorkerPool | None]:
+    """The daemon's scraper and the pool, now."""
+    return table._scraper, table._pool
+
+
+def ms_indom(table: OpenMetricsTable, name: str) -> Any:
+    return next(m.indom for m in table.metrics() if m.name == name)
 
 
 def test_should_grow() -> None:
@@ -367,8 +436,10 @@ def test_should_grow() -> None:
 
 
 def test_worker_count_options(tmp_path: Path) -> None:
-    """One worker, up to the CPUs; ``workers=N`` (--openmetrics-workers N) is N, no more."""
-    assert (make_table(tmp_path).workers, make_table(tmp_path).max_workers) == (1, os.cpu_count() or 1)
+    """No worker, up to the CPUs; ``workers=N`` (--openmetrics-workers N) is N, no more,
+    unless ``max_workers`` is given too."""
+    assert (make_table(tmp_path).workers, make_table(tmp_path).max_workers) == (0, os.cpu_count() or 1)
+    assert make_table(tmp_path, workers="1", max_workers="3").max_workers == 3
     assert make_table(tmp_path, max_workers="3").max_workers == 3
     assert (make_table(tmp_path, workers="2").workers, make_table(tmp_path, workers="2").max_workers) == (2, 2)
     assert make_table(tmp_path, workers="0").max_workers == 0

@@ -76,3 +76,26 @@ def test_the_check_mode_is_the_declared_one() -> None:
 
     assert check_mode_of(Table) == "thread"  # (the base check does nothing: it is never run)
     assert [check_mode_of(t) for t in (Plain, Async, Stat)] == ["thread", "async", "inline"]
+
+
+def test_an_indoms_name_index_is_made_when_asked_and_follows_its_instances() -> None:
+    """An indom keeps no name -> id index until one is asked for (tables
+    make 100 000s of indoms that pmcd never looks up by name); a change of
+    instances, however made, is seen by the next lookup."""
+    from pmda_py.errors import UnknownInstance
+
+    ind = InDom(5, {0: "a x", 1: "b"})
+
+    def index() -> object:
+        return ind._by_name
+
+    assert index() is None and ind._refused is None
+    assert ind.id_of("a x") == 0 and ind.id_of("a") == 0 and index() is not None
+    ind.set({2: "c"})
+    assert ind.id_of("c") == 2
+    with pytest.raises(UnknownInstance):
+        ind.id_of("b")
+    ind.instances = {3: "d"}
+    assert ind.id_of("d") == 3
+    listed = InDom(6, {1: "one"}, listing=((1, "one"), (1, "uno")))
+    assert listed.id_of("uno") == 1  # (a name of the listing: as listed)
