@@ -34,9 +34,9 @@ import trio  # noqa: E402
 from shape_table import FORMS, parse  # noqa: E402
 
 from pmda_py.config import Config, TableSpec  # noqa: E402
+from pmda_py.malloc import tune_malloc  # noqa: E402
 from pmda_py.pmapi import pmid  # noqa: E402
 from pmda_py.runtime.loader import build_dispatcher, start_tables  # noqa: E402
-from pmda_py.runtime.malloc import tune_malloc  # noqa: E402
 from pmda_py.session import Request, Session  # noqa: E402
 from pmda_py.wire import CredsPdu, FetchPdu  # noqa: E402
 

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "pmda_py.errors": 0,
     "pmda_py.safefile": 0,  # how files are written and read (os only)
     "pmda_py.inotify": 0,  # inotify watches through ctypes (os only): MMV directory, socket file
+    "pmda_py.malloc": 0,  # glibc's malloc through ctypes: tuned for big replies, trimmed after a burst
     "pmda_py.pcpversion": -1,  # which PCP is installed (pcp.conf): texts and behaviour follow it
     "pmda_py.pmapi": 1,
     "pmda_py.wire": 2,
@@ -58,6 +59,7 @@ LAYERS: dict[str, int] = {
 }
 NO_TRIO = (
     "pmda_py.inotify",
+    "pmda_py.malloc",
     "pmda_py.wire",
     "pmda_py.session",
     "pmda_py.pcplabels",

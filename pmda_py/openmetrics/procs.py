@@ -17,7 +17,7 @@ import subprocess
 
 import trio
 
-__all__ = ["ScriptFailed", "child_groups", "kill_quietly", "run_script", "trim_malloc"]
+__all__ = ["ScriptFailed", "child_groups", "kill_quietly", "run_script"]
 
 
 class ScriptFailed(Exception):
@@ -131,21 +131,3 @@ async def run_script(path: str, limit: int) -> bytes:
             kill_quietly(proc)
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await proc.wait()
-
-
-def trim_malloc() -> bool:
-    """Give the C heap's free pages back to the system (glibc's
-    ``malloc_trim(0)``: free pages anywhere in the heap, not only at its
-    top): a process that built its state in a burst (a round of scrapes)
-    otherwise keeps the burst's garbage resident.  False where the C
-    library is not glibc (nothing done)."""
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes = (ctypes.c_size_t,)
-    trim.restype = ctypes.c_int
-    trim(0)
-    return True

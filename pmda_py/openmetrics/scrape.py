@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from pmda_py.malloc import trim_malloc
 from pmda_py.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
 from pmda_py.openmetrics.digest import digest
 from pmda_py.openmetrics.exposition import Limits
@@ -39,7 +40,7 @@ from pmda_py.openmetrics.model import (
     SourceModel,
     parse_url_config,
 )
-from pmda_py.openmetrics.procs import run_script, trim_malloc
+from pmda_py.openmetrics.procs import run_script
 from pmda_py.openmetrics.records import (
     Answer,
     Digest,

@@ -39,6 +39,7 @@ import structlog
 import trio
 
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
+from pmda_py.malloc import trim_malloc
 from pmda_py.openmetrics.answers import PackedPlans, swap_values
 from pmda_py.openmetrics.control import ControlMetrics, ControlValue
 from pmda_py.openmetrics.digest import UNUSED, apply_meta, instance_labels
@@ -53,7 +54,6 @@ from pmda_py.openmetrics.model import (
     pairs_dict,
 )
 from pmda_py.openmetrics.pool import WorkerPool
-from pmda_py.openmetrics.procs import trim_malloc
 from pmda_py.openmetrics.records import Digest, LogEntry, Value
 from pmda_py.openmetrics.scheduler import Scheduling
 from pmda_py.openmetrics.scrape import Scraper

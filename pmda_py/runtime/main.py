@@ -27,8 +27,8 @@ import trio
 from pmda_py import logconfig
 from pmda_py.config import Config, ConfigFileError, parse_args
 from pmda_py.dispatch import ConfigError, Dispatcher
+from pmda_py.malloc import tune_malloc
 from pmda_py.runtime.loader import Say, TableLoadError, load_dispatcher, shutdown_tables, start_tables
-from pmda_py.runtime.malloc import tune_malloc
 from pmda_py.runtime.pipe import PipeStream, protect_stdio
 from pmda_py.runtime.privileges import drop_privileges
 from pmda_py.runtime.pump import Active, TrioRunner, serve_stream

@@ -1,8 +1,11 @@
-"""glibc's malloc tuned for large replies (see :func:`tune_malloc`)."""
+"""glibc's malloc, through ctypes: tuned for large replies
+(:func:`tune_malloc`, at the daemon's start) and its free pages given back
+after a burst (:func:`trim_malloc`, the OpenMetrics scrapers after a round).
+Both do nothing where the C library is not glibc."""
 
 from __future__ import annotations
 
-__all__ = ["MALLOC_MMAP_THRESHOLD", "MALLOC_TRIM_THRESHOLD", "tune_malloc"]
+__all__ = ["MALLOC_MMAP_THRESHOLD", "MALLOC_TRIM_THRESHOLD", "trim_malloc", "tune_malloc"]
 
 
 #: glibc mallopt() parameters (malloc.h)
@@ -32,3 +35,21 @@ def tune_malloc() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)) and bool(
         mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD)
     )
+
+
+def trim_malloc() -> bool:
+    """Give the C heap's free pages back to the system (glibc's
+    ``malloc_trim(0)``: free pages anywhere in the heap, not only at its
+    top): a process that built its state in a burst (a round of scrapes)
+    otherwise keeps the burst's garbage resident.  False where the C
+    library is not glibc (nothing done)."""
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True
