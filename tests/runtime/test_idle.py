@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import trio
@@ -65,33 +65,32 @@ async def test_eof_while_idle_is_read(pipe: tuple[PipeStream, int]) -> None:
     assert stream.idle is not None and stream.idle.blocked == 1
 
 
-async def test_a_timer_does_not_wait_for_pmcd(pipe: tuple[PipeStream, int]) -> None:
+async def _timer() -> None:
+    await trio.sleep(0.2)
+
+
+async def _thread() -> None:
+    await trio.to_thread.run_sync(time.sleep, 0.2)
+
+
+@pytest.mark.parametrize("wake", [_timer, _thread], ids=["timer", "thread's result"])
+async def test_a_wake_up_of_trio_does_not_wait_for_pmcd(
+    pipe: tuple[PipeStream, int], wake: Callable[[], Awaitable[None]]
+) -> None:
+    """A task woken by a deadline, or by another thread's run_sync_soon
+    (``to_thread``), runs while the pipe is waited for: it writes what
+    the wait then reads."""
     stream, w = pipe
 
-    async def timer() -> None:
-        await trio.sleep(0.2)
-        os.write(w, b"after the timer")
+    async def task() -> None:
+        await wake()
+        os.write(w, b"after the wake-up")
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(timer)
-            await trio.testing.wait_all_tasks_blocked()  # the timer sleeps
-            assert await stream.receive_some() == b"after the timer"
-    assert stream.idle is not None and stream.idle.blocked >= 1
-
-
-async def test_a_thread_s_result_does_not_wait_for_pmcd(pipe: tuple[PipeStream, int]) -> None:
-    stream, w = pipe
-
-    async def in_thread() -> None:
-        await trio.to_thread.run_sync(time.sleep, 0.2)
-        os.write(w, b"after the thread")
-
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(in_thread)
-            await trio.testing.wait_all_tasks_blocked()  # its thread sleeps
-            assert await stream.receive_some() == b"after the thread"
+            nursery.start_soon(task)
+            await trio.testing.wait_all_tasks_blocked()  # the task sleeps, or its thread does
+            assert await stream.receive_some() == b"after the wake-up"
     assert stream.idle is not None and stream.idle.blocked >= 1
 
 
