@@ -140,6 +140,9 @@ class Scraper:
         #: documents up to this size are digested on the loop (a few ms: a thread's hand-off,
         #: and its fight for the GIL with the loop, would cost more)
         self.inline_bytes = INLINE_BYTES
+        #: one digest on the loop per turn of it: a round's replies arrive together, and
+        #: digested in one turn they would hold a pmcd request back behind all of them
+        self.turn = trio.Lock()
         self.sources: dict[str, _Src] = {}
         self.busy = _Busy()
         self.saving = trio.CancelScope()  #: :meth:`keep_saved`'s, where its caller wants it ended
@@ -313,7 +316,8 @@ class Scraper:
         t1 = time.monotonic()
         with_meta = not src.sent_meta
         if len(body) <= self.inline_bytes:
-            result = self._digest(src, body, with_meta)
+            async with self.turn:  # (its acquiring yields: the digest starts a turn of the loop)
+                result = self._digest(src, body, with_meta)
         else:
             result = await self.run_cpu(lambda: self._digest(src, body, with_meta))
         src.sent_meta = True
