@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, cast
 
-from pmda_py.openmetrics.exposition import Limits, parse_document
+from pmda_py.openmetrics.exposition import Limits, Parsed, parse_document
 from pmda_py.openmetrics.model import MetricState, NameTable, SourceConfig, SourceModel, interned, pairs_dict
 from pmda_py.openmetrics.records import Digest, Meta, Value
 from pmda_py.pmapi import TYPES, PmUnits
@@ -73,12 +73,14 @@ def _meta(model: SourceModel) -> Meta:
 def digest(
     model: SourceModel,
     config: SourceConfig,
-    text: str,
+    text: str | Parsed,
     limits: Limits,
     with_meta: bool = False,
     describe: bool = True,
 ) -> tuple[Digest, list[tuple[int, NameTable]]]:
-    """Parse and ingest ``text`` into ``model``: the digest and the name
+    """Parse and ingest ``text`` into ``model`` (or ingest a document
+    :func:`~pmda_py.openmetrics.exposition.parse_document` parsed already,
+    e.g. in a thread: parsing touches no model): the digest and the name
     tables it changed (``(serial, table)``, to save).
 
     Its ``changed`` is false unless ``with_meta`` or the document changed the
@@ -88,7 +90,7 @@ def digest(
     each metric with values, instances in ascending order (as pmdaFetch
     walks an indom); ``problems`` are the log lines the document deserves.
     """
-    parsed = parse_document(text, limits)
+    parsed = parse_document(text, limits) if isinstance(text, str) else text
     res = model.ingest(parsed.samples, config)
     problems = list(res.errors)
     if parsed.error is not None:

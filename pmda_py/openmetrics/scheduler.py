@@ -17,7 +17,7 @@ import trio
 
 from pmda_py.openmetrics.decode import printable
 from pmda_py.openmetrics.digest import as_mirror
-from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.exposition import Limits, Parsed
 from pmda_py.openmetrics.model import SourceConfig, SourceModel
 from pmda_py.openmetrics.pool import WorkerFailed, WorkerPool
 from pmda_py.openmetrics.records import Digest, LogEntry, LogValue
@@ -192,7 +192,7 @@ class Scheduling:
         """How long a source's idle connection is kept: over the interval."""
         return self.interval + self.timeout + 5.0
 
-    async def _in_thread(self, fn: Callable[[], Digest]) -> Digest:
+    async def _in_thread(self, fn: Callable[[], Parsed]) -> Parsed:
         return await trio.to_thread.run_sync(fn, limiter=self._cpu)
 
     @staticmethod

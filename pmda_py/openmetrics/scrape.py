@@ -32,7 +32,7 @@ import trio
 from pmda_py.malloc import trim_malloc
 from pmda_py.openmetrics.decode import ACCEPT_ENCODING, BodyDecoder
 from pmda_py.openmetrics.digest import digest
-from pmda_py.openmetrics.exposition import Limits
+from pmda_py.openmetrics.exposition import Limits, Parsed, parse_document
 from pmda_py.openmetrics.model import (
     MAX_METRIC,
     NameTable,
@@ -63,8 +63,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Scraper", "worker_main"]
 
-#: runs the CPU part of a scrape (parse, ingest, save) and returns its digest
-RunCpu = Callable[[Callable[[], Digest]], Awaitable[Digest]]
+#: runs the parse of a large document (pure: it touches no model) and returns it
+RunCpu = Callable[[Callable[[], Parsed]], Awaitable[Parsed]]
 
 
 class TooBig(Exception):
@@ -88,7 +88,7 @@ _IDLE_FLUSH = 1.0
 _MAX_FLUSH_DELAY = 30.0
 _FLUSH_TICK = 0.1
 FLUSH_CHUNK = 50
-#: documents up to this size are digested on the trio loop, larger ones by ``run_cpu``
+#: documents up to this size are parsed on the trio loop, larger ones by ``run_cpu``
 INLINE_BYTES = 64 * 1024
 
 
@@ -114,9 +114,10 @@ class _Src:
 class Scraper:
     """The scraping side of the OpenMetrics table for some sources.
 
-    ``run_cpu(fn)`` runs the CPU part (parse, ingest, save) of a document
-    over ``inline_bytes`` and returns its result (in the daemon: in a
-    thread); a smaller one is digested at once.  ``local``: it runs in the
+    ``run_cpu(fn)`` parses a document over ``inline_bytes`` (in the
+    daemon: in a thread; parsing touches no model) and returns the parse;
+    a smaller one is parsed at once.  Every document is ingested into its
+    source's model on the loop, one per turn of it.  ``local``: it runs in the
     daemon, which reads each source's model itself (:meth:`model_of`), so
     no digest describes the metadata.
     """
@@ -315,11 +316,11 @@ class Scraper:
         fetch_ms = int(1000 * (time.monotonic() - t0))
         t1 = time.monotonic()
         with_meta = not src.sent_meta
-        if len(body) <= self.inline_bytes:
-            async with self.turn:  # (its acquiring yields: the digest starts a turn of the loop)
-                result = self._digest(src, body, with_meta)
-        else:
-            result = await self.run_cpu(lambda: self._digest(src, body, with_meta))
+        text: str | Parsed = body.decode("utf-8", "replace")
+        if len(body) > self.inline_bytes:  # parsed by run_cpu (the daemon: in a thread), ingested here
+            text = await self.run_cpu(lambda: parse_document(body.decode("utf-8", "replace"), self.limits))
+        async with self.turn:  # (its acquiring yields: the digest starts a turn of the loop)
+            result = self._digest(src, text, with_meta)
         src.sent_meta = True
         logs += src.logs
         src.logs.clear()
@@ -333,8 +334,7 @@ class Scraper:
             digest=result,
         )
 
-    def _digest(self, src: _Src, body: bytes, with_meta: bool) -> Digest:
-        text = body.decode("utf-8", "replace")
+    def _digest(self, src: _Src, text: str | Parsed, with_meta: bool) -> Digest:
         out, dirty = digest(src.model, src.config, text, self.limits, with_meta, describe=not self.local)
         if self.defer_saves:
             self._changed(dirty)
@@ -436,7 +436,7 @@ class Scraper:
             return decoder.finish(), code
 
 
-async def _inline(fn: Callable[[], Digest]) -> Digest:
+async def _inline(fn: Callable[[], Parsed]) -> Parsed:
     return fn()
 
 

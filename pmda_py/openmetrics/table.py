@@ -492,14 +492,6 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
             metrics, (self._shape, self.generation), self._by_metric, lambda src: now - src.last_good <= stale_after
         )
 
-    def label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
-        for _ in range(3):  # a worker thread may be adding a label key to a dict read here
-            try:
-                return self._label_items(level, subject)
-            except RuntimeError:
-                continue
-        return []
-
     def _instance_labels(self, ms: MetricState, inst: int) -> Mapping[str, str]:
         """The labels of instance ``inst`` of ``ms``: a mirror's decoded once
         for a run of requests about the same metric (as a client asks for
@@ -512,7 +504,8 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
             self._labels_decoded = (ms.packed_labels, decoded)
         return decoded.get(inst, {})
 
-    def _label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
+    def label_items(self, level: int, subject: object) -> list[tuple[str, str, int]] | None:
+        # (no thread writes a model: a large document is parsed in one, ingested on the loop)
         if level == _L_CLUSTER:
             src = self.by_cluster.get(subject) if isinstance(subject, int) else None
             return label_items(src.cluster_labels(), _L_CLUSTER) if src is not None else []
