@@ -65,7 +65,7 @@ PACKED_TYPECODES: Mapping[int, str] = MappingProxyType(
 
 @attrs.frozen
 class PackedColumns:
-    """Values of a metric with an indom already packed (the fastest path):
+    """Values of a metric with an indom already packed (a fast path, with no work per value):
     ``data`` holds one value per instance of ``insts``, in order, big-endian,
     laid out as the ``array`` type code ``typecode`` says -- ``"q"`` for an
     I64 metric, ``"Q"`` U64, ``"d"`` DOUBLE, ``"f"`` FLOAT (see
