@@ -405,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--openmetrics-workers",
         type=int,
-        help="scraper worker processes (default: 1, more up to the CPUs while one cannot keep up; "
-        "N: exactly N; 0: scrape in the daemon)",
+        help="scraper worker processes (default: none while the daemon keeps up with its sources, then 1 "
+        "and more up to the CPUs while they cannot; N: exactly N; 0: the daemon scrapes, for good)",
     )
     return p
 
