@@ -316,9 +316,11 @@ class Scraper:
         fetch_ms = int(1000 * (time.monotonic() - t0))
         t1 = time.monotonic()
         with_meta = not src.sent_meta
-        text: str | Parsed = body.decode("utf-8", "replace")
-        if len(body) > self.inline_bytes:  # parsed by run_cpu (the daemon: in a thread), ingested here
+        text: str | Parsed
+        if len(body) > self.inline_bytes:  # decoded and parsed by run_cpu (the daemon: in a thread), ingested here
             text = await self.run_cpu(lambda: parse_document(body.decode("utf-8", "replace"), self.limits))
+        else:
+            text = body.decode("utf-8", "replace")
         async with self.turn:  # (its acquiring yields: the digest starts a turn of the loop)
             result = self._digest(src, text, with_meta)
         src.sent_meta = True
