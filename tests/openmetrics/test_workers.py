@@ -10,6 +10,7 @@ import os
 import signal
 import stat
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -340,18 +341,26 @@ async def test_a_grown_pool_moves_sources_with_their_ids(tmp_path: Path) -> None
         await table.shutdown()
 
 
-async def test_a_round_that_overruns_adds_a_busy_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A round slower than the interval while the daemon (scraping with no
-    worker), then the workers, were busy adds a worker (here: a source
-    slower than the interval, the CPU share said to be all of it)."""
-    monkeypatch.setattr(WorkerPool, "busy_share", lambda self: 1.0)
-    monkeypatch.setattr(OpenMetricsTable, "_own_share", lambda self: 1.0)
+@contextlib.asynccontextmanager
+async def _slow_source_table(tmp_path: Path) -> AsyncIterator[OpenMetricsTable]:
+    """A table started and ready, scraping one source slower than its
+    interval (0.4 s against 0.2), up to two workers (the test shuts it down)."""
     with ControlledServer() as server:
         server.routes["a"] = Route(GOOD, delay=0.4)
         write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
         table = make_table(tmp_path, interval="0.2", max_workers="2")
         await table.startup(OM_CONTEXT)
         await table.wait_ready()
+        yield table
+
+
+async def test_a_round_that_overruns_adds_a_busy_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round slower than the interval while the daemon (scraping with no
+    worker), then the workers, were busy adds a worker (here: a source
+    slower than the interval, the CPU share said to be all of it)."""
+    monkeypatch.setattr(WorkerPool, "busy_share", lambda self: 1.0)
+    monkeypatch.setattr(OpenMetricsTable, "_own_share", lambda self: 1.0)
+    async with _slow_source_table(tmp_path) as table:
         with trio.fail_after(10):
             while table._pool is None or table._pool.size < 2:  # noqa: ASYNC110
                 await trio.sleep(0.05)
@@ -364,12 +373,7 @@ async def test_an_idle_daemon_starts_no_worker(tmp_path: Path, monkeypatch: pyte
     """Rounds slower than the interval because a source is slow, not because
     the daemon's CPU is short, start no worker."""
     monkeypatch.setattr(OpenMetricsTable, "_own_share", lambda self: BUSY_SHARE - 0.01)
-    with ControlledServer() as server:
-        server.routes["a"] = Route(GOOD, delay=0.4)
-        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
-        table = make_table(tmp_path, interval="0.2", max_workers="2")
-        await table.startup(OM_CONTEXT)
-        await table.wait_ready()
+    async with _slow_source_table(tmp_path) as table:
         with trio.fail_after(10):
             while table.sources["a"].scrapes < 5:  # noqa: ASYNC110  # (rounds 2-4 overran the interval)
                 await trio.sleep(0.05)
