@@ -12,7 +12,7 @@ import sys
 from array import array
 from collections.abc import Mapping, Sequence
 from itertools import chain
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Callable
 
 from pmda_py.dispatch.coerce import includes_all
@@ -88,11 +88,19 @@ class InstCheck:
     metric (equal values are equal ids: nothing is assumed of identity
     across fetches, so an object changed in place is always seen)."""
 
-    __slots__ = ("copies", "distinct", "pattern")
+    __slots__ = ("copies", "copy_of", "distinct", "pattern")
 
-    def __init__(self, copies: tuple[Sequence[int], ...], pattern: Picker | None, distinct: Picker | None) -> None:
+    def __init__(
+        self,
+        copies: tuple[Sequence[int], ...],
+        pattern: Picker | None,
+        distinct: Picker | None,
+        copy_of: Sequence[int],
+    ) -> None:
         #: a copy of each distinct sequence, in order of first appearance
         self.copies = copies
+        #: the index in ``copies`` of each metric's sequence
+        self.copy_of = copy_of
         #: the sequence each metric had, by the index of the first metric that had the same object (None: no sharing)
         self.pattern = pattern
         #: the first metric of each distinct sequence (None: every metric)
@@ -110,9 +118,11 @@ class InstCheck:
             if copy is None:
                 return None
             copies.append(copy)
+        order = {k: n for n, k in enumerate(first.values())}
+        copy_of = [order[k] for k in owners]
         if len(first) == len(seqs) or len(first) == 1:
-            return cls(tuple(copies), None, None)
-        return cls(tuple(copies), _items(owners), _items(list(first.values())))
+            return cls(tuple(copies), None, None, copy_of)
+        return cls(tuple(copies), _items(owners), _items(list(first.values())), copy_of)
 
     def same(self, seqs: tuple[Sequence[int], ...]) -> bool:
         """Whether ``seqs`` (one per metric) are the learnt instances."""
@@ -124,6 +134,15 @@ class InstCheck:
         # by value), and each first one equals its copy
         return self.pattern(seqs) == seqs and self.distinct(seqs) == self.copies
 
+    def objects(self, seqs: tuple[Sequence[int], ...]) -> tuple[tuple[Sequence[int], ...], tuple[Sequence[int], ...]]:
+        """The distinct objects of ``seqs`` (an answer :meth:`same`
+        accepted), and the copy each must equal."""
+        first: dict[int, int] = {}
+        for k, s in enumerate(seqs):
+            first.setdefault(id(s), k)
+        copies, copy_of = self.copies, self.copy_of
+        return tuple(seqs[k] for k in first.values()), tuple(copies[copy_of[k]] for k in first.values())
+
 
 class ColumnGroup:
     """The metrics of one group answering sequences of values: ``Columns``
@@ -131,7 +150,19 @@ class ColumnGroup:
     ``PackedColumns`` (raw): what their answers must look like for the
     learnt layout to hold."""
 
-    __slots__ = ("codes", "entries", "group", "insts", "lens", "metrics")
+    __slots__ = (
+        "codes",
+        "entries",
+        "group",
+        "insts",
+        "kept",
+        "kept_expected",
+        "kept_insts",
+        "kept_parts",
+        "kept_seqs",
+        "lens",
+        "metrics",
+    )
 
     def __init__(self, group: int, metrics: list[Metric], insts: InstCheck, codes: list[str], lens: list[int]) -> None:
         self.group = group
@@ -142,6 +173,15 @@ class ColumnGroup:
         self.codes = codes
         #: each metric's number of values (bytes for PackedColumns)
         self.lens = lens
+        #: the answer objects last accepted (held, so no other object can
+        #: take their ids), their value sequences, their instance sequences;
+        #: when they come again: the distinct instance sequence objects and
+        #: the copies they must equal
+        self.kept: tuple[RawValue, ...] = ()
+        self.kept_parts: list[RawValue] = []
+        self.kept_seqs: tuple[Sequence[int], ...] = ()
+        self.kept_insts: tuple[Sequence[int], ...] | None = None
+        self.kept_expected: tuple[Sequence[int], ...] = ()
 
     def parts(self, answer: Mapping[Metric, RawValue]) -> list[RawValue] | None:
         """Each metric's values (an array or bytes for raw groups), or None
@@ -151,6 +191,18 @@ class ColumnGroup:
             got = self.entries(answer)
         except KeyError:
             return None
+        kept = self.kept
+        if kept and got[0] is kept[0] and all(map(is_, got, kept)):
+            # The very records last accepted: frozen, so the same value and
+            # instance sequence objects, of the same kinds and type codes;
+            # only what those can do in place is checked (their lengths,
+            # their instance ids).
+            parts = self.kept_parts
+            if self.kept_insts is None:
+                self.kept_insts, self.kept_expected = self.insts.objects(self.kept_seqs)
+            if list(map(len, parts)) != self.lens or self.kept_insts != self.kept_expected:
+                return None
+            return parts
         if self.group == _PACKED_G:
             if not _PACKED.issuperset(map(type, got)) or list(map(_TYPECODE, got)) != self.codes:
                 return None
@@ -163,8 +215,10 @@ class ColumnGroup:
                 not _ARRAYS.issuperset(map(type, parts)) or list(map(_TYPECODE, parts)) != self.codes
             ):
                 return None
-        if list(map(len, parts)) != self.lens or not self.insts.same(tuple(map(_INSTS, got))):
+        seqs = tuple(map(_INSTS, got))
+        if list(map(len, parts)) != self.lens or not self.insts.same(seqs):
             return None
+        self.kept, self.kept_parts, self.kept_seqs, self.kept_insts = got, parts, seqs, None
         return parts
 
 

@@ -93,7 +93,7 @@ class PackedColumn:
 class SectionCache:
     """What :meth:`ResultBuilder.encode` keeps between fetches: the value-set
     section of the last reply whose sets were all errors or fixed-size
-    blocks, with its shape key and instance arrays."""
+    blocks, with its shape key and a copy of its instance arrays."""
 
     __slots__ = ("insts", "key", "sets")
 
@@ -232,14 +232,14 @@ class ResultBuilder:
     def shape(self) -> tuple[object, ...] | None:
         """A key for the value-set section when it does not depend on the
         values (every set is an error or fixed-size blocks), else None.
-        Instance lists are compared by identity: callers that reuse the same
-        instance ``array`` between fetches get the section reused."""
+        The instance lists are not in it: :meth:`encode` compares them with
+        copies of the last ones (a table may change its array in place)."""
         key: list[object] = []
         for it in self._items:
             if it.kind == "err":
                 key.append((it.pmid, it.code))
             elif it.kind == "fixed":
-                key.append((it.pmid, it.vtype, it.size, id(it.insts), len(it.insts)))
+                key.append((it.pmid, it.vtype, it.size, len(it.insts)))
             else:
                 return None
         return tuple(key)
@@ -267,7 +267,7 @@ class ResultBuilder:
             if key is not None:
                 nsets = 4 * sum(2 if it.kind == "err" else 3 + 2 * len(it.insts) for it in self._items)
                 cache.key, cache.sets = key, data[24 : 24 + nsets]
-                cache.insts = [it.insts for it in self._items if it.kind == "fixed"]
+                cache.insts = [array("I", it.insts) for it in self._items if it.kind == "fixed"]
         return data
 
     def _encode_blocks_only(self, flags: int, from_: int, sets: bytes) -> bytes:

@@ -12,6 +12,7 @@ import struct
 from array import array
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -169,3 +170,139 @@ def test_instances_changed_in_place_are_seen(form: str, kind: str) -> None:
         ans = {m: _form(form, m.type, insts, [k, k + 1, k + 2]) for m in fast_t.ms}
         fast_t.answer, gen_t.answer = ans, dict(zip(gen_t.ms, ans.values()))
         assert _fetch(fast, s, pmids) == _fetch(gen, _Session(), pmids), k
+
+
+def _kept_record(form: str, t: int, insts: Any, values: list[Any]) -> Any:
+    """A record a table keeps and changes in place: ``Columns`` of a list or
+    an ``array`` (of the metric's type), ``PackedColumns`` of a bytearray."""
+    if form == "array":
+        vals = _array(FIXED_CODES[t], values)
+        if vals is not None:
+            return Columns(insts, vals)
+    if form == "packed" and t in PACKED_TYPECODES:
+        p = _packed(t, values)
+        if p is not None:
+            return PackedColumns(insts, bytearray(p.data), p.typecode)  # type: ignore[arg-type]
+    return Columns(insts, list(values))
+
+
+def _change_values(record: Any, change: str, new: Any) -> None:
+    """Rewrite, grow or shrink a kept record's values in place."""
+    seq: Any = record.data if isinstance(record, PackedColumns) else record.values
+    size = struct.calcsize(record.typecode) if isinstance(record, PackedColumns) else 1
+    if change == "values" and len(seq):
+        if isinstance(record, PackedColumns):
+            seq[:size] = bytes(reversed(seq[:size]))
+        else:
+            try:
+                seq[0] = new
+            except (TypeError, OverflowError):
+                seq[0] = seq[-1]
+    elif change == "grow":
+        seq.extend(seq[:size] if isinstance(record, PackedColumns) else seq[:1])
+    elif change == "shrink" and len(seq):
+        del seq[-size:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), specs=st.lists(st.tuples(st.sampled_from(TYPES), st.booleans()), min_size=1, max_size=8))
+@pytest.mark.slow
+def test_records_kept_and_changed_in_place(data: st.DataObject, specs: list[tuple[int, bool]]) -> None:
+    """A table that keeps its ``Columns``/``PackedColumns`` records from fetch
+    to fetch (the fast path then checks only what can change in place) and
+    changes their values, lengths and instance ids in place, or replaces
+    one: the general path's bytes, fetch after fetch."""
+    fast_t, fast, gen_t, gen = _pair(specs)
+    fs, gs = _Session(), _Session()
+    pmids = tuple(m.pmid(DOMAIN) for m in fast_t.ms)
+    kind = data.draw(st.sampled_from(["list", "array"]), label="insts kind")
+    one = data.draw(st.booleans(), label="one instance object for all")
+    ids = data.draw(st.lists(st.integers(0, 40), unique=True, max_size=6), label="insts")
+    made: Any = list(ids) if kind == "list" else array("I", ids)
+    insts = dict(zip(fast_t.ms, [made if one else made[:] for _ in fast_t.ms]))
+    forms = {m: data.draw(st.sampled_from(["list", "array", "packed"]), label=f"form {m.name}") for m in fast_t.ms}
+    indom_ms = [m for m in fast_t.ms if m.indom is not None]
+    kept = {m: _kept_record(forms[m], m.type, insts[m], data.draw(_values(m.type, len(ids), True))) for m in indom_ms}
+    for step in range(data.draw(st.integers(2, 8), label="steps")):
+        change = data.draw(
+            st.sampled_from(["none", "none", "values", "grow", "shrink", "insts", "insts_len", "own", "replace"])
+        )
+        if indom_ms and change != "none":
+            m = data.draw(st.sampled_from(indom_ms))
+            rec = kept[m]
+            if change in ("values", "grow", "shrink"):
+                _change_values(rec, change, data.draw(_value(m.type)))
+            elif change == "insts" and len(rec.insts):  # other ids, in place (perhaps every metric's)
+                rec.insts[0] = (rec.insts[0] + 41) % 64
+            elif change == "insts_len":
+                if len(rec.insts) < 8:
+                    rec.insts.append(63 - len(rec.insts))
+            elif change == "own":  # an equal instance object of its own, changed in place later
+                kept[m] = attrs.evolve(rec, insts=rec.insts[:])
+            elif change == "replace":
+                kept[m] = _kept_record(forms[m], m.type, rec.insts, data.draw(_values(m.type, len(rec.insts), True)))
+        if data.draw(st.booleans(), label="profile change"):
+            fs.prof = gs.prof = data.draw(profiles_st)
+        ans = {m: kept.get(m, k + step) for k, m in enumerate(fast_t.ms)}
+        fast_t.answer = ans
+        gen_t.answer = dict(zip(gen_t.ms, ans.values()))
+        assert _fetch(fast, fs, pmids) == _fetch(gen, gs, pmids), (step, change)
+
+
+@pytest.mark.parametrize("form", ["list", "array", "packed"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "values",
+        "grow",
+        "shrink",
+        "grow_one_shrink_another",
+        "insts",
+        "insts_len",
+        "own_insts_in_place",
+        "other_insts_object_in_place",
+    ],
+)
+def test_a_kept_record_changed_in_place_is_seen(form: str, change: str) -> None:
+    """Records kept from fetch to fetch take the fast path while nothing
+    changes, and every change a kept record can undergo in place shows in
+    the next reply (the general path's bytes)."""
+    fast_t, fast, gen_t, gen = _pair([(PmType.U64, True), (PmType.U64, True), (PmType.U64, True)])
+    s = _Session()
+    pmids = tuple(m.pmid(DOMAIN) for m in fast_t.ms)
+    shared = array("I", [1, 2, 3])
+    own = array("I", [1, 2, 3])  # the last metric's own object, equal to the shared one
+    recs = {
+        m: _kept_record(form, m.type, own if k == 2 else shared, [10 * k + 1, 10 * k + 2, 10 * k + 3])
+        for k, m in enumerate(fast_t.ms)
+    }
+
+    def fetch() -> bytes:
+        fast_t.answer = dict(recs)
+        gen_t.answer = dict(zip(gen_t.ms, recs.values()))
+        reply = _fetch(fast, s, pmids)
+        assert reply == _fetch(gen, _Session(), pmids)
+        return reply
+
+    first = fetch()
+    for _ in range(3):
+        assert fetch() == first
+    layout = fast.planner._fast[pmids]
+    assert not isinstance(layout, int) and layout.hits == 3  # the repeats went the fast way
+    rec = recs[fast_t.ms[0]]
+    if change in ("values", "grow", "shrink"):
+        _change_values(rec, change, 99)
+    elif change == "grow_one_shrink_another":  # as many values in all, not per metric
+        _change_values(rec, "grow", 0)
+        _change_values(recs[fast_t.ms[1]], "shrink", 0)
+    elif change == "insts":
+        shared[1] = 7
+    elif change == "insts_len":
+        shared.append(4)
+    elif change == "own_insts_in_place":
+        own[0] = 9
+    else:  # a metric's own object, taken up after the layout was learnt, changed in place
+        recs[fast_t.ms[1]] = attrs.evolve(recs[fast_t.ms[1]], insts=array("I", [1, 2, 3]))
+        fetch()
+        recs[fast_t.ms[1]].insts[2] = 5
+    assert fetch() != first

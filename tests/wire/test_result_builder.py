@@ -101,6 +101,12 @@ def test_section_reuse_gives_identical_bytes() -> None:
         cached = b.encode(cache=cache)
         assert cached == b.encode()
         assert decode_pdu(cached).vsets[0].values[4].value.value() == k * 10 + 4  # type: ignore[union-attr]
+    # the instance array changed in place (same length, other ids): not the old section
+    insts[2] = 42
+    b = ResultBuilder()
+    b.add_values(1, PmType.U64, insts, [1, 2, 3, 4, 5])
+    assert b.encode(cache=cache) == b.encode()
+    assert decode_pdu(b.encode(cache=cache)).vsets[0].values[2].inst == 42  # type: ignore[union-attr]
     # a different shape: full encode, still right
     b = ResultBuilder()
     b.add_values(1, PmType.U64, array("I", range(3)), [7, 8, 9])
