@@ -5,6 +5,7 @@ frames with plain os.read/os.write.  It costs the same for every PMDA."""
 from __future__ import annotations
 
 import os
+import random
 import statistics
 import struct
 import subprocess
@@ -93,8 +94,11 @@ def taking_turns(
     """p50 in seconds of ``req`` on each driver, the drivers taking turns
     (one request each per round, for about ``budget`` seconds each), so that
     every driver sees the same machine (a shared machine's load drifts).
-    With ``cpu``, also the CPU seconds each PMDA's process used per request
-    (its own work, whatever the wake-ups of the round trip cost)."""
+    The order of a round is shuffled (the same seeded order for every run),
+    so no driver always follows the same one (whose work cooled the caches,
+    or left a core awake).  With ``cpu``, also the CPU seconds each PMDA's
+    process used per request (its own work, whatever the wake-ups of the
+    round trip cost)."""
     for d in drivers.values():
         for _ in range(warmup):
             d.request(req)
@@ -102,8 +106,11 @@ def taking_turns(
     out: dict[str, list[float]] = {name: [] for name in drivers}
     end = time.perf_counter() + budget * len(drivers)
     rounds = 0
+    order = list(drivers.items())
+    shuffle = random.Random(len(order)).shuffle
     while rounds < max_iter and (rounds < min_rounds or time.perf_counter() < end):
-        for name, d in drivers.items():
+        shuffle(order)
+        for name, d in order:
             t0 = time.perf_counter()
             d.request(req)
             out[name].append(time.perf_counter() - t0)
