@@ -256,8 +256,18 @@ class Scraper:
         return logs
 
     async def flush_later(self, most: int | None = None) -> list[LogEntry]:
-        """:meth:`flush` by :meth:`save` (in a thread)."""
-        return await self.save(self._take_dirty(most))
+        """:meth:`flush` by :meth:`save` (in a thread), the tables handed
+        over that no metric here has read yet included when ``most`` is None."""
+        logs = await self.save(self._take_dirty(most))
+        if most is None and self.adopted:
+            # (kept in ``adopted`` while written: a scrape reading one meanwhile gets the image, not the old file)
+            adopted = list(self.adopted.items())
+            written, failed = await trio.to_thread.run_sync(_write_each, self.state, adopted)
+            logs += written
+            for serial, image in adopted:
+                if serial not in failed and self.adopted.get(serial) is image:
+                    del self.adopted[serial]
+        return logs
 
     async def aclose(self) -> None:
         for src in self.sources.values():

@@ -381,13 +381,16 @@ async def test_an_idle_daemon_starts_no_worker(tmp_path: Path, monkeypatch: pyte
         await table.shutdown()
 
 
+@pytest.mark.parametrize("slow_start", [False, True])
 async def test_sources_move_from_the_daemon_to_a_worker_with_their_ids(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow_start: bool
 ) -> None:
     """The daemon scrapes with no worker, each source's model its own (no
     mirror); when the first worker starts, each source moves to it with its
     numbers, the name tables the daemon had not saved yet going along, and
-    its model becomes a mirror: its metrics and labels answer as before."""
+    its model becomes a mirror: its metrics and labels answer as before.
+    ``slow_start``: the worker starts late, so the daemon's own rounds see
+    the new document (and its new names) before the source moves."""
     from pmda_py.openmetrics.digest import UNUSED
 
     with ControlledServer() as server:
@@ -404,10 +407,22 @@ async def test_sources_move_from_the_daemon_to_a_worker_with_their_ids(
         ms = table.sources["a"].model.metrics["b"]
         assert (table.label_items(0x20, (ms_indom(table, "a.b"), 0)) or [])[:1] == [("x", '"1"', 0x20)]
         server.routes["a"].body = b'b{x="2"} 3\nb{x="1"} 4\nnew_a 5\na 6\n'
+        if slow_start:
+            start = table._start_pool
+
+            async def late_start() -> None:
+                await trio.sleep(1.0)  # (three of the daemon's rounds)
+                await start()
+
+            monkeypatch.setattr(table, "_start_pool", late_start)
         table._grow(time.monotonic())  # (as a slow round of a busy daemon would)
         with trio.fail_after(10):
-            while "a.new_a" not in {m.name for m in table.metrics()}:  # noqa: ASYNC110
+            while _scrapers(table)[0] is not None:  # noqa: ASYNC110  # (the source moves at its next scrape)
                 await trio.sleep(0.05)
+            moved = time.monotonic()
+            while table.sources["a"].last_good < moved:  # noqa: ASYNC110  # (then the worker's first scrape)
+                await trio.sleep(0.05)
+        assert "a.new_a" in {m.name for m in table.metrics()}
         scraper_now, pool_now = _scrapers(table)
         assert scraper_now is None and pool_now is not None and table.workers == 1
         after = {m.name: (m.item, dict(m.indom.instances) if m.indom else None) for m in table.metrics()}
@@ -467,3 +482,27 @@ def test_busy_share_keeps_only_the_live_workers_cpu_times(tmp_path: Path) -> Non
     share = pool.busy_share()
     assert set(pool._cpu) == {os.getpid()}
     assert 0.0 <= share <= 2.0
+
+
+async def test_a_full_flush_saves_the_tables_handed_over_and_not_read_yet(tmp_path: Path) -> None:
+    """The tables handed over with a source a worker has not scraped yet
+    are written by a full flush (the daemon's sync_state asks for one), not
+    left to the worker's exit; a partial flush (the background saves) leaves
+    them to be read first.  One whose file cannot be written stays handed
+    over, for the next flush or the first scrape."""
+    state = tmp_path / "state"
+    scraper = Scraper(str(state), 144, Limits(), timeout=1)
+    try:
+        handed = NameTable(maxnum=10)
+        handed.lookup("x:1")
+        handed.lookup("x:2")
+        scraper.adopt({5121: handed.dumps(), 5122: handed.dumps()})
+        (state / "144.5122.py").mkdir(parents=True)  # (a directory where the file goes: not writable)
+        await scraper.flush_later(5)
+        assert not (state / "144.5121.py").exists()
+        logs = await scraper.flush_later()
+        assert NameTable.loads((state / "144.5121.py").read_bytes(), 10).names == ["x:1", "x:2"]
+        assert [e.event for e in logs] == ["openmetrics_state_unsaved"]
+        assert list(scraper.adopted) == [5122]  # (the one not written: still handed over)
+    finally:
+        await scraper.aclose()
