@@ -77,6 +77,14 @@ def _inst_copy(insts: Sequence[int]) -> Sequence[int] | None:
     return None
 
 
+def _first_of(seqs: Sequence[Sequence[int]]) -> tuple[dict[int, int], list[int]]:
+    """The index of the first metric having each distinct object of
+    ``seqs`` (by the object's id, in order of appearance), and for each
+    metric the index of the first one having its object."""
+    first: dict[int, int] = {}
+    return first, [first.setdefault(id(s), k) for k, s in enumerate(seqs)]
+
+
 class InstCheck:
     """Whether a group's metrics answer the instance sequences they answered
     when the layout was learnt (same ids, same order, same kind of sequence).
@@ -110,8 +118,7 @@ class InstCheck:
     def learn(cls, seqs: Sequence[Sequence[int]]) -> InstCheck | None:
         """The check of these sequences (one per metric), or None when one
         is of a kind not followed (only lists, tuples and arrays are)."""
-        first: dict[int, int] = {}
-        owners = [first.setdefault(id(s), k) for k, s in enumerate(seqs)]
+        first, owners = _first_of(seqs)
         copies = []
         for k in first.values():
             copy = _inst_copy(seqs[k])
@@ -137,9 +144,7 @@ class InstCheck:
     def objects(self, seqs: tuple[Sequence[int], ...]) -> tuple[tuple[Sequence[int], ...], tuple[Sequence[int], ...]]:
         """The distinct objects of ``seqs`` (an answer :meth:`same`
         accepted), and the copy each must equal."""
-        first: dict[int, int] = {}
-        for k, s in enumerate(seqs):
-            first.setdefault(id(s), k)
+        first, _owners = _first_of(seqs)
         copies, copy_of = self.copies, self.copy_of
         return tuple(seqs[k] for k in first.values()), tuple(copies[copy_of[k]] for k in first.values())
 

@@ -253,21 +253,19 @@ class ResultBuilder:
         section whose :meth:`shape` repeats is reused and only the value
         blocks are rebuilt.
         """
-        if cache is not None:
-            key = self.shape()
-            if (
-                key is not None
-                and cache.key == key
-                and cache.insts == [it.insts for it in self._items if it.kind == "fixed"]
-            ):
-                return self._encode_blocks_only(flags, from_, cache.sets)
+        key = self.shape() if cache is not None else None
+        if (
+            cache is not None
+            and key is not None
+            and cache.key == key
+            and cache.insts == [it.insts for it in self._items if it.kind == "fixed"]
+        ):
+            return self._encode_blocks_only(flags, from_, cache.sets)
         data = self._encode(flags, from_)
-        if cache is not None:
-            key = self.shape()
-            if key is not None:
-                nsets = 4 * sum(2 if it.kind == "err" else 3 + 2 * len(it.insts) for it in self._items)
-                cache.key, cache.sets = key, data[24 : 24 + nsets]
-                cache.insts = [array("I", it.insts) for it in self._items if it.kind == "fixed"]
+        if cache is not None and key is not None:  # (the shape, taken once: the section for the next fetch)
+            nsets = 4 * sum(2 if it.kind == "err" else 3 + 2 * len(it.insts) for it in self._items)
+            cache.key, cache.sets = key, data[24 : 24 + nsets]
+            cache.insts = [array("I", it.insts) for it in self._items if it.kind == "fixed"]
         return data
 
     def _encode_blocks_only(self, flags: int, from_: int, sets: bytes) -> bytes:
