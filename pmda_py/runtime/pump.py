@@ -16,6 +16,7 @@ import trio
 
 from pmda_py.dispatch import Dispatcher, TableTimeout
 from pmda_py.errors import PmErr, WireFormatError, codename
+from pmda_py.runtime.eager import finish, never_suspends
 from pmda_py.session import (
     CLOSED,
     NEED_DATA,
@@ -87,10 +88,14 @@ class TrioRunner:
             return
         deadline = table.check_deadline
         if how == "async":
+            coro = table.check()
+            if coro is None:  # never, for an async def (check_mode_of saw to it)
+                return
+            if never_suspends(coro):  # no checkpoint: no deadline could cut it short
+                finish(coro)
+                return
             with trio.move_on_after(deadline):
-                coro = table.check()
-                if coro is not None:  # always, for an async def (check_mode_of saw to it)
-                    await coro
+                await coro
                 return
             self._pending[key] = _Check("paused", until=trio.current_time() + CHECK_PAUSE)
             raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (cancelled)")
@@ -121,26 +126,48 @@ class TrioRunner:
         raise TableTimeout(f"{kind.__name__}.check overran {deadline}s (left running in its thread)")
 
     async def call(self, table: Table, what: str, fn: Callable[[], Awaitable[_T]]) -> _T:
+        """``fn()`` awaited under ``table``'s deadline (TableTimeout when it
+        overruns); a coroutine that cannot suspend is simply run
+        (:mod:`pmda_py.runtime.eager`)."""
+        aw = fn()
+        if never_suspends(aw):
+            return finish(aw)
+        return await self._under_deadline(table, what, aw)
+
+    async def _under_deadline(self, table: Table, what: str, aw: Awaitable[_T]) -> _T:
         with trio.move_on_after(table.deadline) as scope:
-            return await fn()
+            return await aw
         assert scope.cancelled_caught
         raise TableTimeout(f"{type(table).__name__}.{what} overran {table.deadline}s")
 
     async def gather(self, calls: Sequence[tuple[Table, str, Callable[[], Awaitable[object]]]]) -> list[object]:
+        """Each call's value, or the Exception it raised, in order.  The
+        coroutines that cannot suspend run one after the other, at once;
+        the others side by side in a nursery, each under its deadline."""
         results: list[object] = [None] * len(calls)
-
-        async def one(k: int, table: Table, what: str, fn: Callable[[], Awaitable[object]]) -> None:
+        waiting: list[tuple[int, Table, str, Awaitable[object]]] = []
+        for k, (table, what, fn) in enumerate(calls):
             try:
-                results[k] = await self.call(table, what, fn)
+                aw = fn()
+                if never_suspends(aw):
+                    results[k] = finish(aw)
+                else:
+                    waiting.append((k, table, what, aw))
             except Exception as exc:
                 results[k] = exc
 
-        if len(calls) == 1:
-            await one(0, *calls[0])
-            return results
-        async with trio.open_nursery() as nursery:
-            for k, (table, what, fn) in enumerate(calls):
-                nursery.start_soon(one, k, table, what, fn)
+        async def one(k: int, table: Table, what: str, aw: Awaitable[object]) -> None:
+            try:
+                results[k] = await self._under_deadline(table, what, aw)
+            except Exception as exc:
+                results[k] = exc
+
+        if len(waiting) == 1:
+            await one(*waiting[0])
+        elif waiting:
+            async with trio.open_nursery() as nursery:
+                for k, table, what, aw in waiting:
+                    nursery.start_soon(one, k, table, what, aw)
         return results
 
 
