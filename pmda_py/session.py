@@ -319,7 +319,7 @@ class Session:
             self._check_creds_header()
         frame = self._reader.next_frame()
         if frame is None:
-            if self._reader.at_eof or self._reader.truncated:
+            if self._reader.eof:  # at the end, or cut in the middle of a PDU
                 self.state = SessionState.CLOSED
                 return CLOSED
             return NEED_DATA

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Callable, Final, Union
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Final, Union
 
 import structlog
 
@@ -29,7 +30,7 @@ from pmda_py.dispatch.mounts import Mount
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename
 from pmda_py.pmapi import PM_IN_NULL, PmType
 from pmda_py.session import Request
-from pmda_py.table import PACKED_TYPECODES, FetchRequest, FetchResult, Metric, PackedColumns, PackedFetch, Table, Values
+from pmda_py.table import PACKED_TYPECODES, FetchRequest, FetchResult, Metric, PackedColumns, PackedFetch, Values
 from pmda_py.wire import EncodedPdu, ErrorPdu, FetchPdu, Pdu, PduType, ProfilePdu
 from pmda_py.wire.layout import RawValue
 from pmda_py.wire.result import (
@@ -102,7 +103,7 @@ class FetchPlanner:
         calls = []
         for mount, metrics in wanted.values():
             req = FetchRequest(tuple(metrics), profile, context, attributes, pdu.pmids)
-            calls.append((mount.table, "fetch", _bind_fetch(mount.table, req)))
+            calls.append((mount.table, "fetch", partial(mount.table.fetch, req)))
         outcomes: list[Outcome] = await d.runner.gather(calls) if calls else []
         if len(outcomes) == 1:
             packed = self._packed(pdu, next(iter(wanted.values()))[1], outcomes[0], profile)
@@ -310,7 +311,3 @@ class FetchPlanner:
             )
             builder.add_error(p, PmErr.TYPE)
             return 0
-
-
-def _bind_fetch(table: Table, req: FetchRequest) -> Callable[[], Awaitable[FetchResult]]:
-    return lambda: table.fetch(req)

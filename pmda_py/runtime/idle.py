@@ -87,4 +87,7 @@ class IdleWait:
             self.declined += 1
             return False
         self.blocked += 1
-        return any(fd == self._fd for fd, _ in self._poll.poll(timeout * 1000))
+        for fd, _events in self._poll.poll(timeout * 1000):  # noqa: SIM110 -- no generator: this runs per request
+            if fd == self._fd:
+                return True
+        return False

@@ -199,6 +199,7 @@ async def serve_session(
     """:func:`serve_stream` for a session whose CREDS were already sent
     (and pmcd's perhaps received, by :func:`await_creds`)."""
     active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
+    loaded = active.loaded.is_set()  # once set, set for good (a trio.Event is never cleared)
     if notready:
         session.not_ready()
         log.info("notready", detail="pmcd.conf 'notready': starting tables before READY")
@@ -233,13 +234,14 @@ async def serve_session(
                     code=codename(event.code),
                     error=event.reason,
                 )
-            if not active.loaded.is_set() and isinstance(event, Request):
+            if not loaded and isinstance(event, Request):
                 with trio.move_on_after(active.request_grace):  # tables still loading
                     await active.loaded.wait()
+                loaded = active.loaded.is_set()
             try:
                 reply: Pdu = (
                     await active.dispatcher.handle(event)
-                    if active.loaded.is_set() or not isinstance(event, Request)
+                    if loaded or not isinstance(event, Request)
                     else _loading_reply(event)
                 )
             except Exception as exc:  # a bug: still answer, pmcd must not wait

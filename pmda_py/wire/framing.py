@@ -30,19 +30,20 @@ _LEN = struct.Struct("!i")
 class PduReader:
     """Accumulates bytes and yields complete PDUs in order."""
 
-    __slots__ = ("_broken", "_buf", "_eof", "_start", "max_length")
+    __slots__ = ("_broken", "_buf", "_start", "eof", "max_length")
 
     def __init__(self, max_length: int = DEFAULT_MAX_LENGTH) -> None:
         self.max_length = max_length
         self._buf = bytearray()
         self._start = 0
-        self._eof = False
+        #: True once ``b""`` (end of stream) was received
+        self.eof = False
         self._broken: WireFormatError | None = None
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes read from the peer; ``b""`` means end of stream."""
         if not data:
-            self._eof = True
+            self.eof = True
             return
         if self._start and self._start >= len(self._buf) // 2:
             del self._buf[: self._start]
@@ -52,7 +53,7 @@ class PduReader:
     @property
     def at_eof(self) -> bool:
         """True once ``b""`` was received and every whole PDU was taken."""
-        return self._eof and self.pending == 0
+        return self.eof and self.pending == 0
 
     @property
     def pending(self) -> int:
@@ -62,7 +63,7 @@ class PduReader:
     @property
     def truncated(self) -> bool:
         """True if the stream ended in the middle of a PDU."""
-        return self._eof and self.pending > 0
+        return self.eof and self.pending > 0
 
     def needed(self) -> int:
         """Bytes still missing for the PDU being received (at least 1)."""
@@ -92,7 +93,7 @@ class PduReader:
         """
         if self._broken is not None:
             raise self._broken
-        avail = self.pending
+        avail = len(self._buf) - self._start  # (pending, without a call: once per request and more)
         if avail < 4:
             return None
         (length,) = _LEN.unpack_from(self._buf, self._start)
