@@ -128,8 +128,15 @@ _REPLY_EXPECTED: Final = frozenset(
 #: requests whose reply may be remembered by their bytes (a :class:`Request`'s ``key``)
 MEMO_TYPES: Final = frozenset({PduType.DESC_REQ, PduType.TEXT_REQ, PduType.LABEL_REQ, PduType.INSTANCE_REQ})
 
-#: FETCH PDUs kept decoded by their bytes (about one per client of pmcd)
-_FETCHES_KEPT: Final = 32
+#: requests kept decoded by their bytes, so a repeat is not decoded again:
+#: FETCH (pmcd repeats one per client) and the requests whose replies are
+#: remembered (:data:`MEMO_TYPES`)
+DECODED_TYPES: Final = MEMO_TYPES | {PduType.FETCH}
+#: at most this many kept ...
+DECODED_KEPT: Final = 256
+#: ... and this many bytes of request in all (decoded, a FETCH's PMIDs take
+#: about 9 times their bytes); a request over a quarter of it is not kept
+DECODED_BYTES: Final = 4 << 20
 
 
 class SessionState(enum.Enum):
@@ -221,8 +228,9 @@ class Session:
     _contexts: dict[int, _Context] = attrs.field(factory=dict, init=False)
     _pending: list[int] = attrs.field(factory=list, init=False)  # PDU types awaiting a reply
     _last_profile: ProfilePdu = attrs.field(default=DEFAULT_PROFILE, init=False)
-    #: the last FETCH PDUs decoded, by their bytes (pmcd repeats them per client)
-    _fetches: dict[bytes, Pdu] = attrs.field(factory=dict, init=False)
+    #: the last requests of :data:`DECODED_TYPES` decoded, by their bytes, and those bytes' total
+    _decoded: dict[bytes, Pdu] = attrs.field(factory=dict, init=False)
+    _decoded_bytes: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._reader = PduReader(self.max_length)
@@ -325,6 +333,20 @@ class Session:
             return NEED_DATA
         return self._event(frame)
 
+    def _keep_decoded(self, frame: bytes, pdu: Pdu) -> None:
+        """Keep a decoded request by its bytes, the oldest ones going to stay
+        within :data:`DECODED_KEPT` and :data:`DECODED_BYTES`."""
+        size = len(frame)
+        if size > DECODED_BYTES // 4:
+            return
+        kept = self._decoded
+        while kept and (len(kept) >= DECODED_KEPT or self._decoded_bytes + size > DECODED_BYTES):
+            oldest = next(iter(kept))
+            del kept[oldest]
+            self._decoded_bytes -= len(oldest)
+        kept[frame] = pdu
+        self._decoded_bytes += size
+
     def _check_creds_header(self) -> None:
         """Refuse a first PDU that cannot be a CREDS as soon as its header shows it."""
         header = self._reader.peek_header()
@@ -347,13 +369,11 @@ class Session:
         if pdu_type in MEMO_TYPES and self.state is SessionState.READY:
             key = frame[12:]
         try:
-            if pdu_type == PduType.FETCH:  # a client fetches the same PMIDs again and again
-                pdu = self._fetches.get(frame)
+            if pdu_type in DECODED_TYPES:  # a client asks the same again and again
+                pdu = self._decoded.get(frame)
                 if pdu is None:
                     pdu = decode_pdu(frame)
-                    if len(self._fetches) >= _FETCHES_KEPT:
-                        del self._fetches[next(iter(self._fetches))]
-                    self._fetches[frame] = pdu
+                    self._keep_decoded(frame, pdu)
             else:
                 pdu = decode_pdu(frame)
         except WireFormatError as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 
@@ -231,7 +232,7 @@ def test_pre_encoded_replies_go_through_send_too() -> None:
 
 def test_repeated_fetches_decode_alike_per_context() -> None:
     """FETCH PDUs are kept decoded by their bytes: a repeat gives the same
-    PMIDs, another context its own ``from``, and only 32 are kept."""
+    PMIDs, another context its own ``from``."""
     s = started()
     seen = []
     for k in range(40):
@@ -242,8 +243,47 @@ def test_repeated_fetches_decode_alike_per_context() -> None:
             assert ev.pdu.pmids == (k, k + 1, 7) and ev.context == ctx and ev.pdu.from_ == ctx
             seen.append(ev.pdu)
             s.send(ErrorPdu(0))
-    assert seen[0] is seen[2]  # the repeat was not decoded again
-    assert len(s._fetches) == 32
+    assert seen[0] is seen[2] and seen[0] is not seen[1]  # the repeat was not decoded again
+    assert len(s._decoded) == 80
+
+
+def test_repeated_meta_requests_are_not_decoded_again_and_the_kept_ones_are_bounded() -> None:
+    """DESC/TEXT/LABEL/INSTANCE requests are kept decoded too (their replies
+    are remembered by their bytes); at most DECODED_KEPT requests and
+    DECODED_BYTES bytes of them are kept, the oldest going first, and a
+    request over a quarter of the bytes is decoded each time, not kept."""
+    from pmda_py.session import DECODED_BYTES, DECODED_KEPT
+    from pmda_py.wire import DescReqPdu, InstanceReqPdu
+
+    s = started()
+
+    def ask(pdu: Any) -> Any:
+        s.receive_data(pdu.encode())
+        ev = s.next_event()
+        assert isinstance(ev, Request)
+        s.send(ErrorPdu(0))
+        return ev.pdu
+
+    first = ask(DescReqPdu(42, from_=3))
+    assert ask(DescReqPdu(42, from_=3)) is first
+    assert ask(InstanceReqPdu(5, name="x", from_=3)) is ask(InstanceReqPdu(5, name="x", from_=3))
+    for k in range(DECODED_KEPT + 40):
+        assert ask(DescReqPdu(1000 + k)).pmid == 1000 + k
+        assert len(s._decoded) <= DECODED_KEPT
+    assert len(s._decoded) == DECODED_KEPT
+    assert ask(DescReqPdu(42, from_=3)) is not first  # the oldest went
+    # by bytes: FETCHes of 100 000 PMIDs (400 KB each)
+    big = [FetchPdu(tuple(range(k, k + 100_000))) for k in range(12)]
+    for pdu in big:
+        got = ask(pdu)
+        assert got.pmids == pdu.pmids
+        assert s._decoded_bytes == sum(map(len, s._decoded)) <= DECODED_BYTES
+    assert len(s._decoded) == DECODED_BYTES // len(big[0].encode())
+    assert ask(big[-1]) is ask(big[-1])
+    huge = FetchPdu(tuple(range(DECODED_BYTES // 16 + 1)))  # over a quarter of the bytes
+    a, b = ask(huge), ask(huge)
+    assert a == b == huge and a is not b
+    assert s._decoded_bytes == sum(map(len, s._decoded)) <= DECODED_BYTES
 
 
 def test_a_reply_over_the_pdu_limit_is_refused_not_sent() -> None:
