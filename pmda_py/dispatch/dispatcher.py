@@ -321,7 +321,12 @@ class Dispatcher:
                 await self.runner.check(m.table)
             except Exception as exc:
                 self.table_failed(m.label, "check", exc)
-        self._before_request()
+        for m in self._inline:  # the checks declared inline (check_mode "inline": plain defs, called here)
+            try:
+                m.table.check()
+            except Exception as exc:
+                self.table_failed(m.label, "check", exc)
+        self._refresh_index()  # if a table's generation moved
         kind = _KIND_NAMES[pdu.pdu_type]
         self.stats.count(kind)
         remember = event.key is not None and self.replies.enabled
@@ -339,18 +344,6 @@ class Dispatcher:
         if remember:
             return self.meta.remember(event, reply)
         return reply
-
-    def _before_request(self) -> None:
-        """What runs before every request but the bounded checks (awaited by
-        :meth:`handle`): the checks declared inline (``check_mode =
-        "inline"``: plain defs, called here), then the index is rebuilt if
-        a table's generation moved."""
-        for m in self._inline:
-            try:
-                m.table.check()
-            except Exception as exc:
-                self.table_failed(m.label, "check", exc)
-        self._refresh_index()
 
     # --------------------------------------------------------------- FETCH
 
