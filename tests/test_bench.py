@@ -28,7 +28,7 @@ def test_fetch_breakdown_runs() -> None:
     assert "20x0: 20 values" in out and "3x4: 12 values" in out
     assert "FixedLayout.encode in all" in out and "instance ids compared" in out
     row = next(line.split() for line in out.splitlines() if line.startswith("3x4 "))
-    assert len(row) == 6 and all(float(x) > 0 for x in row[1:]), out  # the whole request in each form
+    assert len(row) == 7 and all(float(x) > 0 for x in row[1:]), out  # the whole request in each form, and two tables
 
 
 @pytest.mark.slow
