@@ -51,11 +51,6 @@ class PduReader:
         self._buf += data
 
     @property
-    def at_eof(self) -> bool:
-        """True once ``b""`` was received and every whole PDU was taken."""
-        return self.eof and self.pending == 0
-
-    @property
     def pending(self) -> int:
         """Bytes received but not yet returned as a PDU."""
         return len(self._buf) - self._start
