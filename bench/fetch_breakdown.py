@@ -70,7 +70,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     session.receive_data(CredsPdu.cversion(0).encode())
     session.next_event()
 
-    async def whole() -> bytes:
+    async def whole() -> bytes | bytearray:
         session.receive_data(frame)
         event = session.next_event()
         assert isinstance(event, Request)
@@ -78,7 +78,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
 
     reply = b""
     for _ in range(3):
-        reply = await whole()
+        reply = bytes(await whole())
     values = singular + multi * n
     reps = max(3, 200_000 // max(values, 1))
     rows: list[tuple[str, float]] = []
@@ -97,7 +97,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     dispatcher_reply = await dispatcher.handle(Request(FetchPdu(pmids), 0))
     rows.append(("  session: frame, decode (kept), reply bytes", best(decode, reps)))
 
-    fast = dispatcher.planner._fast[pmids]
+    fast = dispatcher.planner.layouts()[pmids]
     table = dispatcher.mounts[0].table
     answer: Any = None
 
@@ -153,12 +153,12 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     pack()
 
     def place() -> bytearray:
-        for dview, sview, _g, _taken, _step, _fmt in layout._moves:
+        for dview, sview, _g, _taken, _step, _fmt in layout._reply.moves:
             assert sview is not None
             dview[:] = sview
-        return layout._out
+        return layout._reply.data
 
-    rows.append((f"      strided value moves ({len(layout._moves)})", best(place, reps)))
+    rows.append((f"      strided value moves ({len(layout._reply.moves)})", best(place, reps)))
     out = place()
     rows.append(("      reply buffer to bytes", best(lambda: bytes(out), reps)))
     r, w = os.pipe()

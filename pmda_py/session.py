@@ -255,9 +255,11 @@ class Session:
         """True while a request has been handed out and not answered."""
         return bool(self._pending)
 
-    def send(self, reply: Pdu) -> bytes:
+    def send(self, reply: Pdu) -> bytes | bytearray:
         """Bytes of the reply to the oldest unanswered request (the one way
         every reply goes out, pre-encoded :class:`EncodedPdu` ones included).
+        A fast-path RESULT is its layout's own buffer (a bytearray): write
+        it, keep it if need be, never change it.
 
         A reply of ``ERROR(PM_ERR_PMDANOTREADY)`` puts the session in the
         NOTREADY state (pmcd then sends nothing until :meth:`ready`).

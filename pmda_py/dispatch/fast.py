@@ -394,7 +394,7 @@ class FastFetch:
         self.cols_pick = _picker(picked[_COLS], flat[_COLS])
         return self
 
-    def encode(self, outcomes: Sequence[object], flags: int) -> bytes | None:
+    def encode(self, outcomes: Sequence[object], flags: int) -> bytes | bytearray | None:
         """The reply for these table answers, or None to take the general path."""
         if len(outcomes) != self.ntables:
             return None

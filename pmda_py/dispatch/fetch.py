@@ -51,6 +51,8 @@ log = structlog.get_logger("pmda_py.dispatch")
 
 #: PMID lists whose plan is kept (pmcd's clients each fetch their own)
 SLOTS: Final = 32
+#: decoded requests whose plan is found by identity (several client contexts may send one PMID list)
+REQUESTS: Final = 4 * SLOTS
 #: fetches before a PMID list found ineligible for the fast path is looked at again
 RETRY: Final = 64
 _EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
@@ -58,12 +60,32 @@ _EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
 #: what a table's fetch came back with: its answer, or the exception it raised
 Outcome = Union[FetchResult, BaseException, object]
 #: the request's known metrics by table (id of the mount), each once, in request order
-Wanted = dict[int, tuple[Mount, list[Metric]]]
+Wanted = dict[int, tuple[Mount, tuple[Metric, ...]]]
+
+
+class _Plan:
+    """What a FETCH of one PMID list needs again: its known metrics by table,
+    the layout of its fast path (or the fetch count after which a list found
+    ineligible is looked at again), the packed encoder's template."""
+
+    __slots__ = ("fast", "packed", "pmids", "wanted")
+
+    def __init__(self, pmids: tuple[int, ...], wanted: Wanted) -> None:
+        self.pmids = pmids
+        self.wanted = wanted
+        self.fast: FastFetch | int | None = None
+        self.packed: PackedRunCache | None = None
 
 
 class FetchPlanner:
     """Answers the FETCHes of one dispatcher (see the module docstring);
-    keeps what it learnt by the request's PMIDs until the index changes."""
+    keeps what it learnt by the request's PMIDs until the index changes.
+
+    A repeated FETCH comes decoded as the same object (the session keeps
+    requests decoded by their bytes), so its plan is found by that object's
+    identity: hashing a PMID list reads every PMID's int object, about a
+    cache line per metric of a big request when other processes have
+    cooled the caches."""
 
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.dispatcher = dispatcher
@@ -73,23 +95,39 @@ class FetchPlanner:
         self.planned = 0
         #: the last fetch's value-set section, reused when the next has the same shape
         self._result_cache = SectionCache()
-        #: the packed encoder's templates, by the request's PMIDs (a sweep of several fetches keeps one each)
-        self._packed_caches: dict[tuple[int, ...], PackedRunCache] = {}
-        #: the layouts of repeated fetches by the request's PMIDs, or the
-        #: fetch count after which an ineligible PMID list is tried again
-        self._fast: dict[tuple[int, ...], FastFetch | int] = {}
-        self._wanted: dict[tuple[int, ...], Wanted] = {}
+        #: the plans by the request's PMIDs (pmcd's clients each fetch their own lists)
+        self._plans: dict[tuple[int, ...], _Plan] = {}
+        #: the plans by the identity of the decoded request last seen with them (held, so its id stays its own)
+        self._by_request: dict[int, tuple[FetchPdu, _Plan]] = {}
 
     def clear(self) -> None:
         """Forget every plan (the index was rebuilt)."""
-        self._fast.clear()
-        self._wanted.clear()
+        self._plans.clear()
+        self._by_request.clear()
 
     def forget(self, changed: set[int]) -> None:
         """Forget the plans of requests naming one of the ``changed`` PMIDs."""
-        for cache in (self._fast, self._wanted, self._packed_caches):
-            for key in [key for key in cache if not changed.isdisjoint(key)]:
-                del cache[key]
+        for key in [key for key in self._plans if not changed.isdisjoint(key)]:
+            del self._plans[key]
+        self._by_request.clear()
+
+    def layouts(self) -> dict[tuple[int, ...], FastFetch | int]:
+        """The fast path's layout (or retry count) of each PMID list planned so far."""
+        return {pmids: plan.fast for pmids, plan in self._plans.items() if plan.fast is not None}
+
+    def _plan(self, pdu: FetchPdu) -> _Plan:
+        """The plan of ``pdu``'s PMID list (made on first sight), remembered by ``pdu``'s identity."""
+        plan = self._plans.get(pdu.pmids)
+        if plan is None:
+            if len(self._plans) >= SLOTS:
+                gone = self._plans.pop(next(iter(self._plans)))
+                for key in [key for key, (_p, held) in self._by_request.items() if held is gone]:
+                    del self._by_request[key]
+            plan = self._plans[pdu.pmids] = _Plan(pdu.pmids, self._group(pdu.pmids))
+        if len(self._by_request) >= REQUESTS:
+            del self._by_request[next(iter(self._by_request))]
+        self._by_request[id(pdu)] = (pdu, plan)
+        return plan
 
     async def fetch(self, event: Request, pdu: FetchPdu) -> Pdu:
         """The reply to one FETCH."""
@@ -97,20 +135,20 @@ class FetchPlanner:
         d = self.dispatcher
         self.planned += 1
         context, profile, attributes = event.context, event.profile, event.attributes
-        wanted = self._wanted.get(pdu.pmids)
-        if wanted is None:
-            wanted = self._group(pdu.pmids)
+        seen = self._by_request.get(id(pdu))
+        plan = seen[1] if seen is not None and seen[0] is pdu else self._plan(pdu)
+        wanted = plan.wanted
         calls = []
         for mount, metrics in wanted.values():
-            req = FetchRequest(tuple(metrics), profile, context, attributes, pdu.pmids)
+            req = FetchRequest(metrics, profile, context, attributes, pdu.pmids)
             calls.append((mount.table, "fetch", partial(mount.table.fetch, req)))
         outcomes: list[Outcome] = await d.runner.gather(calls) if calls else []
         if len(outcomes) == 1:
-            packed = self._packed(pdu, next(iter(wanted.values()))[1], outcomes[0], profile)
+            packed = self._packed(pdu, plan, outcomes[0], profile)
             if packed is not None:
                 self._done(t0, packed[1])
                 return EncodedPdu(PduType.RESULT, packed[0])
-        fast = self._fast.get(pdu.pmids) if self.fast_enabled else None
+        fast = plan.fast if self.fast_enabled else None
         if type(fast) is FastFetch and (fast.profile is profile or fast.profile == profile):
             fast.profile = profile  # pmcd resends an equal profile when it switches client contexts
             data = fast.encode(outcomes, d.state_flags())
@@ -135,7 +173,7 @@ class FetchPlanner:
                 answers[id(mount)] = outcome
         data, nvalues = self._general(pdu, profile, answers)
         if self.fast_enabled:
-            self._learn(pdu, profile, outcomes, answers, data, fast)
+            self._learn(plan, pdu, profile, outcomes, answers, data)
         self._done(t0, nvalues)
         return EncodedPdu(PduType.RESULT, data)
 
@@ -143,39 +181,37 @@ class FetchPlanner:
 
     def _group(self, pmids: tuple[int, ...]) -> Wanted:
         """The request's known metrics by table (id of the mount), each once,
-        in request order (and the tables that see every FETCH); kept for the next FETCH of the same PMIDs."""
+        in request order (and the tables that see every FETCH)."""
         by_pmid = self.dispatcher.index.by_pmid
-        wanted: Wanted = {}
+        grouped: dict[int, tuple[Mount, list[Metric]]] = {}
         for p in dict.fromkeys(pmids):
             found = by_pmid.get(p)
             if found is None:
                 continue
             mount, metric = found
-            entry = wanted.get(id(mount))
+            entry = grouped.get(id(mount))
             if entry is None:
-                wanted[id(mount)] = (mount, [metric])
+                grouped[id(mount)] = (mount, [metric])
             else:
                 entry[1].append(metric)
         for mount in self.dispatcher.mounts:
             if mount.table.sees_every_fetch:
-                wanted.setdefault(id(mount), (mount, []))
-        if len(self._wanted) >= SLOTS:
-            del self._wanted[next(iter(self._wanted))]
-        self._wanted[pmids] = wanted
-        return wanted
+                grouped.setdefault(id(mount), (mount, []))
+        return {key: (mount, tuple(metrics)) for key, (mount, metrics) in grouped.items()}
 
     def _learn(
         self,
+        plan: _Plan,
         pdu: FetchPdu,
         profile: ProfilePdu,
         outcomes: list[Outcome],
         answers: dict[int, Mapping[Metric, Values]],
         data: bytes,
-        old: FastFetch | int | None,
     ) -> None:
         """After a general-path fetch: keep its layout for the next fetch
         of the same PMIDs if every value is fixed-size (else remember not to
         try again for a while)."""
+        old = plan.fast
         if type(old) is int and old > self.planned:
             return  # not eligible lately: retry later
         fast = None
@@ -183,14 +219,9 @@ class FetchPlanner:
             fast = FastFetch.build(pdu.pmids, profile, self.dispatcher.index.by_pmid, answers, data, len(outcomes))
         if fast is None or (type(old) is FastFetch and old.hits == 0 and old.profile == profile):
             # not eligible, or the shape keeps changing: try again in a while
-            fast_or_retry: FastFetch | int = self.planned + RETRY
+            plan.fast = self.planned + RETRY
         else:
-            fast_or_retry = fast
-        cache = self._fast
-        cache.pop(pdu.pmids, None)
-        if len(cache) >= SLOTS:
-            del cache[next(iter(cache))]
-        cache[pdu.pmids] = fast_or_retry
+            plan.fast = fast
 
     def _done(self, t0: float, nvalues: int) -> None:
         d = self.dispatcher
@@ -207,20 +238,19 @@ class FetchPlanner:
     # ------------------------------------------------------------ encoders
 
     def _packed(
-        self, pdu: FetchPdu, metrics: list[Metric], outcome: Outcome, profile: ProfilePdu
-    ) -> tuple[bytes, int] | None:
+        self, pdu: FetchPdu, plan: _Plan, outcome: Outcome, profile: ProfilePdu
+    ) -> tuple[bytes | bytearray, int] | None:
         """One table answered the whole request in one piece: encode it
         without visiting each metric, when the request is exactly its metrics
         (no repeats, no unknown PMIDs) and the profile takes every instance."""
-        if type(outcome) is not PackedFetch or len(metrics) != len(pdu.pmids) or list(outcome.metrics) != metrics:
+        metrics = next(iter(plan.wanted.values()))[1]
+        if type(outcome) is not PackedFetch or len(metrics) != len(pdu.pmids) or tuple(outcome.metrics) != metrics:
             return None
         if not all(includes_all(profile, ind) for ind in outcome.indoms):
             return None
-        cache = self._packed_caches.get(pdu.pmids)
+        cache = plan.packed
         if cache is None:
-            if len(self._packed_caches) >= SLOTS:
-                del self._packed_caches[next(iter(self._packed_caches))]
-            cache = self._packed_caches[pdu.pmids] = PackedRunCache()
+            cache = plan.packed = PackedRunCache()
         if cache.pmids != pdu.pmids:  # the table's token covers metrics, not our PMIDs
             cache.token = None
         try:

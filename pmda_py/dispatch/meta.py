@@ -102,7 +102,7 @@ class MetaRequests:
             if indom.listing is not None or type(mount.table).refresh_instances is not Table.refresh_instances:
                 return reply
         if isinstance(reply, EncodedPdu):
-            data = reply.data
+            data = bytes(reply.data)  # the same object when it is bytes already
         else:
             data = reply.encode() if reply.from_ == 0 else attrs.evolve(reply, from_=0).encode()
         self.dispatcher.replies.put(pdu.pdu_type, event.key, data, indom)

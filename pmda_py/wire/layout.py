@@ -8,7 +8,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Optional
 
 from pmda_py.pmapi import TYPES
 from pmda_py.wire.pdus import PduType, ValFmt
@@ -67,7 +67,7 @@ class FixedLayout:
     32-bit or FLOAT value, 8 for the others).
     """
 
-    __slots__ = ("_moves", "_out", "_raw", "_src", "nvalues", "raw_sizes", "structs")
+    __slots__ = ("_packed", "_plan", "_raw", "_raw_used", "_reply", "_spare", "_src", "nvalues", "raw_sizes", "structs")
 
     def __init__(
         self, data: bytes, groups: Sequence[int], types: Sequence[int], ngroups: int, raw: Sequence[int] = ()
@@ -114,26 +114,62 @@ class FixedLayout:
         self.raw_sizes = {g: used[g] for g in self._raw}
         self.structs = [struct.Struct(_runs(c)) for c in codes]
         self._src = [bytearray(s.size) for s in self.structs]  # each packed group's bytes
+        #: the groups that have values: (group, its struct, its bytes) packed; (group, size) raw
+        self._packed = [(g, s, a) for g, (s, a) in enumerate(zip(self.structs, self._src)) if s.size and g not in raw]
+        self._raw_used = [(g, used[g]) for g in sorted(self._raw) if used[g]]
         self.nvalues = sum(len(c) for c in codes)
         words[3] = 0  # the state flags: set per reply
         if _LITTLE:
             words.byteswap()
+        self._plan = _plan(entries)
         # The reply being written: the constant parts once; every encode
         # writes every value byte (and the flags).
-        self._out = bytearray(words.tobytes())
-        out = memoryview(self._out)
-        #: (destination view, source view of a packed group or None, group, source slice, step, format)
-        self._moves: list[tuple[memoryview, memoryview | None, int, slice, int, Literal["I", "Q"]]] = []
-        for d0, n, ds, g, s0, ss, size in _plan(entries):
+        self._reply = self._bind(words.tobytes())
+        #: the other reply buffer: the last reply's, while its reader holds it
+        self._spare: _Reply | None = None
+
+    def _bind(self, template: bytes | bytearray) -> _Reply:
+        """A new reply buffer (a copy of ``template``) and its moves."""
+        reply = _Reply(bytearray(template))
+        reply.moves = self._views(reply.data)
+        reply.calibrate()  # the record (and its views) now hold the buffer, nothing else
+        return reply
+
+    def _views(self, data: bytearray) -> list[_MoveViews]:
+        """The moves' destination views into ``data`` (and their sources)."""
+        out = memoryview(data)
+        moves: list[_MoveViews] = []
+        for d0, n, ds, g, s0, ss, size in self._plan:
             fmt = _MOVE_FORMAT[size]
             dview = out[d0 : d0 + (n - 1) * ds + size].cast(fmt)[:: ds // size]
             taken = slice(s0, s0 + (n - 1) * ss + size)
             sview = None if g in self._raw else memoryview(self._src[g])[taken].cast(fmt)[:: ss // size]
-            self._moves.append((dview, sview, g, taken, ss // size, fmt))
+            moves.append((dview, sview, g, taken, ss // size, fmt))
+        out.release()
+        return moves
 
-    def encode(self, values: Sequence[RawValue], flags: int = 0) -> bytes:
+    def _writable(self) -> _Reply:
+        """A reply buffer no one else holds: the last one, or else the
+        spare (so a reader holding the last reply until the next request
+        costs nothing), or else a new one."""
+        reply = self._reply
+        if reply.free():
+            return reply
+        spare = self._spare
+        if spare is None or not spare.free():
+            spare = self._bind(reply.data)
+        self._reply, self._spare = spare, reply
+        return spare
+
+    def encode(self, values: Sequence[RawValue], flags: int = 0) -> bytearray:
         """The reply with ``values[g]`` (group ``g``'s values in order; a
-        raw group's as one bytes-like object).
+        raw group's as one bytes-like object; a group the layout has no
+        values of is not read).
+
+        The reply is this layout's own buffer, not a copy: it is written
+        again by a later encode only once nothing else holds it (its
+        reference count, CPython's; elsewhere every reply is a new buffer).
+        A caller may keep it as long as it likes, but must not change it.
 
         Raises:
             struct.error, OverflowError, TypeError: a value does not fit its
@@ -142,22 +178,51 @@ class FixedLayout:
         """
         # The packed bytes and the reply go into buffers kept from the last
         # reply: a large reply then costs no fresh memory (a new mapping per
-        # buffer and its page faults, with glibc's malloc).
-        raw = self._raw
+        # buffer and its page faults, with glibc's malloc) and no copy.
         views: dict[int, memoryview] = {}
-        for g in raw:
+        for g, size in self._raw_used:
             view = memoryview(values[g]).cast("B")
-            if view.nbytes != self.raw_sizes[g]:
+            if view.nbytes != size:
                 raise ValueError("raw values of the wrong size")
             views[g] = view
-        for g, (s, vals, a) in enumerate(zip(self.structs, values, self._src)):
-            if g not in raw:
-                s.pack_into(a, 0, *vals)
-        for dst, src, g, taken, step, fmt in self._moves:
+        for g, s, a in self._packed:
+            s.pack_into(a, 0, *values[g])
+        reply = self._writable()
+        for dst, src, g, taken, step, fmt in reply.moves:
             dst[:] = src if src is not None else views[g][taken].cast(fmt)[::step]
-        out = self._out
+        out = reply.data
         out[12:16] = (flags & 0xFFFFFFFF).to_bytes(4, "big")
-        return bytes(out)
+        return out
+
+
+#: one move bound to a reply buffer: (destination view, source view of a
+#: packed group or None, group, source slice, step, format)
+_MoveViews = tuple[memoryview, Optional[memoryview], int, slice, int, Literal["I", "Q"]]
+
+_getrefcount = getattr(sys, "getrefcount", None)
+
+
+class _Reply:
+    """A reply buffer of a :class:`FixedLayout` and the destination views
+    of its moves; :meth:`free` says whether anything else holds it."""
+
+    __slots__ = ("_refs", "data", "moves")
+
+    def __init__(self, data: bytearray) -> None:
+        self.data = data
+        self.moves: list[_MoveViews] = []
+        self._refs = -1
+
+    def calibrate(self) -> None:
+        """Take the buffer's reference count now, while only this record
+        (and its views) hold it, as the count of a free buffer."""
+        if _getrefcount is not None:
+            self._refs = _getrefcount(self.data)
+
+    def free(self) -> bool:
+        """Whether nothing but this record holds the buffer (False where
+        reference counts cannot be read: every reply then gets a new one)."""
+        return _getrefcount is not None and _getrefcount(self.data) == self._refs
 
 
 def _plan(entries: list[tuple[int, int, int, int]]) -> list[_Move]:

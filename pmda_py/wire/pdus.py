@@ -372,14 +372,15 @@ class EncodedPdu:
     ERROR: those are built as :class:`ErrorPdu` so the session sees them."""
 
     pdu_type: int
-    data: bytes
+    #: a layout's own buffer for a fast-path RESULT (see FixedLayout.encode): read, never changed
+    data: Union[bytes, bytearray]
     from_: int = 0
 
     def __attrs_post_init__(self) -> None:
         if self.pdu_type == PduType.ERROR:
             raise LocalProtocolError("an ERROR reply is sent as ErrorPdu, not pre-encoded")
 
-    def encode(self) -> bytes:
+    def encode(self) -> Union[bytes, bytearray]:
         return self.data
 
 

@@ -407,7 +407,9 @@ class PackedRun:
         self.token = token
 
 
-def encode_packed_run(run: PackedRun, flags: int = 0, from_: int = 0, cache: PackedRunCache | None = None) -> bytes:
+def encode_packed_run(
+    run: PackedRun, flags: int = 0, from_: int = 0, cache: PackedRunCache | None = None
+) -> bytes | bytearray:
     """The RESULT PDU of a :class:`PackedRun` (every set DPTR blocks of 8
     bytes), the same bytes :class:`ResultBuilder` gives for those values.
 

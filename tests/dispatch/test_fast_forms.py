@@ -150,7 +150,7 @@ def test_a_repeat_takes_the_fast_path_in_every_form(form: str, t: int) -> None:
         fast_t.answer, gen_t.answer = ans, dict(zip(gen_t.ms, ans.values()))
         replies.append(_fetch(fast, s, pmids))
         assert replies[-1] == _fetch(gen, _Session(), pmids)
-    layout = fast.planner._fast[pmids]
+    layout = fast.planner.layouts()[pmids]
     assert not isinstance(layout, int) and layout.hits == 2, form  # both repeats went the fast way
     assert len(set(replies)) == 3
 
@@ -287,7 +287,7 @@ def test_a_kept_record_changed_in_place_is_seen(form: str, change: str) -> None:
     first = fetch()
     for _ in range(3):
         assert fetch() == first
-    layout = fast.planner._fast[pmids]
+    layout = fast.planner.layouts()[pmids]
     assert not isinstance(layout, int) and layout.hits == 3  # the repeats went the fast way
     rec = recs[fast_t.ms[0]]
     if change in ("values", "grow", "shrink"):

@@ -158,13 +158,13 @@ def test_other_tables_fast_layouts_survive_a_names_change() -> None:
     pmids = tuple(m.pmid(DOMAIN) for m in static.ms)
     first = _fetch(d, s, pmids)
     _fetch(d, s, pmids)
-    layout = d.planner._fast[pmids]
+    layout = d.planner.layouts()[pmids]
     assert not isinstance(layout, int) and layout.hits == 1
     dyn.ms.extend(dyn.metric(1, j) for j in range(100))
     dyn.generation += 1
     second = _fetch(d, s, pmids)  # the names change is told (PMDA_EXT_NAMES_CHANGE) ...
     assert second[12:16] != first[12:16] and second[16:] == first[16:]
-    assert d.planner._fast[pmids] is layout and layout.hits == 2  # ... by the same layout, still fast
+    assert d.planner.layouts()[pmids] is layout and layout.hits == 2  # ... by the same layout, still fast
     assert d.index_rebuilds == 1 and d.index_updates == 1
     assert d.pmid_of("om.s1.m5") == dyn.ms[5].pmid(DOMAIN)
 

@@ -103,7 +103,7 @@ async def _ask(disp: Dispatcher, session: Session, req: bytes) -> tuple[bytes, b
     event = session.next_event()
     assert isinstance(event, Request), event
     hits = disp.replies.hits
-    return session.send(await disp.handle(event)), disp.replies.hits > hits
+    return bytes(session.send(await disp.handle(event))), disp.replies.hits > hits
 
 
 PMIDS = [pmid(DOMAIN, 0, 0), pmid(DOMAIN, 0, 1), pmid(DOMAIN, 0, 9), pmid(DOMAIN, 1, 0), pmid(DOMAIN, 2, 0)]

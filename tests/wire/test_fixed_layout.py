@@ -5,6 +5,7 @@ pack refuses a value outside its type."""
 from __future__ import annotations
 
 import struct
+import sys
 from typing import Any
 
 import pytest
@@ -86,3 +87,42 @@ def test_layout_refuses_a_reply_of_another_shape() -> None:
         FixedLayout(data, [0], [PmType.U32], 1)  # DPTR blocks, not INSITU words
     with pytest.raises(ValueError):
         FixedLayout(data, [0, 0], [PmType.U64, PmType.U64], 1)  # two sets announced, one in the reply
+
+
+def _u64_layout() -> FixedLayout:
+    return FixedLayout(_reply([(PmType.U64, [1, 2, 3])], [[0, 0, 0]]), [0], [PmType.U64], 1)
+
+
+@pytest.mark.skipif(not hasattr(sys, "getrefcount"), reason="reference counts are CPython's")
+def test_a_reply_still_held_is_never_written_again() -> None:
+    """The reply is the layout's own buffer: while a reader holds it (the
+    pump until its next request, a test keeping replies, a memoryview being
+    written out), later replies go into another buffer and it stays as it was."""
+    layout = _u64_layout()
+    first = layout.encode([[1, 2, 3]])
+    kept = bytes(first)
+    second = layout.encode([[4, 5, 6]])  # `first` still held: the spare buffer
+    assert second is not first and first == kept
+    view = memoryview(second)  # held through a view: that counts too
+    third = layout.encode([[7, 8, 9]])
+    assert third is not first and third is not second and first == kept
+    assert bytes(view) == _reply([(PmType.U64, [1, 2, 3])], [[4, 5, 6]])
+    assert third == _reply([(PmType.U64, [1, 2, 3])], [[7, 8, 9]])
+
+
+@pytest.mark.skipif(not hasattr(sys, "getrefcount"), reason="reference counts are CPython's")
+def test_a_reply_dropped_is_written_again_without_a_new_buffer() -> None:
+    """A reader that drops each reply before the next request (or holds
+    only the last one, as the pump does) costs no new buffer and no copy:
+    the layout takes turns between its two buffers."""
+    layout = _u64_layout()
+    ids = set()
+    reply = layout.encode([[1, 2, 3]])
+    for k in range(10):
+        ids.add(id(reply))
+        reply = layout.encode([[k, k + 1, k + 2]])  # the previous reply held until this returns
+        assert reply == _reply([(PmType.U64, [1, 2, 3])], [[k, k + 1, k + 2]])
+    assert len(ids) == 2
+    del reply
+    again = {id(layout.encode([[9, 9, 9]])) for _ in range(5)}  # each dropped at once
+    assert len(again) == 1 and again <= ids
