@@ -32,6 +32,7 @@ _DICTS = frozenset((dict,))
 _COLUMNS = frozenset((Columns,))
 _PACKED = frozenset((PackedColumns,))
 _ARRAYS = frozenset((array,))
+_BYTES = frozenset((bytes,))
 _INSTS = attrgetter("insts")
 _VALUES = attrgetter("values")
 _DATA = attrgetter("data")
@@ -162,6 +163,7 @@ class ColumnGroup:
         "insts",
         "kept",
         "kept_expected",
+        "kept_fixed",
         "kept_insts",
         "kept_parts",
         "kept_seqs",
@@ -187,6 +189,7 @@ class ColumnGroup:
         self.kept_seqs: tuple[Sequence[int], ...] = ()
         self.kept_insts: tuple[Sequence[int], ...] | None = None
         self.kept_expected: tuple[Sequence[int], ...] = ()
+        self.kept_fixed = False
 
     def parts(self, answer: Mapping[Metric, RawValue]) -> list[RawValue] | None:
         """Each metric's values (an array or bytes for raw groups), or None
@@ -205,7 +208,7 @@ class ColumnGroup:
             parts = self.kept_parts
             if self.kept_insts is None:
                 self.kept_insts, self.kept_expected = self.insts.objects(self.kept_seqs)
-            if list(map(len, parts)) != self.lens or self.kept_insts != self.kept_expected:
+            if (not self.kept_fixed and list(map(len, parts)) != self.lens) or self.kept_insts != self.kept_expected:
                 return None
             return parts
         if self.group == _PACKED_G:
@@ -224,6 +227,8 @@ class ColumnGroup:
         if list(map(len, parts)) != self.lens or not self.insts.same(seqs):
             return None
         self.kept, self.kept_parts, self.kept_seqs, self.kept_insts = got, parts, seqs, None
+        # bytes cannot change length: kept PackedColumns of bytes need no length check
+        self.kept_fixed = _BYTES.issuperset(map(type, parts))
         return parts
 
 

@@ -243,8 +243,10 @@ class FetchPlanner:
         """One table answered the whole request in one piece: encode it
         without visiting each metric, when the request is exactly its metrics
         (no repeats, no unknown PMIDs) and the profile takes every instance."""
+        if type(outcome) is not PackedFetch:
+            return None
         metrics = next(iter(plan.wanted.values()))[1]
-        if type(outcome) is not PackedFetch or len(metrics) != len(pdu.pmids) or tuple(outcome.metrics) != metrics:
+        if len(metrics) != len(pdu.pmids) or tuple(outcome.metrics) != metrics:
             return None
         if not all(includes_all(profile, ind) for ind in outcome.indoms):
             return None
