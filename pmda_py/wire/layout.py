@@ -187,7 +187,9 @@ class FixedLayout:
             views[g] = view
         for g, s, a in self._packed:
             s.pack_into(a, 0, *values[g])
-        reply = self._writable()
+        reply = self._reply
+        if _getrefcount is None or _getrefcount(reply.data) != reply.refs:  # held elsewhere (inlined free())
+            reply = self._writable()
         for dst, src, g, taken, step, fmt in reply.moves:
             dst[:] = src if src is not None else views[g][taken].cast(fmt)[::step]
         out = reply.data
@@ -206,23 +208,24 @@ class _Reply:
     """A reply buffer of a :class:`FixedLayout` and the destination views
     of its moves; :meth:`free` says whether anything else holds it."""
 
-    __slots__ = ("_refs", "data", "moves")
+    __slots__ = ("data", "moves", "refs")
 
     def __init__(self, data: bytearray) -> None:
         self.data = data
         self.moves: list[_MoveViews] = []
-        self._refs = -1
+        #: the buffer's reference count while only this record (and its views) hold it
+        self.refs = -1
 
     def calibrate(self) -> None:
         """Take the buffer's reference count now, while only this record
         (and its views) hold it, as the count of a free buffer."""
         if _getrefcount is not None:
-            self._refs = _getrefcount(self.data)
+            self.refs = _getrefcount(self.data)
 
     def free(self) -> bool:
         """Whether nothing but this record holds the buffer (False where
         reference counts cannot be read: every reply then gets a new one)."""
-        return _getrefcount is not None and _getrefcount(self.data) == self._refs
+        return _getrefcount is not None and _getrefcount(self.data) == self.refs
 
 
 def _plan(entries: list[tuple[int, int, int, int]]) -> list[_Move]:
