@@ -16,13 +16,14 @@ from pmda_py.wire import CredsPdu, ProfilePdu
 
 
 class PipeDriver:
-    def __init__(self, cmd: Sequence[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, cmd: Sequence[str], env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.proc = subprocess.Popen(
             list(cmd),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env={**os.environ, **(env or {})},
+            cwd=cwd,
         )
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.r = self.proc.stdout.fileno()

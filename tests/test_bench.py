@@ -106,3 +106,18 @@ def test_mmv_scale_runs_beside_pmdammv() -> None:
     rows = [line for line in out.splitlines() if line.split()[:1] == ["3"]]
     assert len(rows) == 2 and "pmdammv" in rows[0] and "pmda-py" in rows[1], out
     assert "1 GiB sparse file" in out and out.rstrip().splitlines()[-1].startswith("pmda-py"), out
+
+
+@pytest.mark.slow
+def test_compare_trees_runs_two_trees_side_by_side(tmp_path: Path) -> None:
+    """Two trees (this one, twice: a copy stands for the code before a
+    change), each form's daemons taking turns; a tree without pmda_py is
+    one clear error."""
+    out = _run("compare_trees.py", str(BENCH.parent), "--shapes", "2x3", "--forms", "array,packed", "--budget", "0.05")
+    for line in ("array old0", "array new1", "packed old1", "floor"):
+        assert line in out, out
+    assert [w.split()[0] for w in out.splitlines() if "new/old" in w] == ["array", "packed"], out
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "compare_trees.py"), str(tmp_path)], capture_output=True, text=True, cwd=BENCH
+    )
+    assert proc.returncode == 2 and "has no pmda_py package" in proc.stderr
