@@ -53,6 +53,11 @@ log = structlog.get_logger("pmda_py.dispatch")
 SLOTS: Final = 32
 #: decoded requests whose plan is found by identity (several client contexts may send one PMID list)
 REQUESTS: Final = 4 * SLOTS
+#: PMIDs the kept plans and requests may name in all (each holds its PMID list; a
+#: client of pmcd chooses how long the lists are): a list over a quarter of it is
+#: planned afresh every time, and one over PLAN_PMIDS // REQUESTS is found by its
+#: PMIDs, not by its request's identity (the request is not held)
+PLAN_PMIDS: Final = 1 << 20
 #: fetches before a PMID list found ineligible for the fast path is looked at again
 RETRY: Final = 64
 _EVENT_TYPES = frozenset((PmType.EVENT, PmType.HIGHRES_EVENT))
@@ -68,11 +73,13 @@ class _Plan:
     the layout of its fast path (or the fetch count after which a list found
     ineligible is looked at again), the packed encoder's template."""
 
-    __slots__ = ("fast", "packed", "pmids", "wanted")
+    __slots__ = ("fast", "kept", "packed", "pmids", "wanted")
 
     def __init__(self, pmids: tuple[int, ...], wanted: Wanted) -> None:
         self.pmids = pmids
         self.wanted = wanted
+        #: whether the planner keeps it (a list too long to keep: no layout is learnt for it)
+        self.kept = False
         self.fast: FastFetch | int | None = None
         self.packed: PackedRunCache | None = None
 
@@ -97,36 +104,55 @@ class FetchPlanner:
         self._result_cache = SectionCache()
         #: the plans by the request's PMIDs (pmcd's clients each fetch their own lists)
         self._plans: dict[tuple[int, ...], _Plan] = {}
+        self._plan_pmids = 0  # PMIDs of the kept plans, in all
         #: the plans by the identity of the decoded request last seen with them (held, so its id stays its own)
         self._by_request: dict[int, tuple[FetchPdu, _Plan]] = {}
 
     def clear(self) -> None:
         """Forget every plan (the index was rebuilt)."""
         self._plans.clear()
+        self._plan_pmids = 0
         self._by_request.clear()
 
     def forget(self, changed: set[int]) -> None:
         """Forget the plans of requests naming one of the ``changed`` PMIDs."""
         for key in [key for key in self._plans if not changed.isdisjoint(key)]:
             del self._plans[key]
+            self._plan_pmids -= len(key)
         self._by_request.clear()
+
+    def holding(self) -> tuple[int, int, int]:
+        """What the planner holds, against its bounds: plans kept, the PMIDs
+        they name in all, requests held to find their plans by identity."""
+        return len(self._plans), self._plan_pmids, len(self._by_request)
 
     def layouts(self) -> dict[tuple[int, ...], FastFetch | int]:
         """The fast path's layout (or retry count) of each PMID list planned so far."""
         return {pmids: plan.fast for pmids, plan in self._plans.items() if plan.fast is not None}
 
     def _plan(self, pdu: FetchPdu) -> _Plan:
-        """The plan of ``pdu``'s PMID list (made on first sight), remembered by ``pdu``'s identity."""
+        """The plan of ``pdu``'s PMID list (made on first sight), remembered
+        by ``pdu``'s identity; within :data:`PLAN_PMIDS` (a list too long to
+        keep is planned for this request only)."""
+        n = len(pdu.pmids)
         plan = self._plans.get(pdu.pmids)
         if plan is None:
-            if len(self._plans) >= SLOTS:
-                gone = self._plans.pop(next(iter(self._plans)))
+            plan = _Plan(pdu.pmids, self._group(pdu.pmids))
+            if n > PLAN_PMIDS // 4:
+                return plan
+            plans = self._plans
+            while plans and (len(plans) >= SLOTS or self._plan_pmids + n > PLAN_PMIDS):
+                gone = plans.pop(next(iter(plans)))
+                self._plan_pmids -= len(gone.pmids)
                 for key in [key for key, (_p, held) in self._by_request.items() if held is gone]:
                     del self._by_request[key]
-            plan = self._plans[pdu.pmids] = _Plan(pdu.pmids, self._group(pdu.pmids))
-        if len(self._by_request) >= REQUESTS:
-            del self._by_request[next(iter(self._by_request))]
-        self._by_request[id(pdu)] = (pdu, plan)
+            plans[pdu.pmids] = plan
+            plan.kept = True
+            self._plan_pmids += n
+        if n <= PLAN_PMIDS // REQUESTS:  # the request is held: so are its PMIDs
+            if len(self._by_request) >= REQUESTS:
+                del self._by_request[next(iter(self._by_request))]
+            self._by_request[id(pdu)] = (pdu, plan)
         return plan
 
     async def fetch(self, event: Request, pdu: FetchPdu) -> Pdu:
@@ -172,7 +198,7 @@ class FetchPlanner:
             else:
                 answers[id(mount)] = outcome
         data, nvalues = self._general(pdu, profile, answers)
-        if self.fast_enabled:
+        if self.fast_enabled and plan.kept:
             self._learn(plan, pdu, profile, outcomes, answers, data)
         self._done(t0, nvalues)
         return EncodedPdu(PduType.RESULT, data)

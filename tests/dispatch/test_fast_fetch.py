@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmda_py.dispatch import Dispatcher, Mount
+from pmda_py.dispatch import fetch as fetch_module
 from pmda_py.pmapi import PmType
 from pmda_py.session import Request
 from pmda_py.table import FetchRequest, InDom, Metric, Table
@@ -224,3 +225,36 @@ def test_repeat_takes_the_fast_path_and_changes_invalidate_it() -> None:
     assert isinstance(pdu, ResultPdu)
     errors = {vs.pmid: vs.error for vs in pdu.vsets}
     assert errors[a.pmid(DOMAIN)] < 0 and errors[b.pmid(DOMAIN)] == 0
+
+
+def test_the_planner_holds_a_bounded_number_of_pmids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client of pmcd chooses how long its PMID lists are, and each plan
+    the planner keeps holds its list: the plans stay within PLAN_PMIDS in
+    all, a list too long to keep is still answered (the general path, every
+    time), and only short requests are held to find their plans by identity."""
+    monkeypatch.setattr(fetch_module, "PLAN_PMIDS", 256)  # a plan of at most 64 PMIDs; held requests: 2
+    specs = [(PmType.U32, False)] * 40
+    t, d, gt, g = _pair(specs)
+    t.answer = {m: 7 * k for k, m in enumerate(t.ms)}
+    gt.answer = {m: 7 * k for k, m in enumerate(gt.ms)}
+    pmids = [m.pmid(DOMAIN) for m in t.ms]
+    s = _Session()
+    lists = [tuple((pmids[k:] + pmids[:k])[:30]) for k in range(12)]
+    for _ in range(2):
+        for lst in lists:
+            assert _fetch(d, s, lst) == _fetch(g, s, lst)
+            plans, held_pmids, requests = d.planner.holding()
+            assert held_pmids <= 256 and plans <= fetch_module.SLOTS and requests == 0
+    assert d.planner.holding()[:2] == (8, 240)  # the last 8 lists of 30 PMIDs
+    assert set(d.planner.layouts()) == set(lists[-8:])
+    long = tuple(pmids + pmids[:30])  # 70 PMIDs (a FETCH may repeat some): over the 64 a plan may hold
+    for _ in range(3):
+        assert _fetch(d, s, long) == _fetch(g, s, long)
+    assert long not in d.planner.layouts() and d.planner.holding()[:2] == (8, 240)  # none of the others dropped
+    short = FetchPdu(tuple(pmids[:2]))
+    for _ in range(3):  # the same decoded request, as the session hands a repeated one over
+        reply = _run(d.handle(Request(short, 0, s.prof, s.attributes(0))))
+        assert bytes(reply.encode()) == _fetch(g, s, short.pmids)
+    assert d.planner.holding()[2] == 1
+    layout = d.planner.layouts()[short.pmids]
+    assert not isinstance(layout, int) and layout.hits == 2
