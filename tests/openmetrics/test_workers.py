@@ -27,9 +27,8 @@ from pmda_py.openmetrics.table import OpenMetricsTable
 from tests.openmetrics.servers import ControlledServer, Route
 from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
 
-#: how long a wait for the workers may take before the test calls it a hang: a
-#: worker's start counts as hung only after WORKER_START_TIMEOUT, and on a loaded
-#: machine (CI's no-PCP run) a source's move to a starting worker once took more than 10 s
+#: how long a wait for the workers may take before the test calls it a hang (a
+#: worker's start counts as hung only after WORKER_START_TIMEOUT)
 HANG = WORKER_START_TIMEOUT + 10
 
 #: documents with what the digest has to carry: instances, prefix-mode and
