@@ -42,6 +42,7 @@ from pmda_py.runtime.loader import build_dispatcher, start_tables  # noqa: E402
 from pmda_py.runtime.pump import TrioRunner  # noqa: E402
 from pmda_py.session import Request, Session  # noqa: E402
 from pmda_py.wire import CredsPdu, FetchPdu  # noqa: E402
+from pmda_py.wire.buffers import ReplyBuffer  # noqa: E402
 
 _NUMBERS = frozenset((int, float))
 _DICTS = frozenset((dict,))
@@ -70,7 +71,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     session.receive_data(CredsPdu.cversion(0).encode())
     session.next_event()
 
-    async def whole() -> bytes | bytearray:
+    async def whole() -> bytes | ReplyBuffer:
         session.receive_data(frame)
         event = session.next_event()
         assert isinstance(event, Request)
@@ -152,7 +153,7 @@ async def breakdown(shape: str) -> list[tuple[str, float]]:
     rows.append(("      struct pack (and range check) to bytes", best(pack, reps)))
     pack()
 
-    def place() -> bytearray:
+    def place() -> ReplyBuffer:
         for dview, sview, _g, _taken, _step, _fmt in layout._reply.moves:
             assert sview is not None
             dview[:] = sview

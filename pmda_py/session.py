@@ -57,6 +57,7 @@ from pmda_py.wire import (
     UnknownPdu,
     decode_pdu,
 )
+from pmda_py.wire.buffers import ReplyBuffer
 
 __all__ = [
     "CLOSED",
@@ -255,7 +256,7 @@ class Session:
         """True while a request has been handed out and not answered."""
         return bool(self._pending)
 
-    def send(self, reply: Pdu) -> bytes | bytearray:
+    def send(self, reply: Pdu) -> bytes | ReplyBuffer:
         """Bytes of the reply to the oldest unanswered request (the one way
         every reply goes out, pre-encoded :class:`EncodedPdu` ones included).
         A fast-path RESULT is its layout's own buffer (a bytearray): write

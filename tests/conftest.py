@@ -95,3 +95,16 @@ def opens_of(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:
 
     monkeypatch.setattr(builtins, "open", counting)
     return seen
+
+
+@pytest.fixture
+def reply_memory(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh reply memory, enabled (memfd buffers for large fast-path
+    replies, as a pipe agent's), in place of the process's."""
+    from pmda_py.wire import buffers
+
+    mem = buffers.ReplyMemory()
+    if not mem.enable():
+        pytest.skip("no memfd_create/splice (Linux, Python 3.10+)")
+    monkeypatch.setattr(buffers, "MEMORY", mem)
+    return mem

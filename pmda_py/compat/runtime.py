@@ -20,7 +20,7 @@ from pmda_py import logconfig
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.table import CheckedCompatTable, CompatTable
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
-from pmda_py.runtime.pipe import PipeStream
+from pmda_py.runtime.pipe import PipeStream, share_replies
 from pmda_py.runtime.pump import TrioRunner, serve_session
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ async def _serve(dispatcher: Dispatcher) -> str:
     assert AGENT.session is not None
     AGENT.serving = True
     stream = PipeStream(AGENT.rfd, AGENT.wfd)
+    share_replies()  # large fast-path replies are spliced into the pipe, not copied
     reason = "eof"
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:

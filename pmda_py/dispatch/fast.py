@@ -19,6 +19,7 @@ from pmda_py.dispatch.coerce import includes_all
 from pmda_py.dispatch.mounts import Mount
 from pmda_py.table import PACKED_TYPECODES, Columns, Metric, PackedColumns, Values
 from pmda_py.wire import ProfilePdu
+from pmda_py.wire.buffers import ReplyBuffer
 from pmda_py.wire.layout import FIXED_CODES, FixedLayout, RawValue
 
 __all__ = ["FastFetch", "InstCheck"]
@@ -399,7 +400,7 @@ class FastFetch:
         self.cols_pick = _picker(picked[_COLS], flat[_COLS])
         return self
 
-    def encode(self, outcomes: Sequence[object], flags: int) -> bytes | bytearray | None:
+    def encode(self, outcomes: Sequence[object], flags: int) -> ReplyBuffer | None:
         """The reply for these table answers, or None to take the general path."""
         if len(outcomes) != self.ntables:
             return None

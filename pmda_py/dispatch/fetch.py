@@ -32,6 +32,7 @@ from pmda_py.pmapi import PM_IN_NULL, PmType
 from pmda_py.session import Request
 from pmda_py.table import PACKED_TYPECODES, FetchRequest, FetchResult, Metric, PackedColumns, PackedFetch, Values
 from pmda_py.wire import EncodedPdu, ErrorPdu, FetchPdu, Pdu, PduType, ProfilePdu
+from pmda_py.wire.buffers import ReplyBuffer
 from pmda_py.wire.layout import RawValue
 from pmda_py.wire.result import (
     PackedColumn,
@@ -177,10 +178,10 @@ class FetchPlanner:
         fast = plan.fast if self.fast_enabled else None
         if type(fast) is FastFetch and (fast.profile is profile or fast.profile == profile):
             fast.profile = profile  # pmcd resends an equal profile when it switches client contexts
-            data = fast.encode(outcomes, d.state_flags())
-            if data is not None:
+            written = fast.encode(outcomes, d.state_flags())
+            if written is not None:
                 self._done(t0, fast.layout.nvalues)
-                return EncodedPdu(PduType.RESULT, data)
+                return EncodedPdu(PduType.RESULT, written)
         for (mount, _metrics), outcome in zip(wanted.values(), outcomes):
             if isinstance(outcome, PmdaNotReady):
                 d.not_ready.append(mount.table)
@@ -265,7 +266,7 @@ class FetchPlanner:
 
     def _packed(
         self, pdu: FetchPdu, plan: _Plan, outcome: Outcome, profile: ProfilePdu
-    ) -> tuple[bytes | bytearray, int] | None:
+    ) -> tuple[bytes | ReplyBuffer, int] | None:
         """One table answered the whole request in one piece: encode it
         without visiting each metric, when the request is exactly its metrics
         (no repeats, no unknown PMIDs) and the profile takes every instance."""

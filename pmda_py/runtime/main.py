@@ -29,7 +29,7 @@ from pmda_py.config import Config, ConfigFileError, parse_args
 from pmda_py.dispatch import ConfigError, Dispatcher
 from pmda_py.malloc import tune_malloc
 from pmda_py.runtime.loader import Say, TableLoadError, load_dispatcher, shutdown_tables, start_tables
-from pmda_py.runtime.pipe import PipeStream, protect_stdio
+from pmda_py.runtime.pipe import PipeStream, protect_stdio, share_replies
 from pmda_py.runtime.privileges import drop_privileges
 from pmda_py.runtime.pump import Active, TrioRunner, serve_stream
 from pmda_py.runtime.reload import reload
@@ -73,6 +73,7 @@ async def run(
             rfd, wfd = protect_stdio()  # before any table: a print() must not reach pmcd
             # pmcd's pipes: we write fd wfd (stdout) and read fd rfd (stdin)
             stream = PipeStream(rfd, wfd)
+            share_replies()  # large fast-path replies are spliced into the pipe, not copied
         else:
             # the socket modes' machinery (peer admission, /proc/net lookups):
             # imported only where it is used, not by every pipe agent
@@ -163,7 +164,8 @@ async def run(
         if server is not None:
             server.close()
     await shutdown_tables(active.dispatcher)
-    log.info("exit", reason=reason)
+    spliced = {"replies_spliced": stream.spliced} if isinstance(stream, PipeStream) else {}
+    log.info("exit", reason=reason, **spliced)
     return status
 
 

@@ -4,17 +4,34 @@
 before any table runs, so a stray ``print()`` goes to the log, not to pmcd;
 :class:`PipeStream` reads and writes them without a trip through trio's
 scheduler when the data is already there, and waits for pmcd outside
-trio's event loop while nothing else could run (:mod:`pmda_py.runtime.idle`)."""
+trio's event loop while nothing else could run (:mod:`pmda_py.runtime.idle`).
+
+A fast-path reply in shared memory (:class:`~pmda_py.wire.buffers.SharedReply`,
+given to large replies once :func:`share_replies` is called) goes into the
+pipe by ``splice(2)``: the pipe takes references to its pages instead of a
+copy.  Those pages must not change until pmcd has read them, so the stream
+holds each spliced buffer (and no layout writes a held buffer again) until
+the pipe's unread bytes (``FIONREAD``) show that the reader is past it."""
 
 from __future__ import annotations
 
+import errno
 import os
+import struct
+import sys
+from collections import deque
 
 import trio
 
 from pmda_py.runtime.idle import IdleWait
+from pmda_py.wire import buffers
+from pmda_py.wire.buffers import SharedReply
 
-__all__ = ["PipeStream", "protect_stdio"]
+if sys.platform != "win32":
+    from fcntl import ioctl
+    from termios import FIONREAD
+
+__all__ = ["PipeStream", "protect_stdio", "share_replies"]
 
 
 class PipeStream(trio.abc.Stream):
@@ -32,17 +49,79 @@ class PipeStream(trio.abc.Stream):
         #: the wait outside trio's loop (None: trio's way only), made at the first wait, in the loop
         self.idle: IdleWait | None = None
         self._idle_known = False
+        #: whether shared replies may be spliced (False once the pipe refused it)
+        self.splicing = sys.platform == "linux" and hasattr(os, "splice")
+        #: bytes put into the pipe so far, and replies spliced
+        self.sent = 0
+        self.spliced = 0
+        #: spliced buffers the reader may not have taken yet: (``sent`` at their end, buffer)
+        self._held: deque[tuple[int, SharedReply]] = deque()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         # pmcd waits for each reply, so the pipe is almost always writable: write
         # at once and let trio wait (and checkpoint) only when it is full.  The
         # next receive_some waits for pmcd's next request, which yields.
+        if self._held:
+            self._release()
+        if type(data) is memoryview and type(data.obj) is SharedReply and self.splicing:
+            shared = data.obj
+            if data.nbytes == len(shared) and data.c_contiguous:
+                await self._splice(shared)
+                return
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(self._wfd, view) :]
+                n = os.write(self._wfd, view)
+                self.sent += n
+                view = view[n:]
         except BlockingIOError:
             await self._w.send_all(view)
+            self.sent += len(view)
+
+    async def _splice(self, shared: SharedReply) -> None:
+        """``shared``'s pages into the pipe, held until the reader is past them."""
+        end = len(shared)
+        self._held.append((self.sent + end, shared))
+        start = 0
+        while start < end:
+            try:
+                n = os.splice(shared.fd, self._wfd, end - start, offset_src=start)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self._wfd)
+                continue
+            except OSError as err:
+                if start or err.errno not in (errno.EINVAL, errno.ENOSYS, errno.EBADF):
+                    raise  # e.g. EPIPE: the channel's end, as a write would meet it
+                n = 0  # the output does not take splices: write, from now on
+            if not n:
+                self.splicing = False
+                if not start:
+                    self._held.pop()  # nothing of it in the pipe: the write below copies it
+                view = memoryview(shared)[start:]
+                try:
+                    await self.send_all(view)
+                finally:
+                    view.release()
+                return
+            start += n
+            self.sent += n
+        self.spliced += 1
+
+    @property
+    def held(self) -> int:
+        """Spliced replies the reader may not have taken whole yet (held alive)."""
+        return len(self._held)
+
+    def _release(self) -> None:
+        """Let go of the spliced buffers the reader has taken whole."""
+        try:
+            unread = struct.unpack("i", ioctl(self._wfd, FIONREAD, b"\0\0\0\0"))[0]
+        except (OSError, TypeError):
+            return  # cannot tell: keep holding them
+        taken = self.sent - unread
+        held = self._held
+        while held and held[0][0] <= taken:
+            held.popleft()
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._w.wait_send_all_might_not_block()
@@ -83,6 +162,13 @@ class PipeStream(trio.abc.Stream):
     async def aclose(self) -> None:
         await self._r.aclose()
         await self._w.aclose()
+
+
+def share_replies() -> bool:
+    """Give large fast-path replies shared memory, which :class:`PipeStream`
+    splices (a pipe agent's choice, made once the channel is a pipe); False
+    where the system cannot splice them."""
+    return buffers.MEMORY.enable()
 
 
 def _grow_pipe(fd: int, size: int = 1 << 20) -> None:

@@ -30,6 +30,7 @@ from pmda_py.session import (
 from pmda_py.table import CheckMode, Table
 from pmda_py.table.base import check_mode_of
 from pmda_py.wire import ErrorPdu, Pdu, PduType
+from pmda_py.wire.buffers import SharedReply
 
 __all__ = ["CHECK_PAUSE", "Active", "TrioRunner", "serve_session", "serve_stream"]
 
@@ -199,6 +200,7 @@ async def serve_session(
     """:func:`serve_stream` for a session whose CREDS were already sent
     (and pmcd's perhaps received, by :func:`await_creds`)."""
     active = dispatcher if isinstance(dispatcher, Active) else Active(dispatcher)
+    data: bytes | bytearray | SharedReply  # read, then the reply (held until the next request's bytes)
     loaded = active.loaded.is_set()  # once set, set for good (a trio.Event is never cleared)
     if notready:
         session.not_ready()
@@ -253,7 +255,8 @@ async def serve_session(
                 session.refused_reply = None
                 log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
             try:
-                await stream.send_all(data)
+                # a reply in shared memory goes as a view of it, which the pipe end splices
+                await stream.send_all(memoryview(data) if isinstance(data, SharedReply) else data)
                 if session.state is SessionState.NOTREADY:
                     log.info("notready", detail="waiting for the tables before sending PMDAREADY")
                     await active.wait_ready()

@@ -115,7 +115,7 @@ class PmdaClient:
         """Send one PDU (for those that get no reply, or before :meth:`receive`)."""
         if self.record:
             self.sent.append(pdu)
-        await self.stream.send_all(pdu.encode())
+        await self.stream.send_all(memoryview(pdu.encode()))
 
     async def send_raw(self, data: bytes) -> None:
         """Send raw bytes (malformed-input tests)."""

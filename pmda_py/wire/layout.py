@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal, Optional
 
 from pmda_py.pmapi import TYPES
+from pmda_py.wire import buffers
+from pmda_py.wire.buffers import ReplyBuffer, SharedReply
 from pmda_py.wire.pdus import PduType, ValFmt
 
 #: a value as a table returned it, not checked by type: the encoders hand it
@@ -128,14 +130,15 @@ class FixedLayout:
         #: the other reply buffer: the last reply's, while its reader holds it
         self._spare: _Reply | None = None
 
-    def _bind(self, template: bytes | bytearray) -> _Reply:
-        """A new reply buffer (a copy of ``template``) and its moves."""
-        reply = _Reply(bytearray(template))
+    def _bind(self, template: bytes | bytearray | SharedReply) -> _Reply:
+        """A new reply buffer (a copy of ``template``; shared memory for a
+        large one in a pipe agent, see :mod:`pmda_py.wire.buffers`) and its moves."""
+        reply = _Reply(buffers.MEMORY.new(template))
         reply.moves = self._views(reply.data)
         reply.calibrate()  # the record (and its views) now hold the buffer, nothing else
         return reply
 
-    def _views(self, data: bytearray) -> list[_MoveViews]:
+    def _views(self, data: ReplyBuffer) -> list[_MoveViews]:
         """The moves' destination views into ``data`` (and their sources)."""
         out = memoryview(data)
         moves: list[_MoveViews] = []
@@ -161,7 +164,7 @@ class FixedLayout:
         self._reply, self._spare = spare, reply
         return spare
 
-    def encode(self, values: Sequence[RawValue], flags: int = 0) -> bytearray:
+    def encode(self, values: Sequence[RawValue], flags: int = 0) -> ReplyBuffer:
         """The reply with ``values[g]`` (group ``g``'s values in order; a
         raw group's as one bytes-like object; a group the layout has no
         values of is not read).
@@ -169,7 +172,9 @@ class FixedLayout:
         The reply is this layout's own buffer, not a copy: it is written
         again by a later encode only once nothing else holds it (its
         reference count, CPython's; elsewhere every reply is a new buffer).
-        A caller may keep it as long as it likes, but must not change it.
+        A caller may keep it as long as it likes, but must not change it;
+        a writer that hands its pages to the kernel (a :class:`SharedReply`
+        spliced into a pipe) holds it until the reader has taken them.
 
         Raises:
             struct.error, OverflowError, TypeError: a value does not fit its
@@ -210,7 +215,7 @@ class _Reply:
 
     __slots__ = ("data", "moves", "refs")
 
-    def __init__(self, data: bytearray) -> None:
+    def __init__(self, data: ReplyBuffer) -> None:
         self.data = data
         self.moves: list[_MoveViews] = []
         #: the buffer's reference count while only this record (and its views) hold it

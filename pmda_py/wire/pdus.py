@@ -21,6 +21,7 @@ from typing import Callable, ClassVar, Final, Protocol, Union
 import attrs
 
 from pmda_py.errors import LocalProtocolError, WireFormatError
+from pmda_py.wire.buffers import SharedReply
 from pmda_py.wire.codec import (
     _HDR,
     _I,
@@ -373,14 +374,14 @@ class EncodedPdu:
 
     pdu_type: int
     #: a layout's own buffer for a fast-path RESULT (see FixedLayout.encode): read, never changed
-    data: Union[bytes, bytearray]
+    data: Union[bytes, bytearray, SharedReply]
     from_: int = 0
 
     def __attrs_post_init__(self) -> None:
         if self.pdu_type == PduType.ERROR:
             raise LocalProtocolError("an ERROR reply is sent as ErrorPdu, not pre-encoded")
 
-    def encode(self) -> Union[bytes, bytearray]:
+    def encode(self) -> Union[bytes, bytearray, SharedReply]:
         return self.data
 
 
@@ -447,7 +448,7 @@ _CLASSES: tuple[_Decodable, ...] = (
 DECODERS: Final[dict[int, Callable[[memoryview], Pdu]]] = {cls.pdu_type: cls.decode for cls in _CLASSES}
 
 
-def decode_pdu(data: bytes | bytearray | memoryview) -> Pdu:
+def decode_pdu(data: bytes | bytearray | memoryview | SharedReply) -> Pdu:
     """Decode one whole PDU (header included).
 
     Raises:

@@ -18,6 +18,7 @@ from typing import Final
 
 from pmda_py.errors import WireFormatError
 from pmda_py.pmapi import TYPES, PmType
+from pmda_py.wire.buffers import ReplyBuffer
 from pmda_py.wire.layout import FIXED_CODES, FixedLayout, RawValue
 from pmda_py.wire.pdus import PAD_BYTE, EventArray, PduType, ValFmt, pad4
 
@@ -409,7 +410,7 @@ class PackedRun:
 
 def encode_packed_run(
     run: PackedRun, flags: int = 0, from_: int = 0, cache: PackedRunCache | None = None
-) -> bytes | bytearray:
+) -> bytes | ReplyBuffer:
     """The RESULT PDU of a :class:`PackedRun` (every set DPTR blocks of 8
     bytes), the same bytes :class:`ResultBuilder` gives for those values.
 

@@ -1,0 +1,166 @@
+"""Shared replies spliced into pmcd's pipe (pmda_py/runtime/pipe.py,
+pmda_py/wire/buffers.py): the bytes arrive as written, a buffer whose
+pages are still in the pipe is never written again (however many replies
+a client leaves unread), and an output that takes no splices gets writes."""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import os
+import socket
+import struct
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+import trio
+
+from pmda_py.pmapi import PmType, pmid
+from pmda_py.runtime.pipe import PipeStream, _grow_pipe
+from pmda_py.testing.client import open_pipe_pmda
+from pmda_py.testing.support import pmda_py_argv
+from pmda_py.wire import FetchPdu, ResultPdu, ValueBlock
+from pmda_py.wire.buffers import MIN_SHARED, ReplyMemory, SharedReply
+from pmda_py.wire.result import FixedLayout, ResultBuilder
+from tests.tables.counting import INSTS, METRICS, value
+
+pytestmark = [
+    pytest.mark.skipif(not ReplyMemory.available(), reason="no memfd_create/splice (Linux, Python 3.10+)"),
+    pytest.mark.skipif(not hasattr(sys, "getrefcount"), reason="buffer reuse follows CPython's reference counts"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+INSTS_BIG = list(range(MIN_SHARED // 20 + 1))  # a U64 value takes 20 bytes of a RESULT
+
+
+def _reply(vals: list[int]) -> bytes:
+    b = ResultBuilder()
+    b.add_values(1000, PmType.U64, INSTS_BIG, vals)
+    return b.encode()
+
+
+def _unread(fd: int) -> int:
+    """Bytes waiting in the pipe ``fd`` reads."""
+    return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
+def _read(fd: int, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = os.read(fd, n - len(out))
+        assert chunk, "the pipe ended early"
+        out += chunk
+    return bytes(out)
+
+
+async def test_replies_left_in_the_pipe_keep_their_bytes(reply_memory: ReplyMemory) -> None:
+    """Three replies spliced and none read: each buffer is held by the
+    stream, so the layout writes the third into a new buffer rather than
+    into the first one's pages, which the pipe still holds; once the reader
+    has taken them, the next send lets them go."""
+    layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
+    r, w = os.pipe()
+    _grow_pipe(w)
+    stream = PipeStream(os.dup(r), w)  # reads nothing here
+    try:
+        sent = []
+        for k in range(3):
+            vals = [k * 1000 + i for i in INSTS_BIG]
+            out = layout.encode([vals])
+            assert type(out) is SharedReply
+            await stream.send_all(memoryview(out))
+            sent.append(_reply(vals))
+            del out
+        assert stream.spliced == 3 and stream.held == 3 and reply_memory.count == 3
+        for expected in sent:
+            assert _read(r, len(expected)) == expected
+        await stream.send_all(b"\0\0\0\x0c\0\0\x70\x01\0\0\0\0")  # the next reply lets them go
+        assert stream.held == 0
+        gc.collect()
+        assert reply_memory.count == 2  # the layout's two buffers; the third went with the stream's hold
+    finally:
+        await stream.aclose()
+        os.close(r)
+
+
+async def test_a_reply_read_before_the_next_request_needs_two_buffers(reply_memory: ReplyMemory) -> None:
+    """The usual case: pmcd reads each reply before its next request, so the
+    layout's two buffers take turns and nothing else is made."""
+    layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
+    r, w = os.pipe()
+    _grow_pipe(w)
+    stream = PipeStream(os.dup(r), w)
+    try:
+        ids = set()
+        for k in range(6):
+            vals = [k + i for i in INSTS_BIG]
+            out = layout.encode([vals])
+            ids.add(id(out))
+            await stream.send_all(memoryview(out))
+            assert _read(r, len(out)) == _reply(vals)
+        assert len(ids) == 2 and reply_memory.count == 2 and stream.spliced == 6
+    finally:
+        await stream.aclose()
+        os.close(r)
+
+
+async def test_an_output_that_takes_no_splices_gets_writes(reply_memory: ReplyMemory) -> None:
+    """splice(2) needs a pipe at one end: to a socket it is refused, and
+    the stream writes instead, from then on."""
+    layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
+    a, b = socket.socketpair()
+    r, _w = os.pipe()
+    os.close(_w)
+    stream = PipeStream(r, os.dup(a.fileno()))
+    try:
+        vals = [7 + i for i in INSTS_BIG]
+        out = layout.encode([vals])
+        expected = _reply(vals)
+        async with trio.open_nursery() as nursery:
+            got = bytearray()
+
+            async def reader() -> None:
+                sock = trio.socket.from_stdlib_socket(b)
+                while len(got) < len(expected):
+                    got.extend(await sock.recv(1 << 20))
+
+            nursery.start_soon(reader)
+            await stream.send_all(memoryview(out))
+        assert bytes(got) == expected
+        assert not stream.splicing and stream.spliced == 0 and stream.held == 0
+    finally:
+        await stream.aclose()
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("table", ["CountingPacked=counting", "CountingArray=countingarr"])
+async def test_a_client_that_reads_late_gets_each_fetch_s_own_values(table: str, tmp_path: Path) -> None:
+    """A pipe agent answering large fast-path FETCHes: the client sends
+    three requests and reads no reply until all three wait in the pipe
+    together; each must show its own fetch's values."""
+    log = tmp_path / "pmda.log"
+    argv = pmda_py_argv("run", "-d", "250", "-l", str(log), "--table", f"tests.tables.counting:{table}")
+    pmids = [pmid(250, 4090, k) for k in range(METRICS)]
+    async with open_pipe_pmda(argv, cwd=str(REPO)) as pmda:
+        request = FetchPdu(tuple(pmids)).encode()
+        for _ in range(2):  # the first is the general path's; the layout is learnt from it
+            size = len(await pmda.request_raw(request))
+        for _ in range(3):
+            await pmda.send_raw(request)
+        fd = pmda.stream.receive_stream.fileno()  # type: ignore[attr-defined]
+        with trio.fail_after(30):
+            while _unread(fd) < 3 * size:  # noqa: ASYNC110 -- a pipe's fill, no event to wait for
+                await trio.sleep(0.01)
+        replies = [await pmda.receive() for _ in range(3)]
+    for n, reply in enumerate(replies, start=3):
+        assert isinstance(reply, ResultPdu)
+        assert [vs.pmid for vs in reply.vsets] == pmids
+        for k, vs in enumerate(reply.vsets):
+            got = [(v.inst, v.value.value() if isinstance(v.value, ValueBlock) else None) for v in vs.values]
+            assert got == [(i, value(n, k, i)) for i in range(INSTS)], f"fetch {n}, metric {k}"
+    text = log.read_text()
+    spliced = [int(w.split("=")[1]) for w in text.split() if w.startswith("replies_spliced=")]
+    assert spliced and spliced[0] >= 4, text  # the second fetch's reply on: the fast path's, spliced
