@@ -3,8 +3,10 @@ of the shape, bench/shape_table.py, answering in each form of the table API:
 a dict per metric, ``Columns`` with a list, ``Columns`` with an ``array`` of
 the metric's type, ``PackedColumns``), pcp.pmda (the same shape on PCP's
 python binding, bench/pcp_pmda_shapes.python) and the floor (our recorded
-replies sent back by bench/prebuilt_replies.py, with blocking reads; "trio
-fl.": the same on trio's wait, as our daemon waits), side by side in one
+replies sent back by bench/prebuilt_replies.py, with blocking reads and
+write(2); "trio fl.": the same on trio's wait, as our daemon waits; "splice
+fl.": replies of 64 KiB or more spliced from a memfd, as our daemon sends a
+large fast-path reply), side by side in one
 run; then DESC, INSTANCE, TEXT and LABEL on the last shape.  The processes
 of a row are all started and take turns (one request each per round), so
 that the columns of a row see the same machine (a shared machine's load
@@ -120,6 +122,9 @@ def main() -> int:
             try:
                 drivers["floor"] = PipeDriver([sys.executable, str(HERE / "prebuilt_replies.py"), f.name], env)
                 drivers["trio"] = PipeDriver([sys.executable, str(HERE / "prebuilt_replies.py"), f.name, "--trio"], env)
+                drivers["splice"] = PipeDriver(
+                    [sys.executable, str(HERE / "prebuilt_replies.py"), f.name, "--splice"], env
+                )
             finally:
                 os.unlink(f.name)
             ref_reply: bytes | None = None
@@ -138,7 +143,9 @@ def main() -> int:
         fetch_by_form = {form: fetch[form] for form in forms}
         differ = [f for f, r in replies_by_form.items() if ref_reply is None or not same(r, ref_reply)]
         identical = None if ref_reply is None else "yes" if not differ else "NO:" + ",".join(differ)
-        rows.append((shape, nvalues, fetch["floor"], fetch["trio"], fetch.get("pcp"), fetch_by_form, identical))
+        rows.append(
+            (shape, nvalues, fetch["floor"], fetch["trio"], fetch["splice"], fetch.get("pcp"), fetch_by_form, identical)
+        )
         cpu_rows.append((shape, cpu))
         if last:
             for name, t in others_t.items():
@@ -152,24 +159,28 @@ def main() -> int:
     print(f"FETCH of every metric, p50 in ms ({'quick' if args.quick else 'full'} run); / floor: each form's ratio")
     heads = {"dict": "dict", "list": "Col.list", "array": "Col.arr", "packed": "Packed", "fetch": "PackedF"}
     print(
-        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'pcp.pmda':>9} "
+        f"{'shape (metrics x insts)':24} {'values':>7} {'floor':>7} {'trio fl.':>8} {'splice fl.':>10} {'pcp.pmda':>9} "
         + " ".join(f"{heads[f]:>8}" for f in FORMS)
         + f" {'pcp/dict':>9} "
         + " ".join(f"{heads[f] + '/fl':>11}" for f in FORMS)
         + f" {'same':>5}"
     )
-    for shape, nvalues, fl, tf, rf, by_form, identical in rows:
+    for shape, nvalues, fl, tf, sf, rf, by_form, identical in rows:
         rfs = f"{rf / 1000:9.3f}" if rf is not None else f"{'-':>9}"
         ratio = f"{rf / by_form['dict']:9.2f}" if rf is not None else f"{'-':>9}"
         times = " ".join(f"{by_form[f] / 1000:8.3f}" if f in by_form else f"{'-':>8}" for f in FORMS)
         ratios = " ".join(f"{by_form[f] / fl:11.2f}" if f in by_form else f"{'-':>11}" for f in FORMS)
         print(
-            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {rfs} {times} {ratio} {ratios} "
-            f"{'-' if identical is None else identical:>5}"
+            f"{shape:24} {nvalues:7} {fl / 1000:7.3f} {tf / 1000:8.3f} {sf / 1000:10.3f} {rfs} {times} {ratio} "
+            f"{ratios} {'-' if identical is None else identical:>5}"
         )
+    print("\neach form / the splice floor (the transport our daemon uses for a fast-path reply of 64 KiB or more)")
+    print(f"{'shape (metrics x insts)':24} " + " ".join(f"{heads[f] + '/sp':>11}" for f in FORMS))
+    for shape, _n, _fl, _tf, sf, _rf, by_form, _same in rows:
+        print(f"{shape:24} " + " ".join(f"{by_form[f] / sf:11.2f}" if f in by_form else f"{'-':>11}" for f in FORMS))
     print("\nCPU time of each process per FETCH in us (its own work: the round trip's wake-ups aside)")
-    cols = ["floor", "trio", "pcp", *FORMS]
-    names = {"floor": "floor", "trio": "trio fl.", "pcp": "pcp.pmda", **heads}
+    cols = ["floor", "trio", "splice", "pcp", *FORMS]
+    names = {"floor": "floor", "trio": "trio fl.", "splice": "splice fl", "pcp": "pcp.pmda", **heads}
     print(f"{'shape (metrics x insts)':24} " + " ".join(f"{names[c]:>9}" for c in cols))
     for shape, cpu in cpu_rows:
         print(f"{shape:24} " + " ".join(f"{cpu[c]:9.1f}" if c in cpu else f"{'-':>9}" for c in cols))

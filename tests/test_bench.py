@@ -35,16 +35,22 @@ def test_fetch_breakdown_runs() -> None:
 def test_fetch_shapes_runs_beside_pcp_pmda() -> None:
     require(Path("/usr/bin/python3").exists() and Path("/var/lib/pcp/pmdas/simple").exists(), "PCP (pcp.pmda)")
     out = _run("fetch_shapes.py", "--shapes", "5x0,2x3", "--budget", "0.05")
-    latency, cpu = out.split("CPU time of each process per FETCH")
+    latency, rest = out.split("each form / the splice floor")
+    spliced, cpu = rest.split("CPU time of each process per FETCH")
     head = next(line.split() for line in latency.splitlines() if line.startswith("shape"))
-    assert head[9:14] == ["dict", "Col.list", "Col.arr", "Packed", "PackedF"], out  # a column per form of the table API
+    # a column per form of the table API
+    assert head[11:16] == ["dict", "Col.list", "Col.arr", "Packed", "PackedF"], out
     rows = {line.split()[0]: line.split() for line in latency.splitlines() if line.startswith(("5x0", "2x3"))}
     assert len(rows) == 2 and all(r[-1] == "yes" for r in rows.values()), out  # byte for byte pcp.pmda's replies
-    forms = rows["2x3"][5:10]  # every form ran (and answered pcp.pmda's bytes, "yes" above)
-    assert all(float(x) > 0 for x in forms), out
-    # the CPU each process used per FETCH: floor, trio floor, pcp.pmda, then every form
+    floors = rows["2x3"][2:5]  # the floor, on trio's wait, spliced
+    forms = rows["2x3"][6:11]  # every form ran (and answered pcp.pmda's bytes, "yes" above)
+    assert all(float(x) > 0 for x in floors + forms), out
+    # every form's ratio to the splice floor
+    ratios = next(line.split() for line in spliced.splitlines() if line.startswith("2x3"))
+    assert len(ratios) == 6 and all(float(x) > 0 for x in ratios[1:]), out
+    # the CPU each process used per FETCH: floor, trio floor, splice floor, pcp.pmda, then every form
     used = next(line.split() for line in cpu.splitlines() if line.startswith("2x3"))
-    assert len(used) == 9 and all(float(x) > 0 for x in used[1:]), out
+    assert len(used) == 10 and all(float(x) > 0 for x in used[1:]), out
 
 
 @pytest.mark.slow
