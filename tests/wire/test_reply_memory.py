@@ -18,12 +18,13 @@ from pmda_py.wire.result import FixedLayout, ResultBuilder
 needs_splice = pytest.mark.skipif(not ReplyMemory.available(), reason="no memfd_create/splice (Linux, Python 3.10+)")
 
 
-def _open(fd: int) -> bool:
+def _file(fd: int) -> tuple[int, int] | None:
+    """The file ``fd`` is open on (device, inode), or None."""
     try:
-        os.fstat(fd)
+        st = os.fstat(fd)
     except OSError:
-        return False
-    return True
+        return None
+    return st.st_dev, st.st_ino
 
 
 def test_until_enabled_every_reply_is_a_bytearray() -> None:
@@ -65,10 +66,11 @@ def test_a_dropped_buffer_closes_its_descriptor(reply_memory: ReplyMemory) -> No
     shared = reply_memory.new(bytes(MIN_SHARED))
     assert isinstance(shared, SharedReply)
     fd = shared.fd
-    assert _open(fd)
+    memfd = _file(fd)
+    assert memfd is not None
     del shared
     gc.collect()
-    assert not _open(fd)
+    assert _file(fd) != memfd  # closed (or the number since taken by another thread's file)
     assert (reply_memory.count, reply_memory.bytes) == (0, 0)
 
 
