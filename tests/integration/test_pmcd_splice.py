@@ -1,0 +1,89 @@
+"""A real pmcd reads the replies our pipe agent splices: ``pminfo -f`` of a
+table answering 32 U64 metrics over 256 instances (a RESULT of about
+160 KB, new values every fetch: tests/tables/counting.py) shows every
+value of each fetch, and the agent's exit line counts the spliced replies."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.pcpbed import PrivatePmcd
+from tests.tables.counting import INSTS, METRICS
+
+pytestmark = pytest.mark.pcp
+
+REPO = Path(__file__).resolve().parents[2]
+DOMAIN = 250
+
+
+def _pmns() -> str:
+    text = Path("/var/lib/pcp/pmns/root_pmcd").read_text()
+    return text.replace("root {\n    pmcd\n}", f"root {{\n    pmcd\n    counting\t{DOMAIN}:*:*\n}}", 1)
+
+
+@pytest.fixture
+def pmcd(pcp_env: dict[str, str]) -> Iterator[PrivatePmcd]:
+    root = Path(tempfile.mkdtemp(prefix="pmda_py-pmcd-"))
+    root.chmod(0o755)
+    (root / "agent").mkdir()
+    (root / "agent").chmod(0o777)
+    line = " ".join(
+        [
+            f"counting {DOMAIN} pipe binary",
+            sys.executable,
+            "-m",
+            "pmda_py",
+            "run",
+            "-d",
+            str(DOMAIN),
+            "-l",
+            str(root / "agent" / "pmda.log"),
+            "--state-dir",
+            str(root / "agent"),
+            "--table",
+            "tests.tables.counting:CountingPacked=counting",
+        ]
+    )
+    env = {**pcp_env, "PYTHONPATH": str(REPO)}
+    server = PrivatePmcd(root, [line], _pmns(), env=env).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_pmcd_reads_spliced_replies_whole(pmcd: PrivatePmcd) -> None:
+    pmcd.wait("counting.m0", desc_only=True)
+    seen = []
+    for _ in range(4):  # the first FETCH is the general path's, the next ones spliced
+        out = pmcd.tool("pminfo", "-f", "counting").stdout
+        values: dict[int, dict[int, int]] = {}
+        metric = -1
+        for line in out.splitlines():
+            m = re.match(r"counting\.m(\d+)$", line)
+            if m:
+                metric = int(m.group(1))
+                values[metric] = {}
+                continue
+            v = re.match(r'\s+inst \[(\d+) or "i\d+"\] value (\d+)$', line)
+            if v:
+                values[metric][int(v.group(1))] = int(v.group(2))
+        assert sorted(values) == list(range(METRICS)), out
+        fetches = {v >> 32 for per in values.values() for v in per.values()}
+        assert len(fetches) == 1, f"values of several fetches in one reply: {sorted(fetches)}"
+        for k, per in values.items():
+            assert per == {i: (next(iter(fetches)) << 32) | (k << 16) | i for i in range(INSTS)}, (k, out)
+        seen.append(fetches.pop())
+    assert seen == sorted(set(seen)), seen  # a new fetch each time
+    log = pmcd.root / "agent" / "pmda.log"
+    pmcd.stop()  # SIGTERM: the agent logs its exit line
+    spliced = re.findall(r"replies_spliced=(\d+)", log.read_text())
+    assert spliced and int(spliced[-1]) >= 3, log.read_text()
