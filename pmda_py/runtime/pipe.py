@@ -21,11 +21,14 @@ import struct
 import sys
 from collections import deque
 
+import structlog
 import trio
 
 from pmda_py.runtime.idle import IdleWait
 from pmda_py.wire import buffers
 from pmda_py.wire.buffers import SharedReply
+
+log = structlog.get_logger("pmda_py.runtime")
 
 if sys.platform != "win32":
     from fcntl import ioctl
@@ -56,6 +59,7 @@ class PipeStream(trio.abc.Stream):
         self.spliced = 0
         #: spliced buffers the reader may not have taken yet: (``sent`` at their end, buffer)
         self._held: deque[tuple[int, SharedReply]] = deque()
+        self._refusal_logged = False
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         # pmcd waits for each reply, so the pipe is almost always writable: write
@@ -68,6 +72,8 @@ class PipeStream(trio.abc.Stream):
             if data.nbytes == len(shared) and data.c_contiguous:
                 await self._splice(shared)
                 return
+        if buffers.MEMORY.refused and not self._refusal_logged:
+            self._limit_reached()
         view = memoryview(data)
         try:
             while view:
@@ -106,6 +112,19 @@ class PipeStream(trio.abc.Stream):
             start += n
             self.sent += n
         self.spliced += 1
+
+    def _limit_reached(self) -> None:
+        """Say once that large replies are being written, not spliced."""
+        self._refusal_logged = True
+        mem = buffers.MEMORY
+        log.warning(
+            "reply_memory_limit",
+            detail="large replies are written, not spliced, while the shared reply buffers are at their limit",
+            shared=mem.count,
+            shared_bytes=mem.bytes,
+            max_shared=buffers.MAX_SHARED,
+            max_shared_bytes=buffers.MAX_SHARED_BYTES,
+        )
 
     @property
     def held(self) -> int:

@@ -15,13 +15,14 @@ import termios
 from pathlib import Path
 
 import pytest
+import structlog
 import trio
 
 from pmda_py.pmapi import PmType, pmid
 from pmda_py.runtime.pipe import PipeStream, _grow_pipe
 from pmda_py.testing.client import open_pipe_pmda
 from pmda_py.testing.support import pmda_py_argv
-from pmda_py.wire import FetchPdu, ResultPdu, ValueBlock
+from pmda_py.wire import FetchPdu, ResultPdu, ValueBlock, buffers
 from pmda_py.wire.buffers import MIN_SHARED, ReplyMemory, SharedReply
 from pmda_py.wire.result import FixedLayout, ResultBuilder
 from tests.tables.counting import INSTS, METRICS, value
@@ -164,3 +165,58 @@ async def test_a_client_that_reads_late_gets_each_fetch_s_own_values(table: str,
     text = log.read_text()
     spliced = [int(w.split("=")[1]) for w in text.split() if w.startswith("replies_spliced=")]
     assert spliced and spliced[0] >= 4, text  # the second fetch's reply on: the fast path's, spliced
+
+
+async def test_a_reply_larger_than_the_pipe_is_spliced_as_the_reader_drains_it(reply_memory: ReplyMemory) -> None:
+    """A 64 KiB pipe and a reply three times that: the stream waits for
+    room between splices while a reader takes the bytes."""
+    insts = list(range(3 * MIN_SHARED // 20))
+    b = ResultBuilder()
+    b.add_values(1000, PmType.U64, insts, [0] * len(insts))
+    layout = FixedLayout(b.encode(), [0], [PmType.U64], 1)
+    b = ResultBuilder()
+    b.add_values(1000, PmType.U64, insts, [i * 3 for i in insts])
+    expected = b.encode()
+    r, w = os.pipe()  # the default size: 64 KiB on Linux
+    stream = PipeStream(os.dup(r), w)
+    got = bytearray()
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def reader() -> None:
+                while len(got) < len(expected):
+                    await trio.lowlevel.wait_readable(r)
+                    got.extend(os.read(r, 1 << 16))
+
+            os.set_blocking(r, False)
+            nursery.start_soon(reader)
+            await stream.send_all(memoryview(layout.encode([[i * 3 for i in insts]])))
+        assert bytes(got) == expected and stream.spliced == 1
+    finally:
+        await stream.aclose()
+        os.close(r)
+
+
+async def test_reaching_the_shared_memory_limit_is_logged_once(
+    reply_memory: ReplyMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the limit a large reply is a bytearray, written: the pipe end
+    says so once, however many follow."""
+    monkeypatch.setattr(buffers, "MAX_SHARED", 0)
+    layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
+    r, w = os.pipe()
+    _grow_pipe(w)
+    stream = PipeStream(os.dup(r), w)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            for k in range(3):
+                vals = [k + i for i in INSTS_BIG]
+                out = layout.encode([vals])
+                assert type(out) is bytearray
+                await stream.send_all(out)
+                assert _read(r, len(out)) == _reply(vals)
+        assert [e["event"] for e in logs] == ["reply_memory_limit"], logs
+        assert reply_memory.refused >= 2 and stream.spliced == 0
+    finally:
+        await stream.aclose()
+        os.close(r)
