@@ -259,7 +259,8 @@ class Session:
     def send(self, reply: Pdu) -> bytes | ReplyBuffer:
         """Bytes of the reply to the oldest unanswered request (the one way
         every reply goes out, pre-encoded :class:`EncodedPdu` ones included).
-        A fast-path RESULT is its layout's own buffer (a bytearray): write
+        A fast-path RESULT is its layout's own buffer (a bytearray, or a
+        :class:`~pmda_py.wire.buffers.SharedReply` in a pipe agent): write
         it, keep it if need be, never change it.
 
         A reply of ``ERROR(PM_ERR_PMDANOTREADY)`` puts the session in the

@@ -53,7 +53,7 @@ class PipeStream(trio.abc.Stream):
         self.idle: IdleWait | None = None
         self._idle_known = False
         #: whether shared replies may be spliced (False once the pipe refused it)
-        self.splicing = sys.platform == "linux" and hasattr(os, "splice")
+        self.splicing = buffers.ReplyMemory.available()
         #: bytes put into the pipe so far, and replies spliced
         self.sent = 0
         self.spliced = 0

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from pmda_py.testing.support import pmda_py_line
 from tests.integration.pcpbed import PrivatePmcd
 from tests.tables.counting import INSTS, METRICS
 
@@ -34,23 +34,11 @@ def pmcd(pcp_env: dict[str, str]) -> Iterator[PrivatePmcd]:
     root.chmod(0o755)
     (root / "agent").mkdir()
     (root / "agent").chmod(0o777)
-    line = " ".join(
-        [
-            f"counting {DOMAIN} pipe binary",
-            sys.executable,
-            "-m",
-            "pmda_py",
-            "run",
-            "-d",
-            str(DOMAIN),
-            "-l",
-            str(root / "agent" / "pmda.log"),
-            "--state-dir",
-            str(root / "agent"),
-            "--table",
-            "tests.tables.counting:CountingPacked=counting",
-        ]
-    )
+    agent = pmda_py_line(
+        "run", "-d", DOMAIN, "-l", root / "agent" / "pmda.log", "--state-dir", root / "agent",
+        "--table", "tests.tables.counting:CountingPacked=counting",
+    )  # fmt: skip
+    line = f"counting {DOMAIN} pipe binary {agent}"
     env = {**pcp_env, "PYTHONPATH": str(REPO)}
     server = PrivatePmcd(root, [line], _pmns(), env=env).start()
     try:
