@@ -11,7 +11,10 @@ given to large replies once :func:`share_replies` is called) goes into the
 pipe by ``splice(2)``: the pipe takes references to its pages instead of a
 copy.  Those pages must not change until pmcd has read them, so the stream
 holds each spliced buffer (and no layout writes a held buffer again) until
-the pipe's unread bytes (``FIONREAD``) show that the reader is past it."""
+the pipe's unread bytes (``FIONREAD``) show that the reader is past it,
+looked at when the next request is read (pmcd reads a reply whole before it
+asks again, so a layout then writes the one buffer it wrote last, still in
+this CPU's caches) and before each send."""
 
 from __future__ import annotations
 
@@ -151,32 +154,41 @@ class PipeStream(trio.abc.Stream):
         # if nothing else could run meanwhile (runtime/idle.py), else trio's
         # way (its own receive_some would checkpoint and try the read once
         # more first).  trio gets a turn at least every YIELD_EVERY reads.
+        # pmcd reads a reply whole before it sends the next request, so a
+        # request read lets go of the spliced replies before its own is
+        # written: the layout then writes the buffer it wrote last, still
+        # in this CPU's caches, instead of alternating between two.
         size = max_bytes or 65536
-        if self._unyielded < self.YIELD_EVERY:
+        data = self._read_now(size) if self._unyielded < self.YIELD_EVERY else None
+        if data is None:
+            self._unyielded = 0
             try:
+                await trio.lowlevel.wait_readable(self._rfd)
                 data = os.read(self._rfd, size)
-            except BlockingIOError:
-                pass
-            else:
-                self._unyielded += 1
-                return data
-            if not self._idle_known:
-                self._idle_known = True
-                self.idle = IdleWait.of(self._rfd)
-            if self.idle is not None and self.idle.wait():
-                try:
-                    data = os.read(self._rfd, size)
-                except OSError:
-                    pass  # trio's way below: its errors, its retries
-                else:
-                    self._unyielded += 1
-                    return data
-        self._unyielded = 0
+            except (BlockingIOError, trio.BusyResourceError, trio.ClosedResourceError, OSError):
+                data = await self._r.receive_some(max_bytes)  # trio's way: its errors, its retries
+        else:
+            self._unyielded += 1
+        if self._held:
+            self._release()
+        return data
+
+    def _read_now(self, size: int) -> bytes | None:
+        """What is there to read, else (once nothing else could run) what
+        comes while we wait outside trio's loop; None: wait trio's way."""
         try:
-            await trio.lowlevel.wait_readable(self._rfd)
             return os.read(self._rfd, size)
-        except (BlockingIOError, trio.BusyResourceError, trio.ClosedResourceError, OSError):
-            return await self._r.receive_some(max_bytes)  # trio's way: its errors, its retries
+        except BlockingIOError:
+            pass
+        if not self._idle_known:
+            self._idle_known = True
+            self.idle = IdleWait.of(self._rfd)
+        if self.idle is not None and self.idle.wait():
+            try:
+                return os.read(self._rfd, size)
+            except OSError:
+                pass  # trio's way: its errors, its retries
+        return None
 
     async def aclose(self) -> None:
         await self._r.aclose()

@@ -250,6 +250,7 @@ async def serve_session(
                 log.exception("dispatch_failed", error=f"{type(exc).__name__}: {exc}")
                 reply = ErrorPdu(PmErr.GENERIC)
             data = session.send(reply)
+            del reply  # the reply's buffer is held by ``data`` only (a layout then reuses it)
             if session.refused_reply is not None:
                 kind, size = session.refused_reply
                 session.refused_reply = None

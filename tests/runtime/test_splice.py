@@ -86,25 +86,63 @@ async def test_replies_left_in_the_pipe_keep_their_bytes(reply_memory: ReplyMemo
         os.close(r)
 
 
-async def test_a_reply_read_before_the_next_request_needs_two_buffers(reply_memory: ReplyMemory) -> None:
-    """The usual case: pmcd reads each reply before its next request, so the
-    layout's two buffers take turns and nothing else is made."""
+async def test_a_reply_read_before_the_next_request_leaves_one_buffer(reply_memory: ReplyMemory) -> None:
+    """The usual case: pmcd reads each reply before it sends its next
+    request, so reading that request lets the reply go, and the layout
+    writes the same buffer every time (nothing else is made)."""
     layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
     r, w = os.pipe()
     _grow_pipe(w)
-    stream = PipeStream(os.dup(r), w)
+    req_r, req_w = os.pipe()
+    stream = PipeStream(req_r, w)
+    request = FetchPdu((1000,)).encode()
     try:
         ids = set()
         for k in range(6):
+            os.write(req_w, request)
+            assert await stream.receive_some() == request
+            assert stream.held == 0
             vals = [k + i for i in INSTS_BIG]
             out = layout.encode([vals])
             ids.add(id(out))
             await stream.send_all(memoryview(out))
-            assert _read(r, len(out)) == _reply(vals)
-        assert len(ids) == 2 and reply_memory.count == 2 and stream.spliced == 6
+            assert stream.held == 1
+            del out
+            assert _read(r, len(_reply(vals))) == _reply(vals)
+        assert len(ids) == 1 and reply_memory.count == 1 and stream.spliced == 6
     finally:
         await stream.aclose()
         os.close(r)
+        os.close(req_w)
+
+
+async def test_a_request_read_before_the_reply_is_keeps_it_held(reply_memory: ReplyMemory) -> None:
+    """A client that sends its next request before it has read the last
+    reply (pmcd does not, a pipelining test client might): reading that
+    request must not let the unread reply go, so the layout writes its
+    other buffer."""
+    layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
+    r, w = os.pipe()
+    _grow_pipe(w)
+    req_r, req_w = os.pipe()
+    stream = PipeStream(req_r, w)
+    request = FetchPdu((1000,)).encode()
+    try:
+        first = layout.encode([[1] * len(INSTS_BIG)])
+        await stream.send_all(memoryview(first))
+        del first
+        os.write(req_w, request)
+        assert await stream.receive_some() == request
+        assert stream.held == 1  # still in the pipe
+        second = layout.encode([[2] * len(INSTS_BIG)])
+        await stream.send_all(memoryview(second))
+        assert _read(r, len(second)) == _reply([1] * len(INSTS_BIG))
+        assert _read(r, len(second)) == _reply([2] * len(INSTS_BIG))
+        assert reply_memory.count == 2
+    finally:
+        await stream.aclose()
+        os.close(r)
+        os.close(req_w)
 
 
 async def test_an_output_that_takes_no_splices_gets_writes(reply_memory: ReplyMemory) -> None:
@@ -220,3 +258,32 @@ async def test_reaching_the_shared_memory_limit_is_logged_once(
     finally:
         await stream.aclose()
         os.close(r)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+async def test_a_pipe_agent_answering_in_turn_writes_one_buffer(tmp_path: Path) -> None:
+    """A real ``pmda-py run`` answering large FETCHes that the client reads
+    before asking again (as pmcd does): each reply is let go when the next
+    request is read, so the agent keeps one shared reply buffer, not two,
+    and every reply still has its own fetch's values."""
+    log = tmp_path / "pmda.log"
+    argv = pmda_py_argv("run", "-d", "250", "-l", str(log), "--table", "tests.tables.counting:CountingPacked=counting")
+    pmids = [pmid(250, 4090, k) for k in range(METRICS)]
+    async with open_pipe_pmda(argv, cwd=str(REPO)) as pmda:
+        for n in range(1, 9):
+            reply = await pmda.request(FetchPdu(tuple(pmids)), ResultPdu)
+            got = [v.value.value() for v in reply.vsets[-1].values if isinstance(v.value, ValueBlock)]
+            assert got == [value(n, METRICS - 1, i) for i in range(INSTS)], f"fetch {n}"
+        memfds = _reply_files(pmda.pid)
+        assert len(memfds) == 1, memfds
+
+
+def _reply_files(pid: int) -> dict[int, list[str]]:
+    """The shared reply buffers process ``pid`` holds, by memfd inode (each
+    is open twice, ours and the mapping's), with their descriptors."""
+    fds = Path(f"/proc/{pid}/fd")
+    found: dict[int, list[str]] = {}
+    for p in fds.iterdir():
+        if "memfd:pmda_py-reply" in os.readlink(p):
+            found.setdefault(p.stat().st_ino, []).append(p.name)
+    return found
