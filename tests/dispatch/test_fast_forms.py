@@ -306,3 +306,59 @@ def test_a_kept_record_changed_in_place_is_seen(form: str, change: str) -> None:
         fetch()
         recs[fast_t.ms[1]].insts[2] = 5
     assert fetch() != first
+
+
+@pytest.mark.parametrize(
+    ("form", "t", "new", "stand_in"),
+    [
+        ("packed", PmType.U64, [1, 2, 3], True),  # equal: the same bytes, the kept record stands in
+        ("packed", PmType.DOUBLE, [-0.0, 1.5, 2.0], False),  # other bytes: not equal
+        ("array", PmType.U64, [1, 2, 3], True),
+        ("array", PmType.DOUBLE, [-0.0, 1.5, 2.0], False),  # equal floats, other bytes
+        ("list", PmType.U64, [1, 2, 3], False),  # Python numbers: only identity vouches
+        ("list", PmType.U64, [1.0, 2, 3], False),  # equal, and not a U64's value at all
+    ],
+)
+def test_records_equal_to_the_kept_ones_write_their_own_values(
+    form: str, t: int, new: list[Any], stand_in: bool
+) -> None:
+    """A table that keeps its first record and makes the other afresh,
+    equal (``==``) to the last one: the kept record stands in for it only
+    where equal means the same bytes (PackedColumns, arrays of integers),
+    never where it does not (``0.0 == -0.0``, ``1 == 1.0``); the reply is
+    the general path's either way."""
+    fast_t, fast, gen_t, gen = _pair([(t, True), (t, True)])
+    s = _Session()
+    pmids = tuple(m.pmid(DOMAIN) for m in fast_t.ms)
+    old = [0.0, 1.5, 2.0] if t == PmType.DOUBLE else [1, 2, 3]
+
+    def record(values: list[Any], insts: Any) -> Any:
+        if form == "packed":
+            made = _packed(t, values)
+            assert made is not None
+            return PackedColumns(insts, made.data, made.typecode)
+        if form == "array":
+            return Columns(insts, array(FIXED_CODES[t], values))
+        return Columns(insts, list(values))
+
+    def fetch(records: dict[Metric, Any]) -> bytes:
+        fast_t.answer = dict(records)
+        gen_t.answer = dict(zip(gen_t.ms, records.values()))
+        reply = _fetch(fast, s, pmids)
+        assert reply == _fetch(gen, _Session(), pmids)
+        return reply
+
+    a, b = fast_t.ms
+    first, second = record([7, 8, 9], array("I", [1, 2, 3])), record(old, array("I", [1, 2, 3]))
+    fetch({a: first, b: second})
+    fetch({a: first, b: second})  # the layout's first hit: these records are kept
+    layout = fast.planner.layouts()[pmids]
+    assert not isinstance(layout, int)
+    hits = layout.hits
+    again = record(new, array("I", [1, 2, 3]))
+    assert again is not second
+    fetch({a: first, b: again})
+    (col,) = [*layout.raw, *([layout.cols] if layout.cols else [])]
+    if stand_in:
+        assert again == second and layout.hits == hits + 1
+    assert (col.kept[1] is second) == stand_in, "an equal record stands in only where equal is the same bytes"
