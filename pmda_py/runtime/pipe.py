@@ -149,11 +149,12 @@ class PipeStream(trio.abc.Stream):
         await self._w.wait_send_all_might_not_block()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        # What is already there is read without a trip through trio's
-        # scheduler; when nothing is, wait for the pipe outside trio's loop
-        # if nothing else could run meanwhile (runtime/idle.py), else trio's
-        # way (its own receive_some would checkpoint and try the read once
-        # more first).  trio gets a turn at least every YIELD_EVERY reads.
+        # While nothing else could run, wait for the pipe outside trio's
+        # loop (runtime/idle.py; at once if the request is there); else read
+        # what is already there without a trip through trio's scheduler;
+        # else trio's way (its own receive_some would checkpoint and try the
+        # read once more first).  trio gets a turn at least every
+        # YIELD_EVERY reads.
         # pmcd reads a reply whole before it sends the next request, so a
         # request read lets go of the spliced replies before its own is
         # written: the layout then writes the buffer it wrote last, still
@@ -174,12 +175,14 @@ class PipeStream(trio.abc.Stream):
         return data
 
     def _read_now(self, size: int) -> bytes | None:
-        """What is there to read, else (once nothing else could run) what
-        comes while we wait outside trio's loop; None: wait trio's way."""
-        try:
-            return os.read(self._rfd, size)
-        except BlockingIOError:
-            pass
+        """While nothing else could run, what comes (or is there already)
+        as we wait outside trio's loop; else what is there to read now;
+        None: wait trio's way.
+
+        The wait comes first: pmcd sends its next request only after our
+        reply, so a read tried first would almost always find nothing, and
+        its refusal (an exception) costs about as much as the wait's
+        look at trio."""
         if not self._idle_known:
             self._idle_known = True
             self.idle = IdleWait.of(self._rfd)
@@ -187,8 +190,11 @@ class PipeStream(trio.abc.Stream):
             try:
                 return os.read(self._rfd, size)
             except OSError:
-                pass  # trio's way: its errors, its retries
-        return None
+                return None  # trio's way: its errors, its retries
+        try:
+            return os.read(self._rfd, size)
+        except BlockingIOError:
+            return None
 
     async def aclose(self) -> None:
         await self._r.aclose()

@@ -134,3 +134,31 @@ async def test_a_task_waiting_for_other_io_keeps_trio_s_wait(pipe: tuple[PipeStr
         b.close()
     assert got == [b"socket data"]
     assert stream.idle is not None and stream.idle.declined >= 1 and stream.idle.blocked == 0
+
+
+async def test_an_idle_wait_comes_before_the_read(pipe: tuple[PipeStream, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """pmcd asks again only after our reply, so the stream waits first and
+    reads once, when the request is there: no read is tried (and refused)
+    before the wait, whether the request comes later or is there already."""
+    stream, w = pipe
+    reads: list[str] = []
+    real_read = os.read
+
+    def counting_read(fd: int, n: int) -> bytes:
+        try:
+            data = real_read(fd, n)
+        except BlockingIOError:
+            reads.append("refused")
+            raise
+        reads.append("read")
+        return data
+
+    monkeypatch.setattr(os, "read", counting_read)
+    _later(0.2, os.write, w, b"later")
+    with trio.fail_after(10):
+        assert await stream.receive_some() == b"later"
+    os.write(w, b"there")
+    with trio.fail_after(10):
+        assert await stream.receive_some() == b"there"
+    assert reads == ["read", "read"]
+    assert stream.idle is not None and stream.idle.blocked == 2
