@@ -136,7 +136,9 @@ async def test_a_task_waiting_for_other_io_keeps_trio_s_wait(pipe: tuple[PipeStr
     assert stream.idle is not None and stream.idle.declined >= 1 and stream.idle.blocked == 0
 
 
-async def test_an_idle_wait_comes_before_the_read(pipe: tuple[PipeStream, int], monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_idle_wait_comes_before_the_read(
+    pipe: tuple[PipeStream, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """pmcd asks again only after our reply, so the stream waits first and
     reads once, when the request is there: no read is tried (and refused)
     before the wait, whether the request comes later or is there already."""
