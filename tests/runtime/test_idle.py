@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 import trio
@@ -164,3 +165,63 @@ async def test_an_idle_wait_comes_before_the_read(
         assert await stream.receive_some() == b"there"
     assert reads == ["read", "read"]
     assert stream.idle is not None and stream.idle.blocked == 2
+
+
+async def test_the_loop_read_directly_agrees_with_trio_s_statistics() -> None:
+    """The wait reads trio's run loop where trio keeps it (idle._Loop);
+    in every state the wait tells apart -- idle, a task runnable, a
+    run_sync_soon callback queued (plain or idempotent), a task waiting to
+    read or to write, a deadline near -- it must say what
+    ``trio.lowlevel.current_statistics()`` says."""
+    loop = idle._Loop.of()
+    assert loop is not None, "this trio keeps its run loop elsewhere: the wait would use current_statistics()"
+    seen: list[tuple[str, bool]] = []
+
+    def agree(state: str) -> None:
+        st = trio.lowlevel.current_statistics()
+        io: Any = st.io_statistics
+        busy = bool(
+            st.tasks_runnable or st.run_sync_soon_queue_size or io.tasks_waiting_read > 1 or io.tasks_waiting_write
+        )
+        assert loop.busy() == busy, state
+        got, want = loop.seconds_to_next_deadline(), st.seconds_to_next_deadline
+        assert got == want or abs(got - want) < 0.5, state
+        seen.append((state, busy))
+
+    await trio.testing.wait_all_tasks_blocked()
+    agree("idle")
+    with trio.move_on_after(30):
+        agree("a deadline")
+        await trio.lowlevel.checkpoint()
+    token = trio.lowlevel.current_trio_token()
+    token.run_sync_soon(lambda: None)
+    agree("run_sync_soon")
+    await trio.testing.wait_all_tasks_blocked()  # the callback runs
+    token.run_sync_soon(lambda: None, idempotent=True)
+    agree("idempotent run_sync_soon")
+    await trio.testing.wait_all_tasks_blocked()
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.lowlevel.wait_readable, a)
+            agree("a task runnable")
+            await trio.testing.wait_all_tasks_blocked()
+            agree("a task waiting to read")
+            nursery.cancel_scope.cancel()
+        while True:  # fill the socket so that a write would wait
+            try:
+                a.send(b"x" * 65536)
+            except BlockingIOError:
+                break
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.lowlevel.wait_writable, a)
+            await trio.testing.wait_all_tasks_blocked()
+            agree("a task waiting to write")
+            nursery.cancel_scope.cancel()
+    finally:
+        a.close()
+        b.close()
+    await trio.testing.wait_all_tasks_blocked()
+    agree("idle again")
+    assert [busy for _s, busy in seen] == [False, False, True, True, True, True, True, False], seen
