@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import errno
 import os
-import struct
 import sys
+from array import array
 from collections import deque
 
 import structlog
@@ -62,6 +62,7 @@ class PipeStream(trio.abc.Stream):
         self.spliced = 0
         #: spliced buffers the reader may not have taken yet: (``sent`` at their end, buffer)
         self._held: deque[tuple[int, SharedReply]] = deque()
+        self._unread = array("i", [0])  # FIONREAD's answer
         self._refusal_logged = False
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -137,7 +138,8 @@ class PipeStream(trio.abc.Stream):
     def _release(self) -> None:
         """Let go of the spliced buffers the reader has taken whole."""
         try:
-            unread = struct.unpack("i", ioctl(self._wfd, FIONREAD, b"\0\0\0\0"))[0]
+            ioctl(self._wfd, FIONREAD, self._unread, True)  # into our buffer: no bytes made per request
+            unread = self._unread[0]
         except (OSError, TypeError):
             return  # cannot tell: keep holding them
         taken = self.sent - unread
