@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,23 @@ def corpus_files() -> list[Path]:
     return sorted(p for p in MMV.glob("*.mmv")) + sorted((MMV / "foreign").glob("*.mmv"))
 
 
+#: MMV_FLAG_PROCESS, and where a header keeps the writer's pid (every version)
+_PROCESS_FLAG, _FLAGS_AT, _PID_AT = 0x2, 28, 32
+#: a pid no Linux gives (PID_MAX_LIMIT is 2**22)
+NO_SUCH_PID = 1 << 30
+
+
 def install(mmv: Path, d: Path) -> None:
+    """``mmv`` into the directory ``d``, as the table finds it.  A file of
+    a writer process (MMV_FLAG_PROCESS) recorded that writer's pid, long
+    gone, and the golden exports are pmdammv's for a dead writer; on a host
+    whose pids wrap (pid_max is often 32768) another process may have that
+    pid now, so the copy names a pid that cannot exist."""
     d.mkdir(parents=True, exist_ok=True)
-    shutil.copy(mmv, d / f"rs_{mmv.stem}")
+    data = bytearray(mmv.read_bytes())
+    if len(data) >= _PID_AT + 4 and int.from_bytes(data[_FLAGS_AT : _FLAGS_AT + 4], sys.byteorder) & _PROCESS_FLAG:
+        data[_PID_AT : _PID_AT + 4] = NO_SUCH_PID.to_bytes(4, sys.byteorder)
+    (d / f"rs_{mmv.stem}").write_bytes(bytes(data))
 
 
 async def _text(pmda: PmdaClient, ident: int, kind: int) -> Any:

@@ -9,6 +9,7 @@ recording (``upstream7/``) or the pmcd capture (``pmcd/``), as noted."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from pmda_py.mmv.table import MmvTable
 from pmda_py.pmapi import LabelType
 from pmda_py.testing.client import PmdaReplyError
 from pmda_py.testing.harness import open_table_pmda
-from tests.mmv.corpus import MMV, compare, corpus_files, install
+from tests.mmv.corpus import MMV, NO_SUCH_PID, compare, corpus_files, install
 
 GOOD = [p for p in corpus_files() if p.with_suffix(".pmda.json").exists()]
 
@@ -127,3 +128,18 @@ async def test_label_set_too_big(tmp_path: Path) -> None:
         with pytest.raises(PmdaReplyError) as err:
             await pmda.label(p, LabelType.CLUSTER)
     assert err.value.pm_code == PmErr.TOOBIG
+
+
+def test_installed_writer_files_name_a_writer_that_cannot_be_alive(tmp_path: Path) -> None:
+    """The corpus's writer-process files recorded pids (13283, 13339) that
+    any process may hold on a host whose pids wrap: their golden exports
+    are a dead writer's, so the installed copies name a pid no Linux gives
+    (tests/mmv/corpus.py), and only that field differs."""
+    process = [p for p in GOOD if p.stem in REFERENCE]
+    assert len(process) == 2
+    for mmv in process:
+        install(mmv, tmp_path)
+        original, copy = mmv.read_bytes(), (tmp_path / f"rs_{mmv.stem}").read_bytes()
+        pid = int.from_bytes(copy[32:36], sys.byteorder)
+        assert pid == NO_SUCH_PID and not Path(f"/proc/{pid}").exists()
+        assert copy[:32] == original[:32] and copy[36:] == original[36:]
