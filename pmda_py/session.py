@@ -38,6 +38,7 @@ No I/O and no logging happen here.
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Mapping
 from typing import Final, NoReturn, Optional, Union
 
@@ -58,6 +59,9 @@ from pmda_py.wire import (
     decode_pdu,
 )
 from pmda_py.wire.buffers import ReplyBuffer
+
+#: a PDU header's type and from fields
+_TYPE_FROM: Final = struct.Struct("!ii")
 
 __all__ = [
     "CLOSED",
@@ -367,8 +371,7 @@ class Session:
         raise HandshakeError(reason)
 
     def _event(self, frame: bytes) -> Event:
-        pdu_type = int.from_bytes(frame[4:8], "big", signed=True)
-        context = int.from_bytes(frame[8:12], "big", signed=True)
+        pdu_type, context = _TYPE_FROM.unpack_from(frame, 4)
         key = None
         if pdu_type in MEMO_TYPES and self.state is SessionState.READY:
             key = frame[12:]

@@ -25,6 +25,7 @@ __all__ = ["DEFAULT_MAX_LENGTH", "PduReader"]
 DEFAULT_MAX_LENGTH: Final = 64 * 1024 * 1024
 
 _LEN = struct.Struct("!i")
+_LEN_TYPE = struct.Struct("!ii")
 
 
 class PduReader:
@@ -88,28 +89,34 @@ class PduReader:
         """
         if self._broken is not None:
             raise self._broken
-        avail = len(self._buf) - self._start  # (pending, without a call: once per request and more)
+        buf, start = self._buf, self._start
+        avail = len(buf) - start  # (pending, without a call: once per request and more)
         if avail < 4:
             return None
-        (length,) = _LEN.unpack_from(self._buf, self._start)
+        if avail >= 8:
+            length, pdu_type = _LEN_TYPE.unpack_from(buf, start)
+        else:
+            (length,) = _LEN.unpack_from(buf, start)
+            pdu_type = 0  # not here yet
         if length < HEADER_SIZE:
             self._broken = WireFormatError(f"PDU length {length} < {HEADER_SIZE}", code=PmErr.IPC)
             raise self._broken
         if length > self.max_length:
             self._broken = WireFormatError(f"PDU length {length} > limit {self.max_length}", code=PmErr.TOOBIG)
             raise self._broken
-        if avail >= 8 and int.from_bytes(self._buf[self._start + 4 : self._start + 8], "big", signed=True) < 0:
+        if pdu_type < 0:
             # __pmGetPDU: a negative type is PM_ERR_IPC, and libpcp_pmda exits
             self._broken = WireFormatError("negative PDU type", code=PmErr.IPC)
             raise self._broken
         if avail < length:
             return None
-        start = self._start
-        frame = bytes(self._buf[start : start + length])
-        self._start = start + length
-        if self._start == len(self._buf):
-            self._buf.clear()
+        if avail == length:  # the usual: the buffer holds this PDU and nothing more
+            frame = bytes(buf[start:]) if start else bytes(buf)
+            buf.clear()
             self._start = 0
+            return frame
+        frame = bytes(buf[start : start + length])
+        self._start = start + length
         return frame
 
     def next_pdu(self) -> Pdu | None:
