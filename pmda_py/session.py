@@ -40,6 +40,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final, NoReturn, Optional, Union
 
 import attrs
@@ -59,6 +60,9 @@ from pmda_py.wire import (
     decode_pdu,
 )
 from pmda_py.wire.buffers import ReplyBuffer
+
+#: the attributes of a context no ATTR has named
+NO_ATTRIBUTES: Final[Mapping[str, str]] = MappingProxyType({})
 
 #: a PDU header's type and from fields
 _TYPE_FROM: Final = struct.Struct("!ii")
@@ -205,7 +209,8 @@ class HandshakeError(Exception):
 @attrs.define
 class _Context:
     profile: ProfilePdu = DEFAULT_PROFILE
-    attributes: dict[str, str] = attrs.field(factory=dict)
+    #: replaced whole by each ATTR, never changed in place: requests share it
+    attributes: Mapping[str, str] = NO_ATTRIBUTES
 
 
 @attrs.define
@@ -406,7 +411,8 @@ class Session:
             return Notice(pdu, context)
         if isinstance(pdu, AttrPdu):
             name = ATTR_NAMES.get(pdu.attr, str(pdu.attr))
-            self._ctx(context).attributes[name] = pdu.text
+            ctx = self._ctx(context)
+            ctx.attributes = MappingProxyType({**ctx.attributes, name: pdu.text})
             return Notice(pdu, context)
         if isinstance(pdu, ErrorPdu):
             if pdu.code == PmErr.NOTCONN:
@@ -436,10 +442,11 @@ class Session:
             return ctx.profile
         return self._last_profile
 
-    def attributes(self, context: int) -> dict[str, str]:
-        """The attributes (ATTR PDUs) of ``context`` by name."""
+    def attributes(self, context: int) -> Mapping[str, str]:
+        """The attributes (ATTR PDUs) of ``context`` by name (read-only, and
+        unchanged by later ATTRs: each replaces the context's mapping)."""
         ctx = self._contexts.get(context)
-        return dict(ctx.attributes) if ctx is not None else {}
+        return ctx.attributes if ctx is not None else NO_ATTRIBUTES
 
     @property
     def contexts(self) -> list[int]:

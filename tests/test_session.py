@@ -316,3 +316,27 @@ def test_remembered_reply_bytes_over_the_pdu_limit_are_refused_too() -> None:
     reply = decode_pdu(s.send(EncodedPdu(PduType.INSTANCE, b"\0" * (s.max_length + 1))))
     assert isinstance(reply, ErrorPdu) and reply.code == PmErr.TOOBIG
     assert s.refused_reply is not None and s.refused_reply[1] > s.max_length
+
+
+def test_a_request_s_attributes_are_read_only_and_stay_as_they_were() -> None:
+    """Requests share their context's attributes (no copy per request):
+    so they are read-only, and a later ATTR replaces the context's mapping
+    rather than changing the one an earlier request holds."""
+    s = started()
+    s.receive_data(AttrPdu(11, b"1000\0", from_=3).encode() + FetchPdu((1,), from_=3).encode())
+    assert isinstance(s.next_event(), Notice)
+    first = s.next_event()
+    assert isinstance(first, Request)
+    s.send(ErrorPdu(PmErr.PMID))
+    s.receive_data(FetchPdu((1,), from_=3).encode())
+    second = s.next_event()
+    assert isinstance(second, Request)
+    s.send(ErrorPdu(PmErr.PMID))
+    assert second.attributes is first.attributes  # shared, not copied
+    with pytest.raises(TypeError):
+        first.attributes["userid"] = "0"  # type: ignore[index]
+    s.receive_data(AttrPdu(11, b"0\0", from_=3).encode() + FetchPdu((1,), from_=3).encode())
+    assert isinstance(s.next_event(), Notice)
+    third = s.next_event()
+    assert isinstance(third, Request)
+    assert dict(first.attributes) == {"userid": "1000"} and dict(third.attributes) == {"userid": "0"}

@@ -170,7 +170,7 @@ class FetchPlanner:
             req = FetchRequest(metrics, profile, context, attributes, pdu.pmids)
             calls.append((mount.table, "fetch", partial(mount.table.fetch, req)))
         outcomes: list[Outcome] = await d.runner.gather(calls) if calls else []
-        if len(outcomes) == 1:
+        if len(outcomes) == 1 and type(outcomes[0]) is PackedFetch:
             packed = self._packed(pdu, plan, outcomes[0], profile)
             if packed is not None:
                 self._done(t0, packed[1])
