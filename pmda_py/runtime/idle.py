@@ -87,27 +87,37 @@ class _Loop:
             return None
         return loop if ok else None
 
-    def busy(self) -> bool:
-        """Whether a task is runnable, a ``run_sync_soon`` callback waits,
+    def idle_for(self) -> float | None:
+        """None when a task is runnable, a ``run_sync_soon`` callback waits,
         or a task other than trio's reader of its wake-up socket waits for
-        I/O (``current_statistics()``'s ``tasks_runnable``,
-        ``run_sync_soon_queue_size``, ``tasks_waiting_read > 1``,
-        ``tasks_waiting_write``)."""
-        entry = self._entry
-        if self._runner.runq or entry.queue or entry.idempotent_queue:
-            return True
+        I/O; else the seconds to trio's next deadline."""
+        runner, entry = self._runner, self._entry
+        if runner.runq or entry.queue or entry.idempotent_queue:
+            return None
         reading = 0
         for waiter in self._io._registered.values():
             if waiter.write_task is not None:
-                return True
+                return None
             if waiter.read_task is not None:
                 reading += 1
-        return reading > 1
-
-    def seconds_to_next_deadline(self) -> float:
-        """As ``current_statistics().seconds_to_next_deadline``."""
-        runner = self._runner
+        if reading > 1:
+            return None
         return float(runner.deadlines.next_deadline() - runner.clock.current_time())
+
+
+class _Statistics:
+    """:class:`_Loop`'s answer through trio's public statistics (where
+    this trio keeps its loop's facts elsewhere)."""
+
+    __slots__ = ()
+
+    def idle_for(self) -> float | None:
+        st = trio.lowlevel.current_statistics()
+        io: Any = st.io_statistics
+        # trio's own reader of its wake-up socket is the one I/O waiter expected
+        if st.tasks_runnable or st.run_sync_soon_queue_size or io.tasks_waiting_read > 1 or io.tasks_waiting_write:
+            return None
+        return float(st.seconds_to_next_deadline)
 
 
 class IdleWait:
@@ -116,13 +126,13 @@ class IdleWait:
 
     __slots__ = ("_fd", "_loop", "_poll", "blocked", "declined")
 
-    def __init__(self, fd: int, wakeup: int, loop: _Loop | None = None) -> None:
+    def __init__(self, fd: int, wakeup: int, loop: _Loop | _Statistics | None = None) -> None:
         self._fd = fd
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
         self._poll.register(wakeup, select.POLLIN)
-        #: trio's loop read directly (None: through current_statistics())
-        self._loop = loop
+        #: what says whether trio is idle, and till when: its loop read directly, else its statistics
+        self._loop: _Loop | _Statistics = loop if loop is not None else _Statistics()
         #: waits that blocked here, and waits left to trio at once (something else could run)
         self.blocked = 0
         self.declined = 0
@@ -137,27 +147,15 @@ class IdleWait:
         wakeup = _wakeup_fd()
         if wakeup is None or wakeup == fd:
             return None
-        return cls(fd, wakeup, _Loop.of())
+        return cls(fd, wakeup, _Loop.of() or _Statistics())
 
     def wait(self) -> bool:
         """Block until ``fd`` is readable or closed: True.  False at once
         when another task could run or waits for I/O, and False after a
         block that a signal, another thread, trio's next deadline or
         :data:`LONGEST` ended: the caller then waits trio's way."""
-        loop = self._loop
-        if loop is not None:
-            if loop.busy():
-                self.declined += 1
-                return False
-            timeout = min(loop.seconds_to_next_deadline(), LONGEST)
-        else:
-            st = trio.lowlevel.current_statistics()
-            io: Any = st.io_statistics
-            # trio's own reader of its wake-up socket is the one I/O waiter expected
-            if st.tasks_runnable or st.run_sync_soon_queue_size or io.tasks_waiting_read > 1 or io.tasks_waiting_write:
-                self.declined += 1
-                return False
-            timeout = min(st.seconds_to_next_deadline, LONGEST)
+        idle = self._loop.idle_for()
+        timeout = 0.0 if idle is None else min(idle, LONGEST)
         if timeout <= 0:
             self.declined += 1
             return False
