@@ -12,6 +12,8 @@ import socket
 import struct
 import sys
 import termios
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,22 @@ def _read(fd: int, n: int) -> bytes:
     return bytes(out)
 
 
+@asynccontextmanager
+async def _channel() -> AsyncIterator[tuple[PipeStream, int, int]]:
+    """pmcd's two pipes around a PipeStream: the stream, the fd pmcd reads
+    replies from, and the fd it writes requests to."""
+    r, w = os.pipe()
+    _grow_pipe(w)
+    req_r, req_w = os.pipe()
+    stream = PipeStream(req_r, w)
+    try:
+        yield stream, r, req_w
+    finally:
+        await stream.aclose()
+        os.close(r)
+        os.close(req_w)
+
+
 async def test_replies_left_in_the_pipe_keep_their_bytes(reply_memory: ReplyMemory) -> None:
     """Three replies spliced and none read: each buffer is held by the
     stream, so the layout writes the third into a new buffer rather than
@@ -91,12 +109,8 @@ async def test_a_reply_read_before_the_next_request_leaves_one_buffer(reply_memo
     request, so reading that request lets the reply go, and the layout
     writes the same buffer every time (nothing else is made)."""
     layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
-    r, w = os.pipe()
-    _grow_pipe(w)
-    req_r, req_w = os.pipe()
-    stream = PipeStream(req_r, w)
     request = FetchPdu((1000,)).encode()
-    try:
+    async with _channel() as (stream, r, req_w):
         ids = set()
         for k in range(6):
             os.write(req_w, request)
@@ -110,10 +124,6 @@ async def test_a_reply_read_before_the_next_request_leaves_one_buffer(reply_memo
             del out
             assert _read(r, len(_reply(vals))) == _reply(vals)
         assert len(ids) == 1 and reply_memory.count == 1 and stream.spliced == 6
-    finally:
-        await stream.aclose()
-        os.close(r)
-        os.close(req_w)
 
 
 async def test_a_request_read_before_the_reply_is_keeps_it_held(reply_memory: ReplyMemory) -> None:
@@ -122,12 +132,8 @@ async def test_a_request_read_before_the_reply_is_keeps_it_held(reply_memory: Re
     request must not let the unread reply go, so the layout writes its
     other buffer."""
     layout = FixedLayout(_reply([0] * len(INSTS_BIG)), [0], [PmType.U64], 1)
-    r, w = os.pipe()
-    _grow_pipe(w)
-    req_r, req_w = os.pipe()
-    stream = PipeStream(req_r, w)
     request = FetchPdu((1000,)).encode()
-    try:
+    async with _channel() as (stream, r, req_w):
         first = layout.encode([[1] * len(INSTS_BIG)])
         await stream.send_all(memoryview(first))
         del first
@@ -139,10 +145,6 @@ async def test_a_request_read_before_the_reply_is_keeps_it_held(reply_memory: Re
         assert _read(r, len(second)) == _reply([1] * len(INSTS_BIG))
         assert _read(r, len(second)) == _reply([2] * len(INSTS_BIG))
         assert reply_memory.count == 2
-    finally:
-        await stream.aclose()
-        os.close(r)
-        os.close(req_w)
 
 
 async def test_an_output_that_takes_no_splices_gets_writes(reply_memory: ReplyMemory) -> None:
