@@ -74,14 +74,9 @@ async def _thread() -> None:
     await trio.to_thread.run_sync(time.sleep, 0.2)
 
 
-@pytest.mark.parametrize("wake", [_timer, _thread], ids=["timer", "thread's result"])
-async def test_a_wake_up_of_trio_does_not_wait_for_pmcd(
-    pipe: tuple[PipeStream, int], wake: Callable[[], Awaitable[None]]
-) -> None:
-    """A task woken by a deadline, or by another thread's run_sync_soon
-    (``to_thread``), runs while the pipe is waited for: it writes what
-    the wait then reads."""
-    stream, w = pipe
+async def _read_after(stream: PipeStream, w: int, wake: Callable[[], Awaitable[None]]) -> bytes | bytearray:
+    """What the stream reads while a task, once ``wake`` returns (it sleeps,
+    or its thread does, while the read waits), writes to the pipe."""
 
     async def task() -> None:
         await wake()
@@ -90,8 +85,19 @@ async def test_a_wake_up_of_trio_does_not_wait_for_pmcd(
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(task)
-            await trio.testing.wait_all_tasks_blocked()  # the task sleeps, or its thread does
-            assert await stream.receive_some() == b"after the wake-up"
+            await trio.testing.wait_all_tasks_blocked()
+            return await stream.receive_some()
+
+
+@pytest.mark.parametrize("wake", [_timer, _thread], ids=["timer", "thread's result"])
+async def test_a_wake_up_of_trio_does_not_wait_for_pmcd(
+    pipe: tuple[PipeStream, int], wake: Callable[[], Awaitable[None]]
+) -> None:
+    """A task woken by a deadline, or by another thread's run_sync_soon
+    (``to_thread``), runs while the pipe is waited for: it writes what
+    the wait then reads."""
+    stream, w = pipe
+    assert await _read_after(stream, w, wake) == b"after the wake-up"
     assert stream.idle is not None and stream.idle.blocked >= 1
 
 
@@ -237,15 +243,6 @@ async def test_where_trio_keeps_its_loop_elsewhere_the_public_statistics_serve(
     wait back to trio for a timer."""
     monkeypatch.setattr(idle._Loop, "of", classmethod(lambda cls: None))
     stream, w = pipe
-
-    async def task() -> None:
-        await _timer()
-        os.write(w, b"after the timer")
-
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(task)
-            await trio.testing.wait_all_tasks_blocked()
-            assert await stream.receive_some() == b"after the timer"
+    assert await _read_after(stream, w, _timer) == b"after the wake-up"
     assert stream.idle is not None and isinstance(stream.idle._loop, idle._Statistics)
     assert stream.idle.blocked >= 1
