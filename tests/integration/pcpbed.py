@@ -4,6 +4,7 @@ loudly without it (fail when CI=true), run a private pmcd, run dbpmda."""
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import pwd
 import re
@@ -45,9 +46,25 @@ def require_pcp() -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free on both 127.0.0.1 and ::1 at the moment of asking: a daemon
+    told ``-6 PORT`` binds ::1, where a port free on 127.0.0.1 may be taken
+    (an earlier connection's local end there)."""
+    for _ in range(50):
+        with socket.socket() as s4:
+            s4.bind(("127.0.0.1", 0))
+            port = int(s4.getsockname()[1])
+            if not socket.has_ipv6:
+                return port
+            with socket.socket(socket.AF_INET6) as s6:
+                s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                try:
+                    s6.bind(("::1", port))
+                except OSError as err:
+                    if err.errno == errno.EADDRNOTAVAIL:  # no ::1 here: the v4 port is all there is
+                        return port
+                    continue
+                return port
+    raise RuntimeError("no port free on both 127.0.0.1 and ::1 in 50 tries")
 
 
 def as_nobody(body: Callable[[], int]) -> tuple[int, int | str]:

@@ -24,6 +24,8 @@ from typing import Any
 
 import attrs
 
+from tests.integration.pcpbed import free_port
+
 
 @attrs.define
 class Route:
@@ -136,12 +138,6 @@ def gzip_bomb(decoded: int = 2 << 30) -> bytes:
     outer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
     _BOMBS[decoded] = outer.compress(inner) + outer.flush()
     return _BOMBS[decoded]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 15.0) -> None:

@@ -18,7 +18,8 @@ from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
 from pmda_py.openmetrics.table import OpenMetricsTable
 from pmda_py.table import Columns, FetchRequest, Metric, StoreRequest, TableContext
 from pmda_py.wire import ProfilePdu
-from tests.openmetrics.servers import ControlledServer, Route, free_port
+from tests.integration.pcpbed import free_port
+from tests.openmetrics.servers import ControlledServer, Route
 
 #: what the daemon tells the drop-in at startup (domain 144, mounted at openmetrics)
 OM_CONTEXT = TableContext(domain=144, mount="openmetrics", name="openmetrics")
