@@ -108,8 +108,10 @@ class WorkerPool:
 
     def busy_share(self) -> float:
         """The share of its time the busiest worker spent on the CPU since
-        the last call (a worker new since: not counted; 1.0 where that
-        cannot be read: counted as busy)."""
+        the last call, 0.0 to 1.0 (a worker new since: not counted; 1.0
+        where that cannot be read: counted as busy).  The readings are in
+        clock ticks, so over a span of a few ticks one tick more or less
+        moves the ratio far past 1: it is capped there."""
         now = time.monotonic()
         share = 0.0
         seen, self._cpu = self._cpu, {}  # only the live workers' (a replaced worker's pid is dropped)
@@ -124,7 +126,7 @@ class WorkerPool:
             self._cpu[w.proc.pid] = (now, used)
             if then is not None and now > then[0]:
                 share = max(share, (used - then[1]) / (now - then[0]))
-        return share
+        return min(share, 1.0)
 
     @staticmethod
     def _uid() -> int:

@@ -489,7 +489,33 @@ def test_busy_share_keeps_only_the_live_workers_cpu_times(tmp_path: Path) -> Non
     pool.workers = [live, gone]
     share = pool.busy_share()
     assert set(pool._cpu) == {os.getpid()}
-    assert 0.0 <= share <= 2.0
+    assert 0.0 <= share <= 1.0
+
+
+def test_busy_share_is_a_share_whatever_the_ticks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU time is read in clock ticks: one tick (10 ms) seen over 0.1 ms of
+    wall time is a share of 1.0 (busy), not 100."""
+    from types import SimpleNamespace
+
+    from pmda_py.openmetrics import pool as pool_module
+    from pmda_py.openmetrics.pool import _Worker
+    from pmda_py.openmetrics.scrape import WorkerOptions
+
+    readings = iter([(100.0, 5.0), (100.0001, 5.01), (101.0001, 5.26), (102.0001, 5.26)])
+    now_cpu = [(0.0, 0.0)]
+
+    def clock() -> float:
+        now_cpu[0] = next(readings)
+        return now_cpu[0][0]
+
+    monkeypatch.setattr(pool_module, "time", SimpleNamespace(monotonic=clock))  # (the pool's clock only)
+    monkeypatch.setattr(pool_module, "_cpu_seconds", lambda pid: now_cpu[0][1])
+    pool = WorkerPool(1, WorkerOptions(str(tmp_path), 144, 1.0, 1.0), lambda event, **fields: None)
+    pool.workers = [_Worker(0, SimpleNamespace(pid=4242), None, None)]  # type: ignore[arg-type]
+    assert pool.busy_share() == 0.0  # (no earlier reading)
+    assert pool.busy_share() == 1.0  # 10 ms of CPU in 0.1 ms
+    assert pool.busy_share() == pytest.approx(0.25)  # 250 ms in 1 s
+    assert pool.busy_share() == 0.0  # idle
 
 
 async def test_a_full_flush_saves_the_tables_handed_over_and_not_read_yet(tmp_path: Path) -> None:
