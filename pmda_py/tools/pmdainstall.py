@@ -9,7 +9,7 @@ given wins over the variable)::
 
     pmda-py install [-n NAME] [-d DOMAIN] [-t pipe|inet|ipv6|unix] [-a ADDRESS]
                     [-c CONFIG] [--mmv | --openmetrics] [--needinstall]
-                    [--python PYTHON] [--source SPEC] [--pip-arg ARG ...] [PACKAGE ...]
+                    [--python PYTHON] [--source SPEC] [--pip-arg OPTION ...] [PACKAGE ...]
     pmda-py remove  [-n NAME] [--mmv | --openmetrics]
 
 Each PACKAGE (a project directory, a wheel or a requirement) is pip
@@ -18,7 +18,9 @@ points in ``pmda_py.tables``) are found there.  A project directory made
 by ``pmda-py new`` holds ``pmda.conf``: it is the config when ``-c`` is not
 given, and its ``[pmda] name`` and ``domain`` are the defaults of ``-n`` and
 ``-d``.  ``--source`` says what pip installs as pmda_py itself: by default
-the checkout this pmda_py runs from, else ``pmda_py==VERSION``.
+the checkout this pmda_py runs from, else ``pmda_py==VERSION``.  Each
+``--pip-arg`` passes one pip option, dashes and all (``--pip-arg --no-index
+--pip-arg --find-links=DIR``).
 
 Only the standard library is imported here.
 """
@@ -90,6 +92,24 @@ def _project_conf(packages: Sequence[str]) -> tuple[str | None, dict[str, str]]:
     return None, {}
 
 
+def _pip_args_joined(argv: Sequence[str]) -> list[str]:
+    """``argv`` with each ``--pip-arg VALUE`` as ``--pip-arg=VALUE``: a pip
+    option is the value (``--pip-arg --no-index``), not one of ours."""
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            out.append(arg)
+            out.extend(args)
+            break
+        if arg == "--pip-arg":
+            value = next(args, None)
+            out.append(arg if value is None else f"--pip-arg={value}")
+        else:
+            out.append(arg)
+    return out
+
+
 def install_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="pmda-py install",
@@ -104,9 +124,11 @@ def install_main(argv: Sequence[str]) -> int:
     p.add_argument("--needinstall", action="store_true", help="prepare only; pmcd installs it at its next start")
     p.add_argument("--python", help="interpreter of the agent's virtualenv (PYTHON)")
     p.add_argument("--source", help="what pip installs as pmda_py (default: %(default)s)", default=default_source())
-    p.add_argument("--pip-arg", action="append", default=[], help="an extra pip option (repeatable)")
+    p.add_argument(
+        "--pip-arg", action="append", default=[], help="one extra pip option, e.g. --pip-arg --no-index (repeatable)"
+    )
     p.add_argument("packages", nargs="*", metavar="PACKAGE", help="table packages: directories, wheels, requirements")
-    ns = p.parse_args(list(argv))
+    ns = p.parse_args(_pip_args_joined(argv))
     packages = [str(Path(pkg).resolve()) if os.path.exists(pkg) else pkg for pkg in ns.packages]
     for pkg in [*packages, ns.source, *ns.pip_arg]:
         if not pkg or any(c.isspace() for c in pkg):

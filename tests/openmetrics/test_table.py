@@ -297,15 +297,26 @@ def test_compat_flag() -> None:
     from pmda_py.config import parse_args
 
     cfg = parse_args(
-        ["--openmetrics-compat", "--openmetrics-dir", "/x", "--openmetrics-interval", "5", "-l", os.devnull]
+        [
+            "--openmetrics-compat",
+            "--openmetrics-dir",
+            "/x",
+            "--openmetrics-interval",
+            "5",
+            "--openmetrics-timeout",
+            "1.5",
+            "-l",
+            os.devnull,
+        ]
     )
     assert (cfg.name, cfg.domain, cfg.domain_labels) == ("openmetrics", 144, {"agent": "openmetrics"})
     (spec,) = cfg.tables
-    assert (spec.table, spec.mount, spec.options["dir"], spec.options["interval"]) == (
+    assert (spec.table, spec.mount, spec.options["dir"], spec.options["interval"], spec.options["timeout"]) == (
         "openmetrics",
         "openmetrics",
         "/x",
         "5.0",
+        "1.5",
     )
 
 
