@@ -131,8 +131,10 @@ class Table:
         return {m.cluster for m in self.metrics()}
 
     async def startup(self, context: TableContext) -> None:
-        """Called once, under the table's deadline, before the daemon reports
-        ready; ``context`` says where and how the table is mounted."""
+        """Called once, under the table's deadline (at least 2 s), before the
+        daemon reports ready; ``context`` says where and how the table is
+        mounted.  One that raises or overruns is logged and said in one line,
+        and the table serves what it can."""
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
         """Return values for ``request.metrics`` (see the module docstring)."""

@@ -17,7 +17,7 @@ import trio
 
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import pmid
-from pmda_py.testing.client import PmdaReplyError, open_pipe_pmda
+from pmda_py.testing.client import PmdaReplyError, open_pipe_pmda, open_socket_pmda
 from pmda_py.testing.support import pmda_py_argv
 from pmda_py.wire import CredsPdu, ErrorPdu
 
@@ -271,3 +271,104 @@ def test_sigterm_is_heard_while_the_tables_load(tmp_path: Path) -> None:
             proc.wait()
     text = log.read_text()
     assert "reason=SIGTERM" in text and "tables_mounted" not in text
+
+
+@pytest.mark.slow
+def test_a_startup_that_overruns_is_one_line_and_the_table_serves(tmp_path: Path) -> None:
+    """A ``startup()`` still running at its deadline (the table's, at least
+    2 s) is cut short: one line said and logged, and the table serves what
+    it can, beside the others."""
+    _module(tmp_path, "stuck", at_startup="import trio; await trio.sleep(60)")
+    stderr = tmp_path / "stderr"
+
+    async def go() -> None:
+        cmd = _cmd(tmp_path, "simple=simple", "stuck:T=stuck", extra=("--notready",))
+        with stderr.open("w") as err:
+            t0 = time.monotonic()
+            async with open_pipe_pmda(cmd, env=_env(tmp_path), stderr=err) as pmda:
+                ready = await pmda.receive(timeout=20)
+                assert isinstance(ready, ErrorPdu) and ready.code == PmErr.PMDAREADY
+                assert 2.0 <= time.monotonic() - t0 < 15
+                v = await pmda.fetch_values(["stuck.x", "simple.numfetch"])
+                assert v == {"stuck.x": 5, "simple.numfetch": 1}
+
+    trio.run(go)
+    lines = stderr.read_text().splitlines()
+    assert lines == ["pmda-py run: table stuck:T: startup() overran 2 s; serving what it can"], lines
+    assert "table_startup_timeout" in (tmp_path / "pmda.log").read_text()
+
+
+def _until(proc: subprocess.Popen[bytes], log: Path, word: str, deadline: float) -> None:
+    while word not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline and proc.poll() is None, (word, log.read_text() if log.exists() else "")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_table_left_out_at_its_load_timeout_comes_with_a_sighup(tmp_path: Path) -> None:
+    """A table whose import overran the load timeout is left out (the
+    others serve); once its import can finish, a SIGHUP mounts it."""
+    flag = tmp_path / "hold"
+    flag.touch()
+    _module(tmp_path, "late", at_import=f"while os.path.exists({str(flag)!r}): time.sleep(0.05)")
+    log = tmp_path / "pmda.log"
+    conf = tmp_path / "pmda.conf"
+    conf.write_text(
+        "[pmda]\nname = t\ndomain = 200\nload_timeout = 2\n\n[table simple]\nmount = simple\n\n"
+        "[table late]\ntable = late:T\nmount = late\n"
+    )
+    sock = tmp_path / "s.sock"
+    cmd = pmda_py_argv("run", "-c", str(conf), "-l", str(log), "-u", str(sock), "--standalone")
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=_env(tmp_path))
+    try:
+        deadline = time.monotonic() + 20
+        _until(proc, log, "tables_mounted", deadline)
+        assert "table_load_timeout" in log.read_text()
+
+        async def fetch(names: list[str]) -> dict[str, object]:
+            async with open_socket_pmda(unix=str(sock)) as pmda:
+                return await pmda.fetch_values(names)
+
+        assert trio.run(fetch, ["simple.numfetch"])["simple.numfetch"] == 1  # the others serve
+        with pytest.raises(PmdaReplyError):  # left out: its name is unknown
+            trio.run(fetch, ["late.x"])
+        flag.unlink()  # the import finishes in its thread
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGHUP)
+        _until(proc, log, "reloaded", deadline)
+        assert trio.run(fetch, ["late.x"])["late.x"] == 5
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_a_sighup_while_the_tables_load_is_heard_and_done_after(tmp_path: Path) -> None:
+    """SIGHUP during the first load neither ends the agent nor is lost: the
+    reload waits for the tables of the start, then runs."""
+    flag = tmp_path / "hold"
+    flag.touch()
+    _module(tmp_path, "late", at_import=f"while os.path.exists({str(flag)!r}): time.sleep(0.05)")
+    log = tmp_path / "pmda.log"
+    conf = tmp_path / "pmda.conf"
+    conf.write_text("[pmda]\nname = t\ndomain = 200\n\n[table late]\ntable = late:T\nmount = late\n")
+    cmd = pmda_py_argv("run", "-c", str(conf), "-l", str(log), "-u", str(tmp_path / "s.sock"))
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=_env(tmp_path))
+    try:
+        deadline = time.monotonic() + 20
+        _until(proc, log, "listening", deadline)
+        time.sleep(0.3)  # inside the import now
+        proc.send_signal(signal.SIGHUP)
+        _until(proc, log, "reload_deferred", deadline)
+        assert "tables_mounted" not in log.read_text()
+        flag.unlink()
+        _until(proc, log, "reloaded", deadline)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
