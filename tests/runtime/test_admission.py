@@ -551,3 +551,29 @@ async def test_pcp_conf_is_not_read_again_for_every_connection(monkeypatch: pyte
                 peer, who, refusal = check.peer, check.who, check.refusal
                 assert refusal is None and who == f"uid={os.geteuid()}", (peer, refusal)
     assert len(opened) <= 1, f"pcp.conf read {len(opened)} times for 6 connections"
+
+
+@pytest.mark.parametrize(
+    ("conf", "env", "user"),
+    [("", None, "pcp"), ("PCP_USER=nobody\n", None, "nobody"), ("PCP_USER=pcp\n", "nobody", "nobody")],
+)
+def test_who_may_be_pmcd_is_root_the_pcp_user_and_ourselves(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, conf: str, env: str | None, user: str
+) -> None:
+    """docs/security.md: root, the PCP user (``PCP_USER`` in pcp.conf, the
+    environment over it, default ``pcp``) and the agent's own uid; no one else."""
+    from pmda_py.runtime.admission import allowed_uids
+
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        pytest.skip(f"no user {user!r} here")
+    (tmp_path / "pcp.conf").write_text(f"PCP_VERSION=6.0.3\n{conf}")
+    monkeypatch.setenv("PCP_CONF", str(tmp_path / "pcp.conf"))
+    if env is None:
+        monkeypatch.delenv("PCP_USER", raising=False)
+    else:
+        monkeypatch.setenv("PCP_USER", env)
+    allowed = allowed_uids()
+    assert set(allowed) == {0, uid, os.geteuid()}, allowed
+    assert allowed[uid] == user

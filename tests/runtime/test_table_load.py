@@ -372,3 +372,41 @@ def test_a_sighup_while_the_tables_load_is_heard_and_done_after(tmp_path: Path) 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+TWO = """\
+from pmda_py.table import Table, Metric, InDom
+from pmda_py.pmapi import PmType
+class A(Table):
+    d = InDom({a_serial}, {{0: "x"}})
+    m = Metric('a', cluster={a_cluster}, item=0, type=PmType.U32, indom=d)
+class B(Table):
+    d = InDom({b_serial}, {{0: "y"}})
+    m = Metric('b', cluster={b_cluster}, item=0, type=PmType.U32, indom=d)
+"""
+
+
+@pytest.mark.parametrize(
+    ("clusters", "serials", "said"),
+    [((1, 1), (1, 2), "both use cluster 1"), ((1, 2), (3, 3), "both use indom serial 3")],
+)
+def test_tables_colliding_in_one_domain_are_one_clear_error(
+    tmp_path: Path, clusters: tuple[int, int], serials: tuple[int, int], said: str
+) -> None:
+    """docs/tables.md: clusters and indom serials that collide are refused at
+    start-up with one clear error (the agent exits 1 before it speaks)."""
+    (tmp_path / "two.py").write_text(
+        TWO.format(a_cluster=clusters[0], b_cluster=clusters[1], a_serial=serials[0], b_serial=serials[1])
+    )
+    r = subprocess.run(
+        _cmd(tmp_path, "two:A=a", "two:B=b"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+    )
+    assert r.returncode == 1, r
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pmda-py run: ") and said in lines[0], r.stderr

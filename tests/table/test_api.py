@@ -99,3 +99,20 @@ def test_an_indoms_name_index_is_made_when_asked_and_follows_its_instances() -> 
     assert ind.id_of("d") == 3
     listed = InDom(6, {1: "one"}, listing=((1, "one"), (1, "uno")))
     assert listed.id_of("uno") == 1  # (a name of the listing: as listed)
+
+
+def test_a_name_the_cache_refuses_is_left_out_and_logged_once() -> None:
+    """InDom.set_names: an empty name, or one equal to another up to the
+    first space but not after it, is left out (the others keep their ids)
+    and logged once, not at every call."""
+    import structlog.testing
+
+    ind = InDom(4)
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            got = ind.set_names(["disk one", "", "disk two", "net"])
+    assert sorted(got.values()) == ["disk one", "net"]
+    assert dict(ind.instances) == got
+    refused = [e for e in logs if e["event"] == "instance_refused"]
+    assert sorted(e["name"] for e in refused) == ["", "disk two"], refused
+    assert ind.id_of("disk") == ind.id_of("disk one")
