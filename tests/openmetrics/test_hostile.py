@@ -391,8 +391,18 @@ async def test_too_many_sources_logged_once(tmp_path: Path) -> None:
 
 
 def test_series_ttl_is_an_option() -> None:
-    t = OpenMetricsTable(dir="/nonexistent", max_series="7", max_label_bytes="9", series_ttl="2.5")
-    assert (t.limits.max_series, t.limits.max_label_bytes, t.limits.series_ttl) == (7, 9, 2.5)
+    t = OpenMetricsTable(dir="/nonexistent", max_bytes="5", max_series="7", max_label_bytes="9", series_ttl="2.5")
+    assert (t.limits.max_bytes, t.limits.max_series, t.limits.max_label_bytes, t.limits.series_ttl) == (5, 7, 9, 2.5)
+
+
+def test_the_limits_are_the_documented_ones() -> None:
+    """docs/openmetrics.md's figures: 16 MiB documents, 50 000 series and
+    8 MiB of names and labels per source, 10 000 instances per metric, a
+    series_ttl of 3600 s."""
+    limits = OpenMetricsTable(dir="/nonexistent").limits
+    assert limits.max_bytes == 16 * 1024 * 1024 and limits.max_series == 50_000
+    assert limits.max_label_bytes == 8 * 1024 * 1024 and limits.max_instances == 10_000
+    assert limits.series_ttl == 3600.0
 
 
 @pytest.mark.parametrize("workers", ["0", "1"])
