@@ -181,26 +181,37 @@ def _admit(
 ) -> tuple[list[tuple[FileImage, MmvFile, int]], dict[str, int], bool]:
     """The files pmdammv loads, in scan order, each with its cluster (and
     file name -> cluster); whether a file was in flux (a rescan is due)."""
-    clusters: dict[str, int] = {}
-    loaded: list[tuple[FileImage, MmvFile, int]] = []
-    reload = False
-    used: set[int] = set()
+    parsed: list[tuple[FileImage, MmvFile | None, MmvFormatError | None]] = []
     for img in images:
+        mf: MmvFile | None = None
         try:
             failed = img.error  # (not raised here: the traceback would make a cycle through img)
             if failed is None:
                 mf = img.parsed if img.parsed is not None else MmvFile.from_buffer(img.data)
         except MmvFormatError as err:
             failed = err.with_traceback(None)
-        if failed is not None:
+        parsed.append((img, None if failed is not None else mf, failed))
+    # the clusters the files of this scan ask for, and every one a file was
+    # given before: a file given one automatically takes none of them while
+    # there are others, so a file that comes does not move the others'
+    # clusters (their PMIDs), nor take one that goes and comes back
+    claimed = set(sticky.values())
+    claimed.update(mf.cluster for img, mf, _failed in parsed if mf is not None and not _writer_gone(img, mf))
+    clusters: dict[str, int] = {}
+    loaded: list[tuple[FileImage, MmvFile, int]] = []
+    reload = False
+    used: set[int] = set()
+    for img, mf, failed in parsed:
+        if mf is None:
+            assert failed is not None
             if "in flux" in str(failed):
                 reload = True
             diags.append((img.name, Diagnostic(failed.section, failed.offset, f"file not loaded: {failed}")))
             continue
-        if mf.flags & MmvFlags.PROCESS and mf.process != 0 and not img.pid_alive:
+        if _writer_gone(img, mf):
             diags.append((img.name, Diagnostic("header", 32, f"writer pid {mf.process} is gone: file skipped")))
             continue
-        c = _cluster(img.name, mf.cluster, sticky, used, clusters, diags)
+        c = _cluster(img.name, mf.cluster, sticky, used, claimed, clusters, diags)
         if c is None:
             continue
         used.add(c)
@@ -211,25 +222,31 @@ def _admit(
     return loaded, clusters, reload
 
 
+def _writer_gone(img: FileImage, mf: MmvFile) -> bool:
+    return bool(mf.flags & MmvFlags.PROCESS) and mf.process != 0 and not img.pid_alive
+
+
 def _cluster(
     name: str,
     want: int,
     sticky: Mapping[str, int],
     used: set[int],
+    claimed: set[int],
     clusters: Mapping[str, int],
     diags: list[tuple[str, Diagnostic]],
 ) -> int | None:
     """The file's cluster: the one it asks for, or (0: automatic) the one
-    it had, else the lowest free; None (and why, in ``diags``) if none."""
+    it had, else the lowest free one that no file of the scan asks for and
+    no file had (the lowest free one if there is no such); None (and why,
+    in ``diags``) if none."""
     if want < 0 or want > 4095:
         diags.append((name, Diagnostic("header", 36, f"cluster {want} out of range: file skipped")))
         return None
     if want == 0:
         c = sticky.get(name, 0)
         if c == 0 or c in used:
-            c = 1
-            while c in used:
-                c += 1
+            free = [k for k in range(1, 4096) if k not in used]
+            c = next((k for k in free if k not in claimed), free[0] if free else 4096)
         if c > 4095:
             diags.append((name, Diagnostic("header", 36, "no free cluster: file skipped")))
             return None

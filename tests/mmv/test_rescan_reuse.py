@@ -113,3 +113,54 @@ def test_a_changed_indom_is_a_new_object_and_its_metrics_new_names(tmp_path: Pat
             assert old[name] is m, name  # (the other indom's, the singular ones, the other files')
             assert f"mmv.{name}" not in gone | came
     assert hit >= 2
+
+
+def _clusters(disp: Dispatcher) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for name, pmid in disp.all_names.items():
+        out.setdefault(name.split(".")[1], set()).add((pmid >> 10) & 0xFFF)
+    return out
+
+
+def test_two_files_asking_for_one_cluster_never_share_it(tmp_path: Path) -> None:
+    """docs/mmv.md: the later file is refused with a log line; the first
+    one is served as it is."""
+    import structlog.testing
+
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "a").write_bytes(_with_cluster(GENSTATS, 100))
+    (d / "b").write_bytes(_with_cluster(HELP, 100))
+    table = MmvTable(dir=str(d), compat="1", pcp_version="6.0.3")
+    with structlog.testing.capture_logs() as logs:
+        table._apply(table._scan_state())
+    disp = Dispatcher(70, [Mount(table, "mmv")], _Runner())
+    clusters = _clusters(disp)
+    assert clusters["a"] == {100} and "b" not in clusters, clusters
+    said = [e for e in logs if e["event"] == "mmv_problem" and e.get("file") == "b"]
+    assert len(said) == 1 and "cluster 100 already taken by a" in said[0]["problem"], logs
+
+
+def test_automatic_clusters_survive_rescans(tmp_path: Path) -> None:
+    """docs/mmv.md: a file asking for no cluster keeps the one it was given
+    when files come and go around it."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    (d / "m").write_bytes(_with_cluster(GENSTATS, 0))
+    (d / "z").write_bytes(_with_cluster(HELP, 0))
+    table = MmvTable(dir=str(d), compat="1", pcp_version="6.0.3")
+    table._apply(table._scan_state())
+    disp = Dispatcher(70, [Mount(table, "mmv")], _Runner())
+    first = _clusters(disp)
+    (d / "a").write_bytes(_with_cluster(HELP, 0))  # sorts before them, asks for no cluster either
+    _rescan(table, disp)
+    then = _clusters(disp)
+    assert then["z"] == first["z"] and then["m"] == first["m"], (first, then)
+    (d / "m").unlink()
+    (d / "b").write_bytes(_with_cluster(HELP, 0))  # comes as m goes
+    _rescan(table, disp)
+    (d / "m").write_bytes(_with_cluster(GENSTATS, 0))  # m back again
+    _rescan(table, disp)
+    last = _clusters(disp)
+    assert {k: last[k] for k in ("a", "m", "z")} == {k: then[k] for k in ("a", "m", "z")}, (then, last)
+    assert len({c for cs in last.values() for c in cs}) == len(last)  # no two share one
