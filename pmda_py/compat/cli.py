@@ -27,6 +27,13 @@ def main(argv: Sequence[str]) -> int:
     if not os.path.isfile(script):
         print(f"pmda-py compat: {script}: no such file", file=sys.stderr)
         return 2
+    deadline = os.environ.get("PYPMDA_COMPAT_DEADLINE")
+    if deadline and not _seconds_under_pmcds_timeout(deadline):
+        print(
+            f"pmda-py compat: PYPMDA_COMPAT_DEADLINE={deadline!r}: not seconds between 0 and 5 (pmcd's timeout)",
+            file=sys.stderr,
+        )
+        return 2
     from pmda_py.compat.agent import AGENT
     from pmda_py.compat.finder import install
 
@@ -45,3 +52,11 @@ def main(argv: Sequence[str]) -> int:
         print(code, file=sys.stderr)
         return 1
     return 0
+
+
+def _seconds_under_pmcds_timeout(text: str) -> bool:
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return 0 < value < 5  # (False for nan)

@@ -115,3 +115,34 @@ def test_install_time_modes_print_to_stdout(root: Path, mode: str) -> None:
     )
     expected = "#define PROBE 400\n" if mode == "PCP_PYTHON_DOMAIN" else "root {\n\tprobe\t400:*:*\n}\n"
     assert r.stdout == expected, r.stderr
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "0", "5", "nan"])
+def test_a_bad_compat_deadline_is_one_line_before_the_script_runs(tmp_path: Path, value: str) -> None:
+    """docs/compat.md's PYPMDA_COMPAT_DEADLINE: a value that is not seconds
+    under pmcd's 5 s is one line on stderr, and the script never runs (no
+    traceback in its log, no CREDS for pmcd)."""
+    import os
+
+    ran = tmp_path / "ran"
+    script = tmp_path / "pmdax.python"
+    script.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    env = dict(os.environ, PYPMDA_COMPAT_DEADLINE=value)
+    r = subprocess.run([*COMPAT, str(script)], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and r.stdout == "", r
+    assert r.stderr.splitlines() == [
+        f"pmda-py compat: PYPMDA_COMPAT_DEADLINE={value!r}: not seconds between 0 and 5 (pmcd's timeout)"
+    ]
+    assert not ran.exists()
+
+
+def test_a_good_compat_deadline_lets_the_script_run(tmp_path: Path) -> None:
+    import os
+
+    ran = tmp_path / "ran"
+    script = tmp_path / "pmdax.python"
+    script.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    env = dict(os.environ, PYPMDA_COMPAT_DEADLINE="0.5")
+    r = subprocess.run([*COMPAT, str(script)], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and r.stderr == "", r
+    assert ran.exists()
