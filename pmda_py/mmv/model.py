@@ -245,8 +245,9 @@ def _cluster(
     if want == 0:
         c = sticky.get(name, 0)
         if c == 0 or c in used:
-            free = [k for k in range(1, 4096) if k not in used]
-            c = next((k for k in free if k not in claimed), free[0] if free else 4096)
+            c = next((k for k in range(1, 4096) if k not in used and k not in claimed), 0)
+            if c == 0:
+                c = next((k for k in range(1, 4096) if k not in used), 4096)
         if c > 4095:
             diags.append((name, Diagnostic("header", 36, "no free cluster: file skipped")))
             return None
