@@ -25,7 +25,8 @@ def main(argv: Sequence[str]) -> int:
         return 0 if args else 2
     script = args[0]
     if not os.path.isfile(script):
-        print(f"pmda-py compat: {script}: no such file", file=sys.stderr)
+        why = "not a file" if os.path.exists(script) else "no such file"
+        print(f"pmda-py compat: {script}: {why}", file=sys.stderr)
         return 2
     from pmda_py.compat.agent import AGENT
     from pmda_py.compat.finder import install

@@ -101,7 +101,9 @@ def test_usage_errors() -> None:
     r = subprocess.run([*COMPAT], capture_output=True, text=True)
     assert r.returncode == 2 and "usage: pmda-py compat SCRIPT" in r.stderr
     r = subprocess.run([*COMPAT, "/nonexistent/pmdax.python"], capture_output=True, text=True)
-    assert r.returncode == 2 and "no such file" in r.stderr
+    assert r.returncode == 2 and r.stderr == "pmda-py compat: /nonexistent/pmdax.python: no such file\n"
+    r = subprocess.run([*COMPAT, "/"], capture_output=True, text=True)  # a directory is there, but no script
+    assert r.returncode == 2 and r.stderr == "pmda-py compat: /: not a file\n"
 
 
 @pytest.mark.parametrize("mode", ["PCP_PYTHON_DOMAIN", "PCP_PYTHON_PMNS"])
