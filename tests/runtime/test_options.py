@@ -291,3 +291,38 @@ async def test_user_key_drops_privileges(tmp_path: Path) -> None:
     async with open_socket_pmda(unix=str(sock), command=[*cmd, "-c", str(conf)], env=extra) as pmda:
         pid = (await pmda.fetch_values(["ctl.pid"]))["ctl.pid"]
         assert _uids(pid) == [pwd.getpwnam("pcp").pw_uid] * 4
+
+
+@pytest.mark.parametrize("planted", ["file", "symlink", "directory"])
+def test_unix_path_that_is_not_a_socket_is_left_alone(tmp_path: Path, planted: str) -> None:
+    """``-u PATH`` removes a socket left there, never anything else (the
+    agent is root here; a mistyped path must not cost a file)."""
+    precious = tmp_path / "precious"
+    precious.write_text("keep me\n")
+    path = tmp_path / "pmda.sock"
+    if planted == "file":
+        path.write_text("keep me too\n")
+    elif planted == "symlink":
+        path.symlink_to(precious)
+    else:
+        path.mkdir()
+    r = _run(["-u", str(path), "-d", "251", "-l", str(tmp_path / "pmda.log")], tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [
+        f"pmda-py run: cannot open the unix channel ({path}): [Errno 17] exists and is not a socket (left alone): "
+        f"'{path}'"
+    ]
+    assert precious.read_text() == "keep me\n"
+    assert os.path.lexists(path)
+    if planted == "file":
+        assert path.read_text() == "keep me too\n"
+
+
+async def test_unix_socket_left_by_a_previous_run_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "pmda.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()  # the name stays: nobody listens there
+    cmd = pmda_py_argv("run", "-u", str(path), "-d", "251", "-l", str(tmp_path / "pmda.log"), "-t", "control=ctl")
+    async with open_socket_pmda(unix=str(path), command=cmd) as pmda:
+        assert (await pmda.fetch_values(["ctl.pid"]))["ctl.pid"] > 0
