@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.harness import COMPAT, bed, dbpmda, write_pmns
+from tests.compat.harness import COMPAT, bed, both, dbpmda, require_binding, write_pmns
 from tests.conftest import require
 
 PROBE = """
@@ -117,3 +117,40 @@ def test_install_time_modes_print_to_stdout(root: Path, mode: str) -> None:
     )
     expected = "#define PROBE 400\n" if mode == "PCP_PYTHON_DOMAIN" else "root {\n\tprobe\t400:*:*\n}\n"
     assert r.stdout == expected, r.stderr
+
+
+ARGV_PROBE = """
+import sys
+import cpmapi as c_api
+from pcp.pmda import PMDA, pmdaMetric
+from pcp.pmapi import pmUnits
+
+
+class Probe(PMDA):
+    def __init__(self):
+        PMDA.__init__(self, "probe", 400)
+        self.add_metric("probe.argv", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_STRING, c_api.PM_INDOM_NULL,
+                        c_api.PM_SEM_DISCRETE, pmUnits(0, 0, 0, 0, 0, 0)), "argv", "argv")
+        self.set_fetch_callback(lambda cluster, item, inst: [" ".join(sys.argv[1:]), 1])
+
+
+Probe().run()
+"""
+
+
+def test_pmdagetopt_options_are_the_scripts_as_with_the_binding(root: Path) -> None:
+    """The binding traps none of pmdaGetOpt's options (its init_dispatch takes
+    the name, domain, log and help file from the script): ``-d``, ``-l``,
+    ``-D``, ``-h``, ``-i``, ``-U`` after SCRIPT are the script's argv, and the
+    agent stays on pmcd's pipe, at the script's domain, logging to NAME.log."""
+    require_binding()
+    env = bed(root)
+    script = root / "pmdaprobe.python"
+    script.write_text(ARGV_PROBE)
+    pmns = write_pmns(root / "probe.pmns", 400, {"probe.argv": (0, 0)})
+    args = ("-d", "7", "-l", "other.log", "-D", "appl0", "-h", "/nonexistent/help", "-i", "44399", "-U", "nobody")
+    real, ours = both(script, "fetch probe.argv\n", pmns, env, root, args)
+    assert 'value "-d 7 -l other.log -D appl0 -h /nonexistent/help -i 44399 -U nobody"' in real, real
+    assert ours == real
+    for side in ("real", "ours"):
+        assert (root / side / "probe.log").exists() and not (root / side / "other.log").exists(), side
