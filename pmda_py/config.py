@@ -29,6 +29,7 @@ import configparser
 import json
 import os
 import re
+import socket
 from collections.abc import Sequence
 from typing import Literal, TypedDict
 
@@ -60,9 +61,10 @@ DEFAULT_LOAD_TIMEOUT = 30.0
 #: how pmcd reaches the daemon: its stdin/stdout, or a socket the daemon listens on
 Transport = Literal["pipe", "unix", "inet", "ipv6"]
 LogFormat = Literal["console", "json"]
-LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+LogLevel = Literal["debug", "info", "warning", "error"]
 _LOG_FORMATS: tuple[LogFormat, ...] = ("console", "json")
-_LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error", "critical")
+#: as ``--log-level`` and the control table's ``log.level`` take them
+_LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
 
 
 class ConfigFileError(Exception):
@@ -176,6 +178,9 @@ _PMDA_KEYS = {
     "bind",
 }
 
+#: a PMDA name: a log file's name, a default mount's first part
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
 _BOOLEANS = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False, "off": False}
 
 
@@ -252,10 +257,10 @@ def load_file(path: str) -> _Fields:
                 elif key == "log_level":
                     level = next((lv for lv in _LOG_LEVELS if lv == value.lower()), None)
                     if level is None:
-                        raise fail(section, key, f"unknown level {value!r}")
+                        raise fail(section, key, f"unknown level {value!r} ({', '.join(_LOG_LEVELS)})")
                     out["log_level"] = level
                 elif key == "name":
-                    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", value):
+                    if not _NAME.fullmatch(value):
                         raise fail(section, key, f"bad PMDA name {value!r}")
                     out["name"] = value
                 elif key == "user":
@@ -315,6 +320,21 @@ def load_file(path: str) -> _Fields:
     return out
 
 
+def _check_port(flag: str, text: str) -> None:
+    """``-i``/``-6``'s PORT: a number 1-65535 or a service name (as pmdaGetOpt
+    takes it); anything else is one line and exit 1, before anything opens."""
+    if text.isdigit():
+        if 1 <= int(text) <= 65535:
+            return
+    else:
+        try:
+            socket.getservbyname(text, "tcp")
+            return
+        except OSError:
+            pass
+    raise SystemExit(f"pmda-py run: {flag} {text!r}: not a port (a number 1-65535 or a service name)")
+
+
 def _table_arg(text: str) -> TableSpec:
     name, _, mount = text.partition("=")
     if not name:
@@ -328,6 +348,22 @@ def _seconds_arg(text: str) -> float:
         return creds_timeout_value(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _positive_seconds_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
+def _count_arg(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"not a whole number 0 or more: {text!r}")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -400,11 +436,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--openmetrics-dir", help="OpenMetrics config directory (default $PCP_PMDAS_DIR/openmetrics/config.d)"
     )
-    p.add_argument("--openmetrics-interval", type=float, help="seconds between scrapes of each source (default 10)")
-    p.add_argument("--openmetrics-timeout", type=float, help="deadline of one scrape in seconds (default 2)")
+    p.add_argument(
+        "--openmetrics-interval", type=_positive_seconds_arg, help="seconds between scrapes of each source (default 10)"
+    )
+    p.add_argument(
+        "--openmetrics-timeout", type=_positive_seconds_arg, help="deadline of one scrape in seconds (default 2)"
+    )
     p.add_argument(
         "--openmetrics-workers",
-        type=int,
+        type=_count_arg,
         help="scraper worker processes (default: none while the daemon keeps up with its sources, then 1 "
         "and more up to the CPUs while they cannot; N: exactly N; 0: the daemon scrapes, for good)",
     )
@@ -457,12 +497,16 @@ def parse_args(argv: Sequence[str]) -> Config:
             raise SystemExit(f"pmda-py run: domain {ns.domain} out of range 1-510")
         kw["domain"] = ns.domain
     if ns.name:
+        if not _NAME.fullmatch(ns.name):
+            raise SystemExit(f"pmda-py run: -n {ns.name!r}: bad PMDA name (a letter, then letters, digits or _)")
         kw["name"] = ns.name
     if ns.unix:
         kw["transport"], kw["address"] = "unix", ns.unix
     elif ns.inet:
+        _check_port("-i", ns.inet)
         kw["transport"], kw["address"] = "inet", ns.inet
     elif ns.ipv6:
+        _check_port("-6", ns.ipv6)
         kw["transport"], kw["address"] = "ipv6", ns.ipv6
     if ns.bind:
         if kw.get("transport") not in ("inet", "ipv6"):

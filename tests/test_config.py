@@ -6,6 +6,7 @@ naming the file, the line and the key."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,12 @@ def test_command_line_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bind_with_a_port(tmp_path: Path) -> None:
     assert parse_args(["-i", "4444", "--bind", "0.0.0.0"]).bind_address == "0.0.0.0"
     assert os.path.isabs(parse_args(["-c", _conf(tmp_path, "[pmda]\n")]).state_dir)
+
+
+def test_the_shipped_file_documents_every_key() -> None:
+    """etc/pypmda.conf's comment block names each [pmda] key the parser takes."""
+    from pmda_py.config import _PMDA_KEYS
+
+    text = (Path(__file__).parent.parent / "etc" / "pypmda.conf").read_text()
+    documented = {m.group(1) for m in re.finditer(r"(?m)^#   (\w+)\s", text)}
+    assert documented >= _PMDA_KEYS, sorted(_PMDA_KEYS - documented)

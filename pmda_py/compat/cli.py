@@ -25,7 +25,8 @@ def main(argv: Sequence[str]) -> int:
         return 0 if args else 2
     script = args[0]
     if not os.path.isfile(script):
-        print(f"pmda-py compat: {script}: no such file", file=sys.stderr)
+        why = "not a file" if os.path.exists(script) else "no such file"
+        print(f"pmda-py compat: {script}: {why}", file=sys.stderr)
         return 2
     deadline = os.environ.get("PYPMDA_COMPAT_DEADLINE")
     if deadline and not _seconds_under_pmcds_timeout(deadline):

@@ -101,6 +101,18 @@ def _flag(value: str) -> bool:
     return value not in ("0", "", "no", "false")
 
 
+def _seconds(key: str, value: str) -> float:
+    """A table option in seconds: a finite number above 0 (a negative
+    interval would crash the scheduler, 0 would scrape without pause)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{key}: not a number: {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{key}: {value!r} is not a number of seconds above 0")
+    return seconds
+
+
 class OpenMetricsTable(Scheduling, ControlMetrics, Table):
     """OpenMetrics/Prometheus endpoints, as PCP's pmdaopenmetrics serves them."""
 
@@ -137,8 +149,8 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         #: pmdaopenmetrics' place; the daemon's --state-dir (Config.state_dir) when not given here
         self.state_dir = state_dir or os.path.join(conf["PCP_VAR_DIR"], "config", "pmda")
         self._state_dir_given = state_dir is not None
-        self.interval = float(interval)
-        self.timeout = float(timeout)
+        self.interval = _seconds("interval", interval)
+        self.timeout = _seconds("timeout", timeout)
         self.concurrency = max(1, int(concurrency))
         self.limits = Limits(
             max_bytes=int(max_bytes),

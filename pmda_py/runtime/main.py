@@ -80,7 +80,20 @@ async def run(
             from pmda_py.runtime.sockets import SocketServer, listen_address
 
             server = SocketServer(config, active, on_ready=active.loaded.wait)
-            await server.open()
+            try:
+                await server.open()
+            except (OSError, OverflowError) as err:
+                # port in use, an address not of this host or not of the
+                # family, a name that does not resolve, a socket path whose
+                # directory is missing: the person's mistake, one line
+                at = config.address
+                if config.transport != "unix":
+                    host, port = listen_address(config)
+                    at = f"{host} port {port}"
+                log.error("transport_failed", transport=config.transport, address=at, error=str(err))
+                if say is not None:
+                    say(f"pmda-py run: cannot open the {config.transport} channel ({at}): {err}")
+                return 1
             where = {"bind": listen_address(config)[0]} if config.transport != "unix" else {}
             log.info(
                 "listening",
@@ -96,9 +109,10 @@ async def run(
             try:
                 drop_privileges(config.username)
             except (KeyError, OSError) as err:
-                log.error("privilege_drop_failed", user=config.username, error=str(err))
+                why = "no such user" if isinstance(err, KeyError) else str(err)
+                log.error("privilege_drop_failed", user=config.username, error=why)
                 if say is not None:
-                    say(f"pmda-py run: cannot run as {config.username}: {err}")
+                    say(f"pmda-py run: cannot run as {config.username}: {why}")
                 return 1
         reason = "eof"
         current = config

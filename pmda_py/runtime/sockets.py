@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import stat
 from collections.abc import Awaitable
 from typing import Callable
 
@@ -68,11 +69,20 @@ def listen_address(config: Config) -> tuple[str, int]:
 
 
 async def _bind_unix(path: str, username: str | None) -> Listener:
-    """A listening unix socket at ``path``, with the file's (dev, ino)."""
+    """A listening unix socket at ``path``, with the file's (dev, ino).
+
+    A socket left at ``path`` (a previous run's) is removed; anything else
+    there (a file, a directory, a symlink: a mistyped ``-u``, or a name
+    planted in a directory the PCP user owns) is left alone and refused: the
+    agent runs as root here."""
     try:
-        os.unlink(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         pass
+    else:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise OSError(errno.EEXIST, "exists and is not a socket (left alone)", path)
+        os.unlink(path)
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         await sock.bind(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.harness import COMPAT, bed, dbpmda, write_pmns
+from tests.compat.harness import COMPAT, bed, both, dbpmda, require_binding, write_pmns
 from tests.conftest import require
 
 PROBE = """
@@ -101,7 +101,9 @@ def test_usage_errors() -> None:
     r = subprocess.run([*COMPAT], capture_output=True, text=True)
     assert r.returncode == 2 and "usage: pmda-py compat SCRIPT" in r.stderr
     r = subprocess.run([*COMPAT, "/nonexistent/pmdax.python"], capture_output=True, text=True)
-    assert r.returncode == 2 and "no such file" in r.stderr
+    assert r.returncode == 2 and r.stderr == "pmda-py compat: /nonexistent/pmdax.python: no such file\n"
+    r = subprocess.run([*COMPAT, "/"], capture_output=True, text=True)  # a directory is there, but no script
+    assert r.returncode == 2 and r.stderr == "pmda-py compat: /: not a file\n"
 
 
 @pytest.mark.parametrize("mode", ["PCP_PYTHON_DOMAIN", "PCP_PYTHON_PMNS"])
@@ -146,3 +148,40 @@ def test_a_good_compat_deadline_lets_the_script_run(tmp_path: Path) -> None:
     r = subprocess.run([*COMPAT, str(script)], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     assert r.returncode == 0 and r.stderr == "", r
     assert ran.exists()
+
+
+ARGV_PROBE = """
+import sys
+import cpmapi as c_api
+from pcp.pmda import PMDA, pmdaMetric
+from pcp.pmapi import pmUnits
+
+
+class Probe(PMDA):
+    def __init__(self):
+        PMDA.__init__(self, "probe", 400)
+        self.add_metric("probe.argv", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_STRING, c_api.PM_INDOM_NULL,
+                        c_api.PM_SEM_DISCRETE, pmUnits(0, 0, 0, 0, 0, 0)), "argv", "argv")
+        self.set_fetch_callback(lambda cluster, item, inst: [" ".join(sys.argv[1:]), 1])
+
+
+Probe().run()
+"""
+
+
+def test_pmdagetopt_options_are_the_scripts_as_with_the_binding(root: Path) -> None:
+    """The binding traps none of pmdaGetOpt's options (its init_dispatch takes
+    the name, domain, log and help file from the script): ``-d``, ``-l``,
+    ``-D``, ``-h``, ``-i``, ``-U`` after SCRIPT are the script's argv, and the
+    agent stays on pmcd's pipe, at the script's domain, logging to NAME.log."""
+    require_binding()
+    env = bed(root)
+    script = root / "pmdaprobe.python"
+    script.write_text(ARGV_PROBE)
+    pmns = write_pmns(root / "probe.pmns", 400, {"probe.argv": (0, 0)})
+    args = ("-d", "7", "-l", "other.log", "-D", "appl0", "-h", "/nonexistent/help", "-i", "44399", "-U", "nobody")
+    real, ours = both(script, "fetch probe.argv\n", pmns, env, root, args)
+    assert 'value "-d 7 -l other.log -D appl0 -h /nonexistent/help -i 44399 -U nobody"' in real, real
+    assert ours == real
+    for side in ("real", "ours"):
+        assert (root / side / "probe.log").exists() and not (root / side / "other.log").exists(), side
