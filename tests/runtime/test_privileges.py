@@ -302,3 +302,35 @@ def _bed(root: Path, pcp: pwd.struct_passwd) -> tuple[Path, set[Path]]:
 
 def _created(root: Path, before: set[Path], log: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p not in before and p != log]
+
+
+def test_not_root_only_the_same_user() -> None:
+    """Not root, ``-U`` of another user is refused with one line (as PCP's
+    agents exit when their setgid fails), not ignored; ``-U`` of the user
+    the daemon already is runs."""
+    needs_root_and_pcp()
+    require(any(p.pw_name == "nobody" for p in pwd.getpwall()), "needs a 'nobody' user")
+    python, extra = _python_for("nobody")
+    env = {**os.environ, **extra}
+    uid = pwd.getpwnam("nobody").pw_uid
+    with traversable_dir("pmda_py-not-root-") as root:
+        root.chmod(0o777)
+        for user, code in (("pcp", 1), ("nobody", 0)):
+            log = root / f"{user}.log"
+            r = subprocess.run(
+                [python, "-m", "pmda_py", "run", "-d", "251", "-U", user, "-l", str(log)],
+                user="nobody",
+                env=env,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert r.returncode == code, r
+            if code:
+                why = f"only root can switch users (running as uid {uid})"
+                assert r.stderr.splitlines() == [f"pmda-py run: cannot run as pcp: {why}"]
+                assert "privilege_drop_failed" in log.read_text()
+            else:
+                assert r.stderr == "" and " exit " in log.read_text()
