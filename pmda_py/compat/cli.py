@@ -43,7 +43,7 @@ def main(argv: Sequence[str]) -> int:
     sys.argv = [script, *args[1:]]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        runpy.run_path(script, run_name="__main__")
+        runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as python3 makes it
     except SystemExit as exc:
         code = exc.code
         if code is None:
@@ -52,7 +52,26 @@ def main(argv: Sequence[str]) -> int:
             return code
         print(code, file=sys.stderr)
         return 1
+    except Exception as exc:  # the script's own error: its traceback, as ``python3 SCRIPT`` prints it
+        _print_script_error(exc, script)
+        return 1
     return 0
+
+
+def _print_script_error(exc: BaseException, script: str) -> None:
+    """``exc``'s traceback from the script's first frame on (ours above it
+    left out, as Python leaves out its own start-up); a syntax error has
+    none of the script's frames: only the error, with its line.  An error
+    raised where no frame is the script's is printed whole."""
+    import traceback
+
+    path = os.path.abspath(script)
+    tb = exc.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != path:
+        tb = tb.tb_next
+    if tb is None and not isinstance(exc, SyntaxError):
+        tb = exc.__traceback__
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
 def _seconds_under_pmcds_timeout(text: str) -> bool:

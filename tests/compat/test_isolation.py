@@ -185,3 +185,25 @@ def test_pmdagetopt_options_are_the_scripts_as_with_the_binding(root: Path) -> N
     assert ours == real
     for side in ("real", "ours"):
         assert (root / side / "probe.log").exists() and not (root / side / "other.log").exists(), side
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\n\ndef helper():\n    raise RuntimeError('boom ' + os.path.basename(__file__))\n\nhelper()\n",
+        "import sys\ndef broken(:\n    pass\n",
+        "import no_such_module_here\n",
+    ],
+    ids=["raises", "syntax", "import"],
+)
+def test_a_failing_script_reports_as_python_does(tmp_path: Path, source: str) -> None:
+    """A script that fails before it is a PMDA: the same stderr and exit
+    status as ``python3 SCRIPT`` (the traceback from the script's frames on,
+    none of pmda_py's), where pmcd puts it: the agent's log."""
+    script = tmp_path / "pmdafails.python"
+    script.write_text(source)
+    run = {"capture_output": True, "text": True, "stdin": subprocess.DEVNULL, "cwd": tmp_path, "timeout": 60}
+    python = subprocess.run([sys.executable, "pmdafails.python"], **run)  # type: ignore[call-overload]
+    ours = subprocess.run([*COMPAT, "pmdafails.python"], **run)  # type: ignore[call-overload]
+    assert python.returncode == 1 and python.stderr
+    assert (ours.returncode, ours.stdout, ours.stderr) == (python.returncode, python.stdout, python.stderr)
