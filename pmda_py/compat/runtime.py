@@ -41,7 +41,10 @@ def open_log(logfile: str) -> None:
     _opened["log"] = True
     if AGENT.rfd >= 0:
         sys.stdout.flush()  # what was printed before the log opened goes where stderr went
-    where = logconfig.configure(logfile, "console", "info")
+    # the binding's PCP_PYTHON_DEBUG (libpcp debug options: its PDU traces
+    # and the like in the log): any value turns on the debug lines, as -D does
+    level = "debug" if os.environ.get("PCP_PYTHON_DEBUG") else "info"
+    where = logconfig.configure(logfile, "console", level)
     if AGENT.rfd >= 0:
         os.dup2(2, 1)  # the script's print()s follow stderr into the log, a line at a time
         reconfigure = getattr(sys.stdout, "reconfigure", None)

@@ -207,3 +207,21 @@ def test_a_failing_script_reports_as_python_does(tmp_path: Path, source: str) ->
     ours = subprocess.run([*COMPAT, "pmdafails.python"], **run)  # type: ignore[call-overload]
     assert python.returncode == 1 and python.stderr
     assert (ours.returncode, ours.stdout, ours.stderr) == (python.returncode, python.stdout, python.stderr)
+
+
+def test_pcp_python_debug_turns_on_the_debug_lines(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The binding's PCP_PYTHON_DEBUG (libpcp's debug options, e.g. ``pdu``):
+    the agent's log gets its debug lines (the notices pmcd sends); without it
+    they are left out."""
+    quiet = root / "quiet"
+    quiet.mkdir()
+    out = _fetch(quiet)
+    assert 'value "none"' in out
+    assert "notice" not in (quiet / "run" / "probe.log").read_text()
+    monkeypatch.setenv("PCP_PYTHON_DEBUG", "pdu")
+    loud = root / "loud"
+    loud.mkdir()
+    out = _fetch(loud)
+    assert 'value "none"' in out
+    log = (loud / "run" / "probe.log").read_text()
+    assert "[debug" in log and "notice" in log and "type=PROFILE" in log, log
