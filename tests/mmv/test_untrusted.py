@@ -10,6 +10,7 @@ import functools
 import os
 import shutil
 import struct
+import subprocess
 import threading
 import tracemalloc
 from pathlib import Path
@@ -338,3 +339,30 @@ async def test_a_file_naming_too_much_is_refused_cheaply(tmp_path: Path) -> None
     assert "TOC count 5000" in problems["tocs"], problems
     assert table.last_scan is not None and table.last_scan.read_bytes < 64 * 1024
     assert peak < 32 << 20, peak
+
+
+def test_an_unknown_allowed_user_is_refused_at_start(tmp_path: Path) -> None:
+    """A name in ``--mmv-allowed-users`` that is no user is one line on
+    stderr and exit 1 at start (it would leave every file out, the agent
+    running and exporting nothing); names and uids that resolve start it."""
+    base = ["--mmv-compat", "--mmv-dir", str(tmp_path), "-l", str(tmp_path / "mmv.log")]
+    r = subprocess.run(
+        pmda_py_argv("run", *base, "--mmv-allowed-users", "root,no-such-user-here"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # (CREDS, when it starts)
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1, r
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("pmda-py run: ") and "allowed_users: no such user 'no-such-user-here'" in line, line
+    ok = subprocess.run(
+        pmda_py_argv("run", *base, "--mmv-allowed-users", "root,4242"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0 and ok.stderr == "", ok

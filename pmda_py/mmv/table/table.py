@@ -91,7 +91,9 @@ def _uids(spec: str) -> frozenset[int] | None:
             try:
                 out.add(pwd.getpwnam(item).pw_uid)
             except KeyError:
-                log.warning("mmv_unknown_user", user=item)
+                # refused, not skipped: a mistyped name would otherwise leave
+                # every file out, the agent running and exporting nothing
+                raise ValueError(f"allowed_users: no such user {item!r}") from None
     return frozenset(out)
 
 
@@ -121,7 +123,7 @@ class MmvTable(Table):
     ) -> None:
         """``allowed_users``: comma-separated user names or uids whose files
         are read; others are skipped with a log line (empty: any owner, as
-        pmdammv, which checks nothing).  ``pcp_version``: the pmdammv to
+        pmdammv, which checks nothing; a name that is no user: ValueError).  ``pcp_version``: the pmdammv to
         imitate (default: the installed PCP's, from pcp.conf): 7.0 added
         ``control.metrics``, made ``control.debug`` a STRING (the pmdbg option
         names) and answers indom help text; 7.2 skips a label member with an
