@@ -577,3 +577,36 @@ def test_who_may_be_pmcd_is_root_the_pcp_user_and_ourselves(
     allowed = allowed_uids()
     assert set(allowed) == {0, uid, os.geteuid()}, allowed
     assert allowed[uid] == user
+
+
+async def test_refusal_lines_carry_no_bytes_from_the_peer(root: Path, daemons: list[Daemon]) -> None:
+    """docs/security.md: a refused peer's bytes never reach the log, in any
+    spelling (as sent, hex, escaped): only counts and the head of a first
+    PDU that is not CREDS, as a number."""
+    port = free_port()
+    d = Daemon(root, "-i", str(port), "--standalone")
+    daemons.append(d)
+    marker = b"XyZzYsEcReT"
+    creds_head = struct.pack("!iii", 20, 0x700C, 0)  # CREDS header, then no credential in it
+    payloads = [
+        marker * 40,  # text where a header should be
+        struct.pack("!iii", 12 + len(marker) * 8, 0x700D, 0) + marker * 8,  # another PDU, marker in its body
+        creds_head + marker[:8],  # a CREDS whose body is the marker
+        struct.pack("!iii", 1 << 20, 0x700C, 0) + marker * 30,  # a CREDS too long to be one
+        b"\x00\x00\x00\x14" + marker,  # a length, then the marker as type and body
+    ]
+    for data in payloads:
+        stream = await connect_socket_pmda(inet=port)
+        await stream.send_all(data)
+        with trio.move_on_after(5):
+            while await stream.receive_some(65536):  # until the agent drops it
+                pass
+        await stream.aclose()
+    d.wait_log("not pmcd", 1)
+    client = await _pmcd(inet=port)  # pmcd still gets through, and the log is flushed by then
+    assert (await _fetch(client, "simple.control.pid"))["simple.control.pid"] == d.proc.pid
+    await client.aclose()
+    text = d.text()
+    for spelling in (marker, marker[:5], marker.hex().encode(), marker[:5].hex().encode(), repr(marker[:5]).encode()):
+        for form in (spelling.decode(), spelling.decode().lower(), spelling.decode().upper()):
+            assert form not in text, (form, text)
