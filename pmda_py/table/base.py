@@ -174,7 +174,9 @@ class Table:
           overrun is logged as ``table_timeout`` (``call="check"``), an
           exception as ``table_exception`` (one a background check raised, at
           the next request); either way the request is answered with the
-          table's state as it is, and the next check runs as usual.
+          table's state as it is, and the next check runs as the kinds
+          above say (an overrunning ``async def check`` after a second, a
+          thread's once it has ended; an exception costs no pause).
         """
         return None
 
