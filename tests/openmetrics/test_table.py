@@ -392,3 +392,55 @@ def test_no_scraper_worker_by_default(tmp_path: Path) -> None:
     fixed = OpenMetricsTable(dir=str(tmp_path), state_dir=str(tmp_path), workers="0")
     assert fixed.workers == 0 and fixed.max_workers == 0
     assert OpenMetricsTable(dir=str(tmp_path), state_dir=str(tmp_path), workers="2").max_workers == 2
+
+
+@pytest.mark.slow
+async def test_a_failing_source_keeps_its_last_good_values_for_a_while(
+    tmp_path: Path, server: ControlledServer
+) -> None:
+    """docs/openmetrics.md: a source that fails keeps its last good values
+    for 2 x interval + timeout, then answers PM_ERR_AGAIN (one metric at a
+    time and in the whole-request answer alike), and is served again once
+    it scrapes well."""
+    import time
+
+    many = b"".join(b"m%d_total %d\n" % (k, k) for k in range(20))  # > 16 metrics: the one-piece answer too
+    server.routes["flaky"] = Route(many)
+    write_sources(tmp_path / "config.d", {"flaky": server.url("flaky") + "\n"})
+    table = make_table(tmp_path, timeout="1", interval="1")
+    window = 2 * 1 + 1
+    names = [f"flaky.m{k}_total" for k in range(20)]
+
+    async def whole() -> dict[Metric, object]:
+        metrics = tuple({m.name: m for m in table.metrics()}[n] for n in names)
+        return dict(await table.fetch(FetchRequest(metrics, ProfilePdu())))
+
+    await table.startup(OM_CONTEXT)
+    try:
+        await table.wait_ready()
+        assert (await fetch(table, "flaky.m3_total"))["flaky.m3_total"] == 3.0
+        assert not any(isinstance(v, PmdaError) for v in (await whole()).values())
+        server.routes["flaky"] = Route(b"", status=500)
+        src = table.sources["flaky"]
+        good = src.last_good
+        with trio.fail_after(10):  # a failed scrape since: the status says so
+            while "500" not in str((await fetch(table, "control.status"))["control.status"]):  # noqa: ASYNC110
+                await trio.sleep(0.1)
+        assert src.last_good == good  # (no good scrape since)
+        served = await fetch(table, "flaky.m3_total")
+        answer = await whole()
+        if time.monotonic() - good < window - 0.5:  # (a machine this slow cannot tell; the rest still holds)
+            assert served["flaky.m3_total"] == 3.0
+            assert not any(isinstance(v, PmdaError) for v in answer.values()), answer
+        await trio.sleep(max(0.0, good + window + 0.3 - time.monotonic()))
+        gone = await fetch(table, "flaky.m3_total")
+        assert isinstance(gone["flaky.m3_total"], PmdaError) and gone["flaky.m3_total"].pm_code == PmErr.AGAIN
+        answer = await whole()
+        assert all(isinstance(v, PmdaError) and v.pm_code == PmErr.AGAIN for v in answer.values()), answer
+        server.routes["flaky"] = Route(many)
+        with trio.fail_after(10):
+            while src.last_good == good:  # noqa: ASYNC110
+                await trio.sleep(0.1)
+        assert (await fetch(table, "flaky.m3_total"))["flaky.m3_total"] == 3.0
+    finally:
+        await table.shutdown()
