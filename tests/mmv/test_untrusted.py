@@ -366,3 +366,13 @@ def test_an_unknown_allowed_user_is_refused_at_start(tmp_path: Path) -> None:
         timeout=60,
     )
     assert ok.returncode == 0 and ok.stderr == "", ok
+
+
+def test_the_timers_are_the_documented_ones() -> None:
+    """docs/mmv.md: a request waits at most ``rescan_wait`` (5 ms) for a
+    rescan, a directory scanned in under ``inline_scan`` (2 ms) is rescanned
+    before the request, the sweep runs every ``sweep`` (1 s); options set them."""
+    t = MmvTable(dir="/nonexistent")
+    assert (t.rescan_wait, t.inline_scan, t.sweep_interval) == (0.005, 0.002, 1.0)
+    t = MmvTable(dir="/nonexistent", rescan_wait="0.1", inline_scan="0", sweep="30")
+    assert (t.rescan_wait, t.inline_scan, t.sweep_interval) == (0.1, 0.0, 30.0)

@@ -405,6 +405,16 @@ def test_the_limits_are_the_documented_ones() -> None:
     assert limits.series_ttl == 3600.0
 
 
+def test_the_timers_are_the_documented_ones() -> None:
+    """docs/openmetrics.md: each source scraped every 10 s, under a 2 s
+    deadline, at most 100 scrapes at once (pmdaopenmetrics' cap) unless
+    told otherwise; the options set them."""
+    t = OpenMetricsTable(dir="/nonexistent")
+    assert (t.interval, t.timeout, t.concurrency) == (10.0, 2.0, 100)
+    t = OpenMetricsTable(dir="/nonexistent", interval="3", timeout="0.5", concurrency="7")
+    assert (t.interval, t.timeout, t.concurrency) == (3.0, 0.5, 7)
+
+
 @pytest.mark.parametrize("workers", ["0", "1"])
 async def test_scripts_process_groups_end_with_the_agent(tmp_path: Path, workers: str) -> None:
     pids = tmp_path / "pids"
