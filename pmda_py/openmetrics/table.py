@@ -113,6 +113,17 @@ def _seconds(key: str, value: str) -> float:
     return seconds
 
 
+def _whole(key: str, value: str, least: int) -> int:
+    """A table option that is a whole number, ``least`` or more."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{key}: not a whole number: {value!r}") from None
+    if number < least:
+        raise ValueError(f"{key}: {value!r} is less than {least}")
+    return number
+
+
 class OpenMetricsTable(Scheduling, ControlMetrics, Table):
     """OpenMetrics/Prometheus endpoints, as PCP's pmdaopenmetrics serves them."""
 
@@ -151,26 +162,27 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         self._state_dir_given = state_dir is not None
         self.interval = _seconds("interval", interval)
         self.timeout = _seconds("timeout", timeout)
-        self.concurrency = max(1, int(concurrency))
+        self.concurrency = _whole("concurrency", concurrency, 1)
         self.limits = Limits(
-            max_bytes=int(max_bytes),
-            max_series=int(max_series),
-            max_label_bytes=int(max_label_bytes),
-            series_ttl=float(series_ttl),
+            max_bytes=_whole("max_bytes", max_bytes, 1),
+            max_series=_whole("max_series", max_series, 1),
+            max_label_bytes=_whole("max_label_bytes", max_label_bytes, 1),
+            series_ttl=_seconds("series_ttl", series_ttl),
         )
-        self.domain = int(domain)
+        self.domain = _whole("domain", domain, 1)
         self.sort = _flag(sort)
         #: scraper worker processes now: ``workers`` if given (and no more), else DEFAULT_WORKERS,
         #: growing to ``max_workers`` (default: the number of CPUs) while the daemon or the
         #: workers cannot keep up
-        self.workers = max(0, int(workers)) if workers else DEFAULT_WORKERS
+        self.workers = _whole("workers", workers, 0) if workers else DEFAULT_WORKERS
         if workers and not max_workers:
             self.max_workers = self.workers
         else:
-            self.max_workers = max(self.workers, int(max_workers) if max_workers else (os.cpu_count() or 1))
+            most = _whole("max_workers", max_workers, 0) if max_workers else (os.cpu_count() or 1)
+            self.max_workers = max(self.workers, most)
         self._busy = 0.0
         self._grown_at = 0.0
-        self.worker_grace = float(worker_grace)
+        self.worker_grace = _seconds("worker_grace", worker_grace)
         version = parse(pcp_version) if pcp_version else installed_pcp_version()
         #: pmdaopenmetrics < 6.1 labels every instance with an optional "instname" (PCP commit 84be2456fe)
         self.instname_label = version < (6, 1, 0)

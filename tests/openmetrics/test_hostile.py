@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ import trio
 from pmda_py.openmetrics import NameTable
 from pmda_py.openmetrics import state as openmetrics_state
 from pmda_py.openmetrics.table import OpenMetricsTable
+from pmda_py.testing.support import pmda_py_argv
 from tests.openmetrics.servers import ControlledServer, Route, gzip_bomb
 from tests.openmetrics.test_table import GOOD, OM_CONTEXT, fetch, make_table, write_sources
 from tests.openmetrics.test_workers import _status, _wait_status, _worker_pid
@@ -530,3 +533,38 @@ async def test_a_hung_worker_killed_takes_its_scripts_along(tmp_path: Path) -> N
         for p in [int(p) for p in pids.read_text().split()] if pids.exists() else []:
             with contextlib.suppress(OSError):
                 os.kill(p, signal.SIGKILL)  # (only if the test failed: started by this test)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("max_series", "lots", "not a whole number: 'lots'"),
+        ("max_bytes", "0", "'0' is less than 1"),
+        ("max_label_bytes", "1.5", "not a whole number: '1.5'"),
+        ("concurrency", "0", "'0' is less than 1"),
+        ("workers", "-1", "'-1' is less than 0"),
+        ("max_workers", "many", "not a whole number: 'many'"),
+        ("series_ttl", "-3", "'-3' is not a number of seconds above 0"),
+        ("worker_grace", "soon", "not a number: 'soon'"),
+        ("domain", "x", "not a whole number: 'x'"),
+    ],
+)
+def test_a_bad_option_names_itself(tmp_path: Path, key: str, value: str, why: str) -> None:
+    """A bad value in a ``[table]`` section is one line naming the file,
+    the section, the option and the value (not Python's own wording), and
+    the agent does not start."""
+    with pytest.raises(ValueError, match=f"^{key}: {re.escape(why)}$"):
+        OpenMetricsTable(dir="/nonexistent", **{key: value})
+    conf = tmp_path / "om.conf"
+    conf.write_text(f"[table om]\ntable = openmetrics\nmount = om\ndir = {tmp_path}\n{key} = {value}\n")
+    r = subprocess.run(
+        pmda_py_argv("run", "-c", str(conf), "-l", str(tmp_path / "om.log")),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"pmda-py run: {conf}:") and f"{key}: {why}" in line, line
