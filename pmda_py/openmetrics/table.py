@@ -72,6 +72,7 @@ from pmda_py.table import (
     Table,
     TableContext,
 )
+from pmda_py.table.options import option_seconds, option_whole
 
 __all__ = ["OpenMetricsTable"]
 
@@ -99,29 +100,6 @@ _L_INDOM, _L_CLUSTER, _L_ITEM, _L_INSTANCES, _L_OPTIONAL = 0x04, 0x08, 0x10, 0x2
 
 def _flag(value: str) -> bool:
     return value not in ("0", "", "no", "false")
-
-
-def _seconds(key: str, value: str) -> float:
-    """A table option in seconds: a finite number above 0 (a negative
-    interval would crash the scheduler, 0 would scrape without pause)."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise ValueError(f"{key}: not a number: {value!r}") from None
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"{key}: {value!r} is not a number of seconds above 0")
-    return seconds
-
-
-def _whole(key: str, value: str, least: int) -> int:
-    """A table option that is a whole number, ``least`` or more."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError(f"{key}: not a whole number: {value!r}") from None
-    if number < least:
-        raise ValueError(f"{key}: {value!r} is less than {least}")
-    return number
 
 
 class OpenMetricsTable(Scheduling, ControlMetrics, Table):
@@ -160,29 +138,29 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
         #: pmdaopenmetrics' place; the daemon's --state-dir (Config.state_dir) when not given here
         self.state_dir = state_dir or os.path.join(conf["PCP_VAR_DIR"], "config", "pmda")
         self._state_dir_given = state_dir is not None
-        self.interval = _seconds("interval", interval)
-        self.timeout = _seconds("timeout", timeout)
-        self.concurrency = _whole("concurrency", concurrency, 1)
+        self.interval = option_seconds("interval", interval)
+        self.timeout = option_seconds("timeout", timeout)
+        self.concurrency = option_whole("concurrency", concurrency, 1)
         self.limits = Limits(
-            max_bytes=_whole("max_bytes", max_bytes, 1),
-            max_series=_whole("max_series", max_series, 1),
-            max_label_bytes=_whole("max_label_bytes", max_label_bytes, 1),
-            series_ttl=_seconds("series_ttl", series_ttl),
+            max_bytes=option_whole("max_bytes", max_bytes, 1),
+            max_series=option_whole("max_series", max_series, 1),
+            max_label_bytes=option_whole("max_label_bytes", max_label_bytes, 1),
+            series_ttl=option_seconds("series_ttl", series_ttl),
         )
-        self.domain = _whole("domain", domain, 1)
+        self.domain = option_whole("domain", domain, 1)
         self.sort = _flag(sort)
         #: scraper worker processes now: ``workers`` if given (and no more), else DEFAULT_WORKERS,
         #: growing to ``max_workers`` (default: the number of CPUs) while the daemon or the
         #: workers cannot keep up
-        self.workers = _whole("workers", workers, 0) if workers else DEFAULT_WORKERS
+        self.workers = option_whole("workers", workers, 0) if workers else DEFAULT_WORKERS
         if workers and not max_workers:
             self.max_workers = self.workers
         else:
-            most = _whole("max_workers", max_workers, 0) if max_workers else (os.cpu_count() or 1)
+            most = option_whole("max_workers", max_workers, 0) if max_workers else (os.cpu_count() or 1)
             self.max_workers = max(self.workers, most)
         self._busy = 0.0
         self._grown_at = 0.0
-        self.worker_grace = _seconds("worker_grace", worker_grace)
+        self.worker_grace = option_seconds("worker_grace", worker_grace)
         version = parse(pcp_version) if pcp_version else installed_pcp_version()
         #: pmdaopenmetrics < 6.1 labels every instance with an optional "instname" (PCP commit 84be2456fe)
         self.instname_label = version < (6, 1, 0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -376,3 +377,20 @@ def test_the_timers_are_the_documented_ones() -> None:
     assert (t.rescan_wait, t.inline_scan, t.sweep_interval) == (0.005, 0.002, 1.0)
     t = MmvTable(dir="/nonexistent", rescan_wait="0.1", inline_scan="0", sweep="30")
     assert (t.rescan_wait, t.inline_scan, t.sweep_interval) == (0.1, 0.0, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("sweep", "x", "not a number: 'x'"),
+        ("sweep", "-1", "'-1' is not a number of seconds above 0"),
+        ("sweep", "0", "'0' is not a number of seconds above 0"),
+        ("rescan_wait", "nan", "'nan' is not a number of seconds 0 or more"),
+        ("inline_scan", "-2", "'-2' is not a number of seconds 0 or more"),
+    ],
+)
+def test_a_bad_timer_names_itself(key: str, value: str, why: str) -> None:
+    """A timer that is not seconds is refused with its name and value (a
+    negative sweep would spin the scanner thread)."""
+    with pytest.raises(ValueError, match=f"^{key}: {re.escape(why)}$"):
+        MmvTable(dir="/nonexistent", **{key: value})

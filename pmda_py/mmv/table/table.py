@@ -50,6 +50,7 @@ from pmda_py.table import (
     Table,
     TableContext,
 )
+from pmda_py.table.options import option_seconds
 
 __all__ = ["MmvTable"]
 
@@ -157,10 +158,10 @@ class MmvTable(Table):
         self._diag_seen: dict[tuple[str, tuple[int, int] | None], list[str]] = {}
         self._watch: DirWatch | None = None
         self._scanner: Scanner[ScanState] | None = None
-        self.rescan_wait = float(rescan_wait)
-        self.inline_scan = float(inline_scan)
+        self.rescan_wait = option_seconds("rescan_wait", rescan_wait, zero=True)
+        self.inline_scan = option_seconds("inline_scan", inline_scan, zero=True)
         self._scanning = threading.RLock()
-        self.sweep_interval = float(sweep)
+        self.sweep_interval = option_seconds("sweep", sweep)
         self.last_scan: ScanState | None = None
         #: the last scan made (applied or not): its objects are reused by the next
         self._prev: ScanState | None = None
