@@ -366,9 +366,9 @@ def _count_arg(text: str) -> int:
     return int(text)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "pmda-py run") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="pmda-py run",
+        prog=prog,
         add_help=False,
         description="Run the pmda_py PMDA daemon (pmcd starts it from pmcd.conf).",
     )
@@ -451,14 +451,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: Sequence[str]) -> Config:
-    """Command line (and the config file it names) -> :class:`Config`.
+def parse_args(argv: Sequence[str], prog: str = "pmda-py run") -> Config:
+    """Command line (and the config file it names) -> :class:`Config`;
+    ``prog`` names the command in argparse's errors.
 
     Raises:
         ConfigFileError: the config file is bad.
         SystemExit: bad command line (argparse).
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     ns = parser.parse_args(list(argv))
     if ns.mmv_allowed_users and not ns.mmv_compat:
         parser.error("--mmv-allowed-users needs --mmv-compat (a config file sets allowed_users in the mmv table)")

@@ -259,15 +259,21 @@ class Fuzzer:
                     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     s.connect(sock_path)
                     break
-                except OSError:
+                except OSError as err:
                     s.close()
-                    if time.monotonic() > deadline:
-                        raise
+                    if time.monotonic() > deadline or self.proc.poll() is not None:
+                        self.proc.kill()
+                        self.proc.wait()
+                        raise FuzzFailure(f"cannot connect to {sock_path}: {err.strerror or err}") from None
                     time.sleep(0.05)
             self.sock = s
             self.rfd = self.wfd = s.fileno()
         self.buf = bytearray()
-        creds = self.read_pdu()
+        try:
+            creds = self.read_pdu()
+        except EOFError:
+            self.close()
+            raise FuzzFailure("the PMDA closed its channel before sending CREDS") from None
         if struct.unpack_from("!i", creds, 4)[0] != PduType.CREDS:
             raise FuzzFailure("the PMDA did not send CREDS first")
         self.write(CredsPdu.cversion(0, from_=1).encode())
@@ -441,20 +447,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--domain", type=int, default=253)
     p.add_argument("cmd", nargs="+", help="the PMDA command")
     ns = p.parse_args(argv)
+    if ns.transport == "unix" and not ns.socket:
+        p.error("--transport unix needs --socket PATH")
+    if ns.inputs < 0:
+        p.error(f"--inputs {ns.inputs}: not a count")
     try:
         res = run_fuzz(
             ns.cmd, ns.inputs, ns.seed, transport=ns.transport, sock_path=ns.socket, domain=ns.domain, report=True
         )
+        for k, v in res.items():
+            print(f"{k}: {v}")
+        for case in fatal_cases():
+            fz = Fuzzer(ns.cmd, transport=ns.transport, sock_path=ns.socket)
+            fz.expect_close(case)
+            fz.close()
+            print(f"fatal input '{case.kind}': clean close")
     except FuzzFailure as err:
         print(f"FAIL: {err}", file=sys.stderr)
         return 1
-    for k, v in res.items():
-        print(f"{k}: {v}")
-    for case in fatal_cases():
-        fz = Fuzzer(ns.cmd, transport=ns.transport, sock_path=ns.socket)
-        fz.expect_close(case)
-        fz.close()
-        print(f"fatal input '{case.kind}': clean close")
+    except OSError as err:  # the command does not start, the socket never answers
+        print(f"{p.prog}: {err.filename or ns.cmd[0]}: {err.strerror or err}", file=sys.stderr)
+        return 1
     return 0
 
 

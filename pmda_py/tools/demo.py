@@ -120,13 +120,22 @@ async def _demo(argv: Sequence[str], workdir: str, cfg: str, log: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``pmda-py demo``."""
-    p = argparse.ArgumentParser(prog="pmda-py demo", description=__doc__)
-    p.add_argument("extra", nargs="*", help="extra arguments for pmda-py run")
-    ns = p.parse_args(list(argv or []))
+    p = argparse.ArgumentParser(prog="pmda-py demo", description=__doc__, add_help=False)
+    p.add_argument("--help", action="help", help="show this help and exit")
+    p.add_argument("extra", nargs="*", metavar="RUN-ARGS", help="more options for pmda-py run (as -D appl0)")
+    args = list(argv or [])
+    if "--help" in args[: args.index("--") if "--" in args else len(args)]:
+        p.parse_args(["--help"])
+    extra = args[1:] if args[:1] == ["--"] else args  # pmda-py run's options are taken as they are
     with tempfile.TemporaryDirectory(prefix="pmda_py-demo-") as workdir:
         cfg, log = _prepare(workdir)
-        status = trio.run(_demo, ns.extra, workdir, cfg, log)
-        print(f"\n== the daemon's log ({log}) ==", flush=True)
-        with open(log) as f:
-            print(f.read(), end="", flush=True)
+        try:
+            status = trio.run(_demo, extra, workdir, cfg, log)
+        except (EOFError, OSError) as err:
+            print(f"pmda-py demo: the daemon did not run the demo: {err}", file=sys.stderr)
+            status = 1
+        if os.path.exists(log):  # not when the daemon refused its command line
+            print(f"\n== the daemon's log ({log}) ==", flush=True)
+            with open(log) as f:
+                print(f.read(), end="", flush=True)
         return status

@@ -50,9 +50,9 @@ __all__ = [
 _T = TypeVar("_T")
 
 
-def _mounts(argv: Sequence[str]) -> tuple[Config, list[Mount]]:
+def _mounts(argv: Sequence[str], prog: str = "pmda-py run") -> tuple[Config, list[Mount]]:
     logconfig.configure("-", "console", "warning", redirect_stderr=False)  # never onto stdout
-    config = parse_args([*list(argv), "-l", os.devnull])
+    config = parse_args([*list(argv), "-l", os.devnull], prog)
     mounts = [Mount(load_table(spec, config), spec.mount, spec.name, dict(spec.options)) for spec in config.tables]
     return config, mounts
 
@@ -190,7 +190,10 @@ def _common(prog: str, argv: Sequence[str]) -> tuple[argparse.Namespace, list[st
 
 def _write(text: str, output: str | None) -> None:
     if output:
-        atomic_write(output, text.encode())
+        try:
+            atomic_write(output, text.encode())
+        except OSError as err:  # the temporary's name would mean nothing to the person
+            raise OSError(f"cannot write {output}: {err.strerror or err}") from None
     else:
         sys.stdout.write(text)
 
@@ -198,7 +201,7 @@ def _write(text: str, output: str | None) -> None:
 def _generate(prog: str, argv: Sequence[str], render: Callable[[Config, list[Mount], str], str]) -> int:
     ns, rest = _common(prog, argv)
     try:
-        config, mounts = _mounts(rest)
+        config, mounts = _mounts(rest, prog)
         for m in mounts:
             if ns.under and m.mount != ns.under and not m.mount.startswith(ns.under + "."):
                 raise ValueError(f"table {m.name} is mounted at {m.mount!r}, outside {ns.under!r}")
@@ -232,8 +235,13 @@ def pmcdconf_main(argv: Sequence[str]) -> int:
         print("usage: pmda-py pmcdconf CONF NAME DOMAIN [LINE]", file=sys.stderr)
         return 2
     path, name, domain = argv[0], argv[1], argv[2]
-    with open(path) as f:
-        lines = f.read().splitlines()
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else err
+        print(f"pmda-py pmcdconf: cannot read {path}: {why}", file=sys.stderr)
+        return 1
     cur = None
     for ln in lines:
         fields = ln.split()

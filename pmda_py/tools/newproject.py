@@ -176,10 +176,14 @@ def new_main(argv: Sequence[str]) -> int:
     if top.exists() and (not top.is_dir() or any(top.iterdir())):
         print(f"pmda-py new: {top} exists and is not an empty directory", file=sys.stderr)
         return 1
-    for rel, text in project_files(name, ns.domain).items():
-        path = top / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    try:
+        for rel, text in project_files(name, ns.domain).items():
+            path = top / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        print(f"pmda-py new: cannot write {err.filename or top}: {err.strerror or err}", file=sys.stderr)
+        return 1
     print(f"wrote {top}/: cd {top} && pip install -e . && pytest; then sudo pmda-py install .")
     return 0
 

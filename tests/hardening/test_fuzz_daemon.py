@@ -74,3 +74,47 @@ def test_the_fuzzer_catches_a_pmda_that_does_not_answer(tmp_path: Path) -> None:
         fz.run_batch([], random.Random(0), 0)
     fz.proc.kill()
     fz.proc.wait()
+
+
+def test_the_command_line_runs_and_reports(
+    daemon_cmd: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m pmda_py.testing.fuzz``: the counts, then the fatal inputs each closing
+    the channel; over a unix socket with --transport unix --socket."""
+    from pmda_py.testing.fuzz import main
+
+    assert main(["--inputs", "200", "--seed", "3", "--", *daemon_cmd]) == 0
+    out = capsys.readouterr().out
+    assert int(next(ln for ln in out.splitlines() if ln.startswith("replies: ")).split()[1]) > 50
+    for case in fatal_cases():
+        assert f"fatal input '{case.kind}': clean close\n" in out
+    sock = str(tmp_path / "cli.sock")
+    assert main(["--inputs", "100", "--transport", "unix", "--socket", sock, "--", *daemon_cmd, "-u", sock]) == 0
+    assert "replies: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "says"),
+    [
+        (
+            ["--", "/nonexistent/pmda"],
+            1,
+            "python -m pmda_py.testing.fuzz: /nonexistent/pmda: No such file or directory",
+        ),
+        (["--", sys.executable, "-c", "pass"], 1, "FAIL: the PMDA closed its channel before sending CREDS"),
+        (["--transport", "unix", "--", "true"], 2, "--transport unix needs --socket PATH"),
+        (["--inputs", "-1", "--", "true"], 2, "--inputs -1: not a count"),
+    ],
+    ids=["no-such-command", "exits-at-once", "unix-without-socket", "negative-inputs"],
+)
+def test_a_mistake_is_one_line(args: list[str], status: int, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pmda_py.testing.fuzz import main
+
+    if status == 2:
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        assert exc.value.code == 2
+    else:
+        assert main(args) == status
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].endswith(says) and "Traceback" not in err, err

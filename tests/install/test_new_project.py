@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pmda_py.testing.support import pmda_py_argv
-from pmda_py.tools.newproject import project_files
+from pmda_py.tools.newproject import new_main, project_files
 from tests.conftest import REPO, require
 from tests.docblocks import block as _block
 from tests.install._pcp import PMCD_CONF, PMDAS, PMNS_DIR, SYSCONF, has_values, our_pids, require_root_pcp, wait
@@ -132,3 +132,26 @@ def test_pmda_py_install_puts_a_new_project_into_pmcd(venv: Path, tmp_path: Path
     assert sorted(before.split("\n")) == sorted(PMCD_CONF.read_text().split("\n")) or NAME not in PMCD_CONF.read_text()
     assert wait(lambda: not our_pids(str(PMDAS / NAME / "venv")))
     assert not Path(f"/var/lib/pcp/config/pmlogconf/{NAME}").exists()  # its pmlogconf group went with it
+
+
+def test_new_dir_and_domain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--dir names where the project goes (an empty directory will do), -d its domain."""
+    (tmp_path / "empty").mkdir()
+    assert new_main(["disk_io", "--dir", str(tmp_path / "empty"), "-d", "402"]) == 0
+    assert "name = disk_io\ndomain = 402\n" in (tmp_path / "empty" / "pmda.conf").read_text()
+    assert (tmp_path / "empty" / "disk_io" / "table.py").is_file() and not (tmp_path / "disk_io").exists()
+    assert str(tmp_path / "empty") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("domain", ["0", "511"])
+def test_new_refuses_a_domain_out_of_range(tmp_path: Path, domain: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert new_main(["agent", "--dir", str(tmp_path / "p"), "-d", domain]) == 2
+    err = capsys.readouterr().err
+    assert err == f"pmda-py new: domain {domain} out of range 1-510\n" and not (tmp_path / "p").exists()
+
+
+def test_new_into_a_dir_it_cannot_make_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("")
+    assert new_main(["agent", "--dir", str(tmp_path / "file" / "sub")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pmda-py new: cannot write ") and err.count("\n") == 1, err

@@ -20,10 +20,28 @@ Drive a PMDA with PCP dbpmda's command language and print what dbpmda prints.
 Reads commands from stdin or a file: open pipe|socket, close, desc, fetch,
 instance, text, profile, store, children, traverse, pmid, name, label, attr,
 getdesc, getiname, timer, wait, namespace, debug, status, help, quit.
+Unless -f, the commands in ./.dbpmdarc run first (echoed, after a
+".dbpmdarc> " prompt), as dbpmda runs them.
 Names resolve through a PMNS file (-n, default $PCP_VAR_DIR/pmns/root); names
 below a dynamic subtree are asked of the PMDA, as dbpmda does.  Normal output
 goes to stdout, warnings and errors to stderr, as dbpmda's do.
 """
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        return f.read()
+
+
+def _dbpmdarc() -> list[str] | None:
+    """The lines of ``.dbpmdarc`` in the current directory, None if there is
+    none to open (dbpmda reads a directory there as an empty file)."""
+    try:
+        return _read(".dbpmdarc").splitlines(keepends=True)
+    except IsADirectoryError:
+        return []
+    except OSError:
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,26 +49,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="pmda-py dbpmda", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("-n", dest="pmns", help="PMNS file (default $PCP_VAR_DIR/pmns/root)")
-    p.add_argument("-e", dest="echo", action="store_true", help="echo input commands")
-    p.add_argument("-i", dest="interactive", action="store_true", help="interactive (prompt)")
-    p.add_argument("-f", dest="nodefault", action="store_true", help="do not load the default PMNS")
+    p.add_argument("-n", "--namespace", dest="pmns", help="PMNS file (default $PCP_VAR_DIR/pmns/root)")
+    p.add_argument("-e", "--echo-input", dest="echo", action="store_true", help="echo input commands")
+    p.add_argument("-i", "--interactive", dest="interactive", action="store_true", help="interactive (prompt)")
+    p.add_argument("-f", "--norc", dest="norc", action="store_true", help="do not run ./.dbpmdarc before the commands")
     p.add_argument("script", nargs="?", help="command file (default stdin)")
     ns = p.parse_args(list(argv or []))
     pmns: Namespace | None = None
     path = ns.pmns or os.path.join(os.environ.get("PCP_VAR_DIR", "/var/lib/pcp"), "pmns", "root")
-    if ns.pmns or (not ns.nodefault and os.path.exists(path)):
+    if ns.pmns or os.path.exists(path):
         try:
             pmns = load(path)
         except PmnsError as err:
             print(f"pmda-py dbpmda: cannot load namespace: {err}", file=sys.stderr)
             return 1
     if ns.script:
-        with open(ns.script, encoding="utf-8", errors="surrogateescape") as f:
-            text = f.read()
+        try:
+            text = _read(ns.script)
+        except OSError as err:
+            print(f"pmda-py dbpmda: cannot read {ns.script}: {err.strerror or err}", file=sys.stderr)
+            return 1
     else:
         text = sys.stdin.read()
+    rc = None if ns.norc else _dbpmdarc()
     session = DbpmdaSession(sys.stdout, sys.stderr, pmns, echo=ns.echo)
     session.interactive = ns.interactive
     session.pmns_name = ns.pmns
-    return trio.run(run_script, text.splitlines(keepends=True), session)
+    return trio.run(run_script, text.splitlines(keepends=True), session, rc)

@@ -42,13 +42,22 @@ class _Feed:
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
+        #: called once when the lines run dry; what it returns is read next
+        #: (dbpmda going on from .dbpmdarc to its input, in one stream)
+        self.then: Callable[[], list[str]] | None = None
+        #: lines read so far
+        self.count = 0
 
     def __iter__(self) -> _Feed:
         return self
 
     def __next__(self) -> str:
+        if not self.lines and self.then is not None:
+            then, self.then = self.then, None
+            self.lines.extend(then())
         if not self.lines:
             raise StopIteration
+        self.count += 1
         return self.lines.pop(0)
 
 
@@ -71,7 +80,8 @@ class DbpmdaSession:
         #: the scanner's state lasts from one statement to the next (flex's
         #: buffer, its start condition)
         self._feed: list[str] = []
-        self.lexer = Lexer(_Feed(self._feed), echo=self.transcript.echo_char, on_newline=self.transcript.prompt)
+        self._source = _Feed(self._feed)
+        self.lexer = Lexer(self._source, echo=self.transcript.echo_char, on_newline=self.transcript.prompt)
         self.parser = Parser(self.lexer, self, self.error)
 
     @property
@@ -386,10 +396,35 @@ COMMANDS: dict[str, Handler] = {
 }
 
 
-async def run_script(lines: Sequence[str], session: DbpmdaSession) -> int:
-    """Run a script to its end (or ``quit``), then close the PMDA."""
+async def run_script(lines: Sequence[str], session: DbpmdaSession, rc: Sequence[str] | None = None) -> int:
+    """Run a script to its end (or ``quit``), then close the PMDA.
+
+    ``rc`` is the lines of a ``.dbpmdarc``, read first as dbpmda reads it:
+    echoed, each line after a ``.dbpmdarc> `` prompt, errors naming its
+    line; the script's input follows in the same stream.  At the end of the
+    script, an interactive session ends its last prompt's line, as dbpmda does.
+    """
+    transcript = session.transcript
     try:
-        await session.run_lines(lines)
+        if rc is None:
+            await session.run_lines(lines)
+        else:
+            saved = transcript.echo, transcript.interactive
+
+            def to_input() -> list[str]:
+                (transcript.echo, transcript.interactive), transcript.prompt_text = saved, "dbpmda> "
+                transcript.rc_line = None
+                transcript.prompt()
+                return list(lines)
+
+            source = session._source
+            start = source.count
+            transcript.echo, transcript.interactive, transcript.prompt_text = True, True, ".dbpmdarc> "
+            transcript.rc_line = lambda: source.count - start
+            source.then = to_input
+            await session.run_lines(rc)
+        if transcript.interactive and not session.done:
+            transcript.p("")
     finally:
         await session.close()
         session.transcript.flush()

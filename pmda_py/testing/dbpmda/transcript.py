@@ -5,7 +5,7 @@ error lines and the ``status`` dump dbpmda prints."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO
 
 from pmda_py.errors import PmErr, errstr
@@ -43,6 +43,11 @@ class Transcript:
         self.out, self.err, self.echo = out, err, echo
         #: a prompt before each input line (dbpmda on a terminal)
         self.interactive = False
+        #: what the prompt says (dbpmda shows ``.dbpmdarc> `` while it reads that file)
+        self.prompt_text = "dbpmda> "
+        #: while dbpmda reads .dbpmdarc: the line of it being read (its
+        #: errors say so, their caret three columns further right)
+        self.rc_line: Callable[[], int] | None = None
         self._captured: list[str] | None = None
 
     # -- input
@@ -55,7 +60,7 @@ class Transcript:
 
     def prompt(self) -> None:
         if self.interactive:
-            self.out.write("dbpmda> ")
+            self.out.write(self.prompt_text)
 
     # -- capture
     def start_capture(self) -> None:
@@ -85,13 +90,17 @@ class Transcript:
 
     def warn(self, msg: str) -> None:
         """yywarn."""
-        self.complain(f"Warning: {msg}\n")
+        if self.rc_line is None:
+            self.complain(f"Warning: {msg}\n")
+        else:
+            self.complain(f"Warning [.dbpmdarc, line {self.rc_line()}]\n{msg}\n")
 
     def caret(self, pad: str, msg: str) -> None:
         """yyerror's report: a caret under where the scanner had got to
         (``pad`` is the line up to there, blanked), the message on stderr."""
-        self.p(" " * 7 + pad + "^ at or near here")
-        self.complain(f"Error: {msg}\nType 'help' for a list of commands.\n")
+        where = "" if self.rc_line is None else f" [.dbpmdarc, line {self.rc_line()}]"
+        self.p(" " * (7 if self.rc_line is None else 10) + pad + "^ at or near here")
+        self.complain(f"Error{where}: {msg}\nType 'help' for a list of commands.\n")
 
     def status(
         self,

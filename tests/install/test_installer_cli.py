@@ -1,0 +1,129 @@
+"""``pmda-py pmns``, ``help``, ``pmlogconf`` and ``pmcdconf`` as their help
+texts and docstrings promise, and a person's mistakes as one line on stderr."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pmda_py.testing.support import pmda_py_argv
+from pmda_py.tools.installer import pmcdconf_main, pmlogconf_main
+
+REPO = Path(__file__).resolve().parents[2]
+CONF = """\
+# pmcd's agents
+pmcd\t2\tdll\tpmcd_init\t/var/lib/pcp/pmdas/pmcd/pmda_pmcd.so
+mmv\t70\tpipe\tbinary\t/var/lib/pcp/pmdas/mmv/pmdammv -d 70
+
+[access]
+allow hosts localhost : all;
+"""
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(pmda_py_argv(*args), cwd=cwd, capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize("cmd", ["pmns", "help", "pmlogconf"])
+@pytest.mark.parametrize(("args", "says"), [(["--bogus"], "unrecognized arguments"), (["-d", "x"], "invalid int")])
+def test_a_bad_option_names_the_command(cmd: str, args: list[str], says: str, tmp_path: Path) -> None:
+    """The table options are parsed as pmda-py run parses them, but the error names the command used."""
+    r = _run(cmd, "--table", "simple", *args, cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith(f"pmda-py {cmd}: error: ") and says in last, r.stderr
+
+
+@pytest.mark.parametrize("cmd", ["pmns", "help", "pmlogconf"])
+def test_output_that_cannot_be_written_is_one_line(cmd: str, tmp_path: Path) -> None:
+    """-o names the file in the error, not the temporary it would have been written through."""
+    target = tmp_path / "no" / "such" / "dir" / "out"
+    r = _run(cmd, "--table", "simple", "-o", str(target), cwd=tmp_path)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == f"pmda-py {cmd}: cannot write {target}: No such file or directory\n", r.stderr
+
+
+def test_pmlogconf_output_and_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-o writes what stdout would show; the probe is the control table's pid when it is
+    mounted, else a static metric."""
+    assert pmlogconf_main(["--table", "simple=agent.simple", "--table", "control=agent.control", "-n", "agent"]) == 0
+    shown = capsys.readouterr().out
+    assert (
+        shown.startswith("#pmlogconf-setup 2.0\n") and "probe\tagent.control.pid exists ? include : exclude\n" in shown
+    )
+    assert shown.endswith("\n\tagent\n")
+    assert (
+        pmlogconf_main(
+            [
+                "--table",
+                "simple=agent.simple",
+                "--table",
+                "control=agent.control",
+                "-n",
+                "agent",
+                "-o",
+                str(tmp_path / "g"),
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "g").read_text() == shown and capsys.readouterr().out == ""
+    assert pmlogconf_main(["--table", "simple=agent.simple", "-n", "agent"]) == 0
+    assert "probe\tagent.simple." in capsys.readouterr().out
+
+
+def _conf(tmp_path: Path) -> Path:
+    path = tmp_path / "pmcd.conf"
+    path.write_text(CONF)
+    path.chmod(0o640)
+    return path
+
+
+def test_pmcdconf_shows_the_agent_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = _conf(tmp_path)
+    assert pmcdconf_main([str(conf), "mmv", "70"]) == 0
+    assert capsys.readouterr().out == "mmv\t70\tpipe\tbinary\t/var/lib/pcp/pmdas/mmv/pmdammv -d 70\n"
+    assert pmcdconf_main([str(conf), "pypmda", "310"]) == 1  # no such agent
+    assert capsys.readouterr() == ("", "")
+
+
+def test_pmcdconf_replaces_or_adds_before_access(tmp_path: Path) -> None:
+    conf = _conf(tmp_path)
+    assert pmcdconf_main([str(conf), "mmv", "70", "mmv 70 pipe binary /x"]) == 0
+    assert conf.read_text() == CONF.replace(
+        "mmv\t70\tpipe\tbinary\t/var/lib/pcp/pmdas/mmv/pmdammv -d 70", "mmv 70 pipe binary /x"
+    )
+    assert pmcdconf_main([str(conf), "pypmda", "310", "pypmda 310 pipe binary /y"]) == 0
+    lines = conf.read_text().splitlines()
+    assert lines[lines.index("[access]") - 1] == "pypmda 310 pipe binary /y"
+    assert conf.stat().st_mode & 0o777 == 0o640  # its mode is kept
+    no_access = tmp_path / "plain.conf"
+    no_access.write_text("pmcd 2 dll pmcd_init /x\n")
+    assert pmcdconf_main([str(no_access), "pypmda", "310", "pypmda 310 pipe binary /y"]) == 0
+    assert no_access.read_text() == "pmcd 2 dll pmcd_init /x\npypmda 310 pipe binary /y\n"
+
+
+def test_pmcdconf_refuses_a_domain_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = _conf(tmp_path)
+    assert pmcdconf_main([str(conf), "pypmda", "70", "pypmda 70 pipe binary /y"]) == 3
+    assert capsys.readouterr().err == "pmda-py pmcdconf: domain 70 is already used by agent mmv\n"
+    assert conf.read_text() == CONF
+
+
+@pytest.mark.parametrize("make", ["missing", "directory"])
+def test_pmcdconf_unreadable_file_is_one_line(make: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "pmcd.conf"
+    if make == "directory":
+        path.mkdir()
+    assert pmcdconf_main([str(path), "mmv", "70"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"pmda-py pmcdconf: cannot read {path}: ") and err.count("\n") == 1, err
+
+
+def test_pmcdconf_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert pmcdconf_main(["only", "two"]) == 2
+    assert capsys.readouterr().err == "usage: pmda-py pmcdconf CONF NAME DOMAIN [LINE]\n"
