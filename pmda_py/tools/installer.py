@@ -230,17 +230,28 @@ def pmlogconf_main(argv: Sequence[str]) -> int:
 def pmcdconf_main(argv: Sequence[str]) -> int:
     """``pmda-py pmcdconf CONF NAME DOMAIN [LINE]``: print the agent line of NAME
     (exit 1 if none), or with LINE replace it (or add it before [access]).
-    Refuses to use DOMAIN when another agent already has it."""
+    Refuses to use DOMAIN when another agent already has it (exit 3), a
+    NAME, DOMAIN or LINE that is not an agent's (exit 2), and a CONF whose
+    lines before its first section are not all agent lines (exit 1: run as
+    root by Install, it must never rewrite a file that is not a pmcd.conf)."""
     if len(argv) < 3:
         print("usage: pmda-py pmcdconf CONF NAME DOMAIN [LINE]", file=sys.stderr)
         return 2
     path, name, domain = argv[0], argv[1], argv[2]
+    problem = _pmcdconf_arguments(name, domain, argv[3] if len(argv) > 3 else None)
+    if problem:
+        print(f"pmda-py pmcdconf: {problem}", file=sys.stderr)
+        return 2
     try:
         with open(path) as f:
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError) as err:
         why = err.strerror if isinstance(err, OSError) and err.strerror else err
         print(f"pmda-py pmcdconf: cannot read {path}: {why}", file=sys.stderr)
+        return 1
+    bad = _not_an_agent_line(lines)
+    if bad is not None:  # (never rewrite a file that is not a pmcd.conf: run as root, by Install)
+        print(f"pmda-py pmcdconf: {path}:{bad}: not a pmcd.conf agent line (file left alone)", file=sys.stderr)
         return 1
     cur = None
     for ln in lines:
@@ -271,6 +282,39 @@ def pmcdconf_main(argv: Sequence[str]) -> int:
         out.append(new)
     atomic_write(path, ("\n".join(out) + "\n").encode(), mode=stat.S_IMODE(os.stat(path).st_mode))
     return 0
+
+
+_AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_AGENT_TYPES = ("dso", "pipe", "socket")
+
+
+def _pmcdconf_arguments(name: str, domain: str, line: str | None) -> str | None:
+    """What is wrong with ``pmcdconf``'s NAME, DOMAIN and LINE (None: nothing)."""
+    if not _AGENT_NAME.match(name):
+        return f"{name!r} is not an agent name"
+    if not domain.isdigit() or not 1 <= int(domain) <= 510:
+        return f"domain {domain!r} is not a number from 1 to 510"
+    if line is not None:
+        fields = line.split()
+        if "\n" in line or len(fields) < 4 or fields[:2] != [name, domain] or fields[2].lower() not in _AGENT_TYPES:
+            return f"{line!r} is not a pmcd.conf line for agent {name} at domain {domain}"
+    return None
+
+
+def _not_an_agent_line(lines: Sequence[str]) -> int | None:
+    """The number of the first line before pmcd.conf's first ``[section]``
+    that is neither a comment, blank, nor an agent line (NAME DOMAIN TYPE
+    ...), or None when every one is."""
+    for number, ln in enumerate(lines, 1):
+        text = ln.strip()
+        if text.startswith("["):
+            return None
+        if not text or text.startswith("#"):
+            continue
+        fields = text.split()
+        if len(fields) < 4 or not fields[1].isdigit() or fields[2].lower() not in _AGENT_TYPES:
+            return number
+    return None
 
 
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.*?)\s*(;.*)?$")

@@ -15,7 +15,7 @@ from pmda_py.tools.installer import pmcdconf_main, pmlogconf_main
 REPO = Path(__file__).resolve().parents[2]
 CONF = """\
 # pmcd's agents
-pmcd\t2\tdll\tpmcd_init\t/var/lib/pcp/pmdas/pmcd/pmda_pmcd.so
+pmcd\t2\tdso\tpmcd_init\t/var/lib/pcp/pmdas/pmcd/pmda_pmcd.so
 mmv\t70\tpipe\tbinary\t/var/lib/pcp/pmdas/mmv/pmdammv -d 70
 
 [access]
@@ -102,9 +102,9 @@ def test_pmcdconf_replaces_or_adds_before_access(tmp_path: Path) -> None:
     assert lines[lines.index("[access]") - 1] == "pypmda 310 pipe binary /y"
     assert conf.stat().st_mode & 0o777 == 0o640  # its mode is kept
     no_access = tmp_path / "plain.conf"
-    no_access.write_text("pmcd 2 dll pmcd_init /x\n")
+    no_access.write_text("pmcd 2 dso pmcd_init /x\n")
     assert pmcdconf_main([str(no_access), "pypmda", "310", "pypmda 310 pipe binary /y"]) == 0
-    assert no_access.read_text() == "pmcd 2 dll pmcd_init /x\npypmda 310 pipe binary /y\n"
+    assert no_access.read_text() == "pmcd 2 dso pmcd_init /x\npypmda 310 pipe binary /y\n"
 
 
 def test_pmcdconf_refuses_a_domain_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -127,3 +127,50 @@ def test_pmcdconf_unreadable_file_is_one_line(make: str, tmp_path: Path, capsys:
 def test_pmcdconf_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert pmcdconf_main(["only", "two"]) == 2
     assert capsys.readouterr().err == "usage: pmda-py pmcdconf CONF NAME DOMAIN [LINE]\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n",  # /etc/passwd
+        "mmv\t70\tpipe\tbinary\t/x\nnot an agent line\n",
+        "pmcd 2 dll pmcd_init /x\n",  # a type pmcd does not know
+        "pmcd two dso pmcd_init /x\n",
+    ],
+)
+def test_pmcdconf_leaves_a_file_that_is_not_a_pmcd_conf_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """Install runs pmcdconf as root: a path that is not a pmcd.conf (a
+    mistyped PCP_PMCDCONF_PATH, /etc/passwd) is refused with its first
+    line that is not an agent line, and not one byte of it changes."""
+    path = tmp_path / "some.file"
+    path.write_text(text)
+    assert pmcdconf_main([str(path), "pypmda", "310", "pypmda 310 pipe binary /y"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"pmda-py pmcdconf: {path}:") and "not a pmcd.conf agent line" in err[0]
+    assert path.read_text() == text
+    assert pmcdconf_main([str(path), "mmv", "70"]) == 1  # shown neither
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["x y", "310"], "'x y' is not an agent name"),
+        (["pypmda", "0"], "domain '0' is not a number from 1 to 510"),
+        (["pypmda", "511"], "domain '511' is not a number from 1 to 510"),
+        (["pypmda", "ten"], "domain 'ten' is not a number from 1 to 510"),
+        (["pypmda", "310", "other 310 pipe binary /y"], "is not a pmcd.conf line for agent pypmda at domain 310"),
+        (["pypmda", "310", "pypmda 311 pipe binary /y"], "is not a pmcd.conf line for agent pypmda at domain 310"),
+        (["pypmda", "310", "pypmda 310 pipe"], "is not a pmcd.conf line for agent pypmda at domain 310"),
+        (["pypmda", "310", "pypmda 310 pipe binary /y\nevil 9 pipe binary /z"], "is not a pmcd.conf line"),
+    ],
+)
+def test_pmcdconf_refuses_bad_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], why: str
+) -> None:
+    conf = _conf(tmp_path)
+    assert pmcdconf_main([str(conf), *args]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("pmda-py pmcdconf: ") and why in err[0], err
+    assert conf.read_text() == CONF
