@@ -323,7 +323,8 @@ def test_not_root_only_the_same_user() -> None:
                 env=env,
                 cwd="/",
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
+                stdout=subprocess.DEVNULL,  # (CREDS, when it starts)
+                stderr=subprocess.PIPE,
                 text=True,
                 timeout=60,
             )
