@@ -235,7 +235,9 @@ async def test_state_dir_key_keeps_the_instance_caches(tmp_path: Path) -> None:
     """``state_dir =``: the instance-id caches (DOMAIN.SERIAL) are written there;
     ``--state-dir`` wins over it."""
     conf = tmp_path / "p.conf"
-    conf.write_text(f"[pmda]\nstate_dir = {tmp_path / 'ids'}\n[table simple]\nmount = s\n")
+    simple = tmp_path / "simple.conf"  # the simple table's own config: its "now" indom (serial 1) is cached
+    simple.write_text("sec,min,hour\n")
+    conf.write_text(f"[pmda]\nstate_dir = {tmp_path / 'ids'}\n[table simple]\nmount = s\nconfig = {simple}\n")
     base = pmda_py_argv("run", "-d", "251", "-l", str(tmp_path / "pmda.log"), "-c", str(conf))
     for cmd, where in ((base, "ids"), ([*base, "--state-dir", str(tmp_path / "other")], "other")):
         async with open_pipe_pmda(cmd) as pmda:
