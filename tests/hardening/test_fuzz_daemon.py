@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -118,3 +119,52 @@ def test_a_mistake_is_one_line(args: list[str], status: int, says: str, capsys: 
         assert main(args) == status
     err = capsys.readouterr().err
     assert err.splitlines()[-1].endswith(says) and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("domain", [253, 300, 2])
+def test_domain_is_the_domain_of_the_generated_requests(domain: int) -> None:
+    """``--domain``: the valid requests the fuzzer makes (before mutation)
+    ask about instance domains of that domain, and PMIDs of it (mixed with
+    random ones, on purpose)."""
+    from pmda_py.pmapi import PM_INDOM_NULL
+    from pmda_py.testing.fuzz import generate
+    from pmda_py.wire import DescReqPdu, FetchPdu, InstanceReqPdu, PduReader
+
+    indoms: list[int] = []
+    pmids: list[int] = []
+    for seed in range(400):
+        case = generate(random.Random(seed), domain)
+        if case.kind != "valid":
+            continue
+        reader = PduReader()
+        reader.receive_data(case.data)
+        pdu = reader.next_pdu()
+        if isinstance(pdu, FetchPdu):
+            pmids += pdu.pmids
+        elif isinstance(pdu, DescReqPdu):
+            pmids.append(pdu.pmid)
+        elif isinstance(pdu, InstanceReqPdu) and pdu.indom != PM_INDOM_NULL:
+            indoms.append(pdu.indom)
+    assert len(indoms) > 5 and {(i >> 22) & 0x1FF for i in indoms} == {domain}
+    ours = [p for p in pmids if (p >> 22) & 0x1FF == domain]
+    assert len(pmids) > 20 and len(ours) > len(pmids) / 2, (len(ours), len(pmids))
+
+
+def test_the_domain_option_reaches_the_generator(
+    daemon_cmd: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--domain 300`` against an agent at domain 300: every input is made
+    for that domain, and the run passes."""
+    from pmda_py.testing import fuzz
+
+    asked: list[int] = []
+    real = fuzz.generate
+
+    def recording(rng: random.Random, domain: int = 253) -> fuzz.Case:
+        asked.append(domain)
+        return real(rng, domain)
+
+    monkeypatch.setattr(fuzz, "generate", recording)
+    assert fuzz.main(["--inputs", "60", "--domain", "300", "--", *daemon_cmd, "-d", "300"]) == 0
+    assert len(asked) == 60 and set(asked) == {300}
+    assert "replies: " in capsys.readouterr().out
