@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import os
 import random
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if alive:
         print(f"\nLEFTOVER PROCESSES: private pmcd process groups {alive} survived SIGKILL")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def run_pmda_py(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``pmda-py ARGS`` in ``cwd`` with nothing on stdin (a pipe agent's
+    pmcd goes away at once), its output as text, ``env`` over ours."""
+    from pmda_py.testing.support import pmda_py_argv
+
+    return subprocess.run(
+        pmda_py_argv(*args),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def opens_of(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:

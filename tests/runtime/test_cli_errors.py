@@ -10,21 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pmda_py.testing.support import pmda_py_argv
+from tests.conftest import run_pmda_py
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        pmda_py_argv(*args),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
+    return run_pmda_py(args, cwd, env)
 
 
 @pytest.mark.parametrize(

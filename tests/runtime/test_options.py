@@ -20,7 +20,7 @@ from pmda_py.pcpversion import pcp_conf
 from pmda_py.pmapi import LabelType, TextType, pmid
 from pmda_py.testing.client import PmdaReplyError, UnexpectedReply, open_pipe_pmda, open_socket_pmda
 from pmda_py.testing.support import pmda_py_argv
-from tests.conftest import require
+from tests.conftest import require, run_pmda_py
 
 NEWHELP = os.path.join(pcp_conf().get("PCP_BINADM_DIR", "/usr/lib/pcp/bin"), "newhelp")
 
@@ -44,15 +44,7 @@ def _pythonpath(first: Path) -> dict[str, str]:
 
 def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The agent on a pipe whose pmcd goes away at once (EOF)."""
-    return subprocess.run(
-        pmda_py_argv("run", *args),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
+    return run_pmda_py(["run", *args], cwd, env)
 
 
 # ------------------------------------------------------------ mistakes

@@ -53,6 +53,18 @@ def _cmd(tmp_path: Path, *tables: str, extra: tuple[str, ...] = ()) -> list[str]
     return [*args, *extra]
 
 
+def _started(tmp_path: Path, *tables: str) -> subprocess.CompletedProcess[str]:
+    """The agent with these tables, on a pipe whose pmcd goes away at once."""
+    return subprocess.run(
+        _cmd(tmp_path, *tables),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path),
+    )
+
+
 @pytest.mark.parametrize("where", ["import", "init", "startup"])
 def test_print_at_load_never_reaches_the_pdu_pipe(tmp_path: Path, where: str) -> None:
     """The client reads CREDS, not "PRIN..." and the agent serves on."""
@@ -83,14 +95,7 @@ def test_raise_at_load_is_one_line_naming_the_table(tmp_path: Path, raise_: str,
     exits 1 (not the module's status) before it speaks, one line on stderr
     and one in the log, naming the table."""
     _module(tmp_path, "quits", **{f"at_{where}": raise_})
-    r = subprocess.run(
-        _cmd(tmp_path, "quits:T=q", "simple=simple"),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-    )
+    r = _started(tmp_path, "quits:T=q", "simple=simple")
     assert r.returncode == 1, r
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
@@ -206,14 +211,7 @@ def test_a_long_message_is_one_bounded_line(tmp_path: Path) -> None:
     characters: a module that puts a whole file in its exception does not
     copy it into pmcd's log."""
     _module(tmp_path, "chatty", at_import="raise RuntimeError('secret line\\n' * 1000)")
-    r = subprocess.run(
-        _cmd(tmp_path, "chatty:T=c"),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-    )
+    r = _started(tmp_path, "chatty:T=c")
     assert r.returncode == 1
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and "RuntimeError: secret line secret line" in lines[0], r.stderr
@@ -398,14 +396,7 @@ def test_tables_colliding_in_one_domain_are_one_clear_error(
     (tmp_path / "two.py").write_text(
         TWO.format(a_cluster=clusters[0], b_cluster=clusters[1], a_serial=serials[0], b_serial=serials[1])
     )
-    r = subprocess.run(
-        _cmd(tmp_path, "two:A=a", "two:B=b"),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(tmp_path),
-    )
+    r = _started(tmp_path, "two:A=a", "two:B=b")
     assert r.returncode == 1, r
     assert r.stdout == ""
     lines = r.stderr.splitlines()
