@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import json
+import math
 import os
 import re
 import socket
@@ -48,7 +49,10 @@ __all__ = [
     "LogLevel",
     "TableSpec",
     "Transport",
+    "option_seconds",
+    "option_whole",
     "parse_args",
+    "seconds_value",
 ]
 
 DEFAULT_NAME = "pypmda"
@@ -193,6 +197,39 @@ def creds_timeout_value(text: str) -> float:
     if not 0 < value <= 300:
         raise ValueError(f"{value:g} out of range (0, 300] seconds")
     return value
+
+
+def seconds_value(text: str, *, zero: bool = False) -> float:
+    """``text`` as a finite number of seconds above 0 (``zero``: 0 or more);
+    ValueError says why not."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        raise ValueError(f"{text!r} is not a number of seconds {'0 or more' if zero else 'above 0'}")
+    return seconds
+
+
+def option_seconds(key: str, value: str, *, zero: bool = False) -> float:
+    """A table option (its ``[table]`` section's ``key = value``, a string)
+    in seconds; a bad one is a ValueError naming the option and the value,
+    which the daemon says in its one line at start."""
+    try:
+        return seconds_value(value, zero=zero)
+    except ValueError as err:
+        raise ValueError(f"{key}: {err}") from None
+
+
+def option_whole(key: str, value: str, least: int) -> int:
+    """A table option that is a whole number, ``least`` or more (as :func:`option_seconds`)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{key}: not a whole number: {value!r}") from None
+    if number < least:
+        raise ValueError(f"{key}: {value!r} is less than {least}")
+    return number
 
 
 class _CaseParser(configparser.ConfigParser):
@@ -352,12 +389,9 @@ def _seconds_arg(text: str) -> float:
 
 def _positive_seconds_arg(text: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
-    return value
+        return seconds_value(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _count_arg(text: str) -> int:

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import structlog
 import trio
 
+from pmda_py.config import option_seconds, option_whole
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr
 from pmda_py.malloc import trim_malloc
 from pmda_py.openmetrics.answers import PackedPlans, swap_values
@@ -72,7 +73,6 @@ from pmda_py.table import (
     Table,
     TableContext,
 )
-from pmda_py.table.options import option_seconds, option_whole
 
 __all__ = ["OpenMetricsTable"]
 

@@ -27,6 +27,7 @@ from typing import Union
 import structlog
 import trio
 
+from pmda_py.config import option_seconds
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvScalar, build, packed_values, read_values
 from pmda_py.mmv.reader import FileRegions
@@ -50,7 +51,6 @@ from pmda_py.table import (
     Table,
     TableContext,
 )
-from pmda_py.table.options import option_seconds
 
 __all__ = ["MmvTable"]
 
