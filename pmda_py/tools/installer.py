@@ -294,10 +294,8 @@ def _pmcdconf_arguments(name: str, domain: str, line: str | None) -> str | None:
         return f"{name!r} is not an agent name"
     if not domain.isdigit() or not 1 <= int(domain) <= 510:
         return f"domain {domain!r} is not a number from 1 to 510"
-    if line is not None:
-        fields = line.split()
-        if "\n" in line or len(fields) < 4 or fields[:2] != [name, domain] or fields[2].lower() not in _AGENT_TYPES:
-            return f"{line!r} is not a pmcd.conf line for agent {name} at domain {domain}"
+    if line is not None and ("\n" in line or not _agent_line(line) or line.split()[:2] != [name, domain]):
+        return f"{line!r} is not a pmcd.conf line for agent {name} at domain {domain}"
     return None
 
 
@@ -311,10 +309,15 @@ def _not_an_agent_line(lines: Sequence[str]) -> int | None:
             return None
         if not text or text.startswith("#"):
             continue
-        fields = text.split()
-        if len(fields) < 4 or not fields[1].isdigit() or fields[2].lower() not in _AGENT_TYPES:
+        if not _agent_line(text):
             return number
     return None
+
+
+def _agent_line(text: str) -> bool:
+    """Whether ``text`` is a pmcd.conf agent line: NAME DOMAIN dso|pipe|socket ..."""
+    fields = text.split()
+    return len(fields) >= 4 and fields[1].isdigit() and fields[2].lower() in _AGENT_TYPES
 
 
 _KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.*?)\s*(;.*)?$")
