@@ -347,11 +347,28 @@ def _grown(column: array[float] | array[int] | None, inst: int, missing: float) 
         column.frombytes(array(column.typecode, [missing] * short).tobytes())
 
 
+class _OutOfRange(ValueError):
+    """An integer value its type cannot hold."""
+
+
+#: the range of each integer type (a value outside it is a bad value: the fetch could not send it)
+_INT_RANGE: dict[int, tuple[int, int]] = {
+    PmType.I32: (-(1 << 31), (1 << 31) - 1),
+    PmType.U32: (0, (1 << 32) - 1),
+    PmType.I64: (-(1 << 63), (1 << 63) - 1),
+    PmType.U64: (0, (1 << 64) - 1),
+}
+
+
 def _convert(mtype: int, text: str) -> Value:
     if mtype in (PmType.DOUBLE, PmType.FLOAT):
         return float(text)
-    if mtype in (PmType.U64, PmType.I64, PmType.U32, PmType.I32):
-        return int(text)
+    bounds = _INT_RANGE.get(mtype)
+    if bounds is not None:
+        value = int(text)
+        if not bounds[0] <= value <= bounds[1]:
+            raise _OutOfRange
+        return value
     return text
 
 
@@ -544,6 +561,8 @@ class SourceModel:
             labels = naming
         try:
             m.values[inst] = _convert(m.type, value)
+        except _OutOfRange:
+            res.errors.append(f"sample {res.samples}: bad value (out of range for its type)")
         except ValueError:
             res.errors.append(f"sample {res.samples}: bad value ({len(value)} characters)")
         pairs = label_pairs(labels)

@@ -278,3 +278,30 @@ def test_reclaimed_numbers_stay_taken_across_a_save() -> None:
     assert back.instances() == {0: "a", 2: "c"} and back.get("b") is None
     assert back.lookup("b") == 3  # a new number: 1 is never given again
     assert not back.is_live(1) and back.is_live(3)
+
+
+def test_integer_values_out_of_their_types_range_are_bad_values() -> None:
+    """A PCP5 line may declare u32/32/u64/64: a value the type cannot hold
+    is a bad value of the document (logged with its problems, once per
+    change), never a value the fetch would refuse at every request with
+    PM_ERR_TYPE and an error line; the in-range instances are kept."""
+    from pmda_py.dispatch.coerce import check_range
+
+    cases = {
+        "u32": ("4294967296", "-1", "4294967295"),
+        "32": ("2147483648", "-2147483649", "-2147483648"),
+        "u64": ("18446744073709551616", "-5", "18446744073709551615"),
+        "64": ("9223372036854775808", "-9223372036854775809", "-9223372036854775808"),
+    }
+    doc = ""
+    for k, (over, under, edge) in cases.items():
+        n = f"t{k}"
+        doc += f"# PCP5 {n} 1.2.3 {k} 1.2 instant none\n"
+        doc += f'{n}{{i="over"}} {over}\n{n}{{i="under"}} {under}\n{n}{{i="edge"}} {edge}\n'
+    model = SourceModel("src", 3, NameTable(1023), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document(doc).samples)
+    assert res.errors == [f"sample {n}: bad value (out of range for its type)" for n in (1, 2, 4, 5, 7, 8, 10, 11)]
+    for k, (_, _, edge) in cases.items():
+        m = model.metrics[f"t{k}"]
+        assert list(m.values.values()) == [int(edge)], k
+        check_range(m.type, list(m.values.values()))  # (what the fetch checks: it would answer PM_ERR_TYPE)
