@@ -103,8 +103,10 @@ class SourceConfig:
 def parse_url_config(text: str) -> SourceConfig:
     """pmdaopenmetrics' ``parse_url_config``: the first line is the URL;
     ``HEADER: name: value``, ``FILTER: {INCLUDE|EXCLUDE|OPTIONAL} {METRIC|LABEL} regex``,
-    ``METADATA: regex type indom semantics units...`` and ``#`` comments follow."""
-    lines = text.strip().split("\n")
+    ``METADATA: regex type indom semantics units...`` and ``#`` comments follow.
+    Lines end as a text file's read by Python do (``\\n``, ``\\r\\n`` or ``\\r``:
+    a file edited on Windows reads as one written on Linux)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")
     cfg = SourceConfig(url=lines[0].strip())
     for n, line in enumerate(lines[1:], 2):
         if not line or line.startswith("#"):

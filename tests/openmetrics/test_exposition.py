@@ -195,6 +195,23 @@ def test_url_config() -> None:
     assert len(cfg.problems) == 2 and cfg.metadata[0][1][0] == "u64"
 
 
+@pytest.mark.parametrize("eol", ["\r\n", "\r"])
+def test_url_config_read_whatever_its_line_ends(eol: str) -> None:
+    """pmdaopenmetrics reads a ``.url`` file in text mode (Python's universal
+    newlines): one saved with Windows line ends scrapes as if saved with
+    ``\\n`` (its URL, HEADER: values and FILTER: regexes carry no ``\\r``)."""
+    text = "http://h:1/m\nHEADER: X-A: b\nFILTER: EXCLUDE METRIC ^drop$\nMETADATA: ^a$ u64 PM_INDOM_NULL counter byte\n"
+    want, got = parse_url_config(text), parse_url_config(text.replace("\n", eol))
+    assert (got.url, got.headers, got.problems) == ("http://h:1/m", {"X-A": "b"}, [])
+    assert [(a, k, r.pattern) for a, k, r in got.filters] == [(a, k, r.pattern) for a, k, r in want.filters]
+    assert got.filters[0][2].match("drop") and got.metadata[0][1] == want.metadata[0][1] == [
+        "u64",
+        "PM_INDOM_NULL",
+        "counter",
+        "byte",
+    ]
+
+
 def test_name_table_pickles_like_pmdaopenmetrics(tmp_path: object) -> None:
     t = NameTable(10)
     assert [t.lookup(n) for n in ("control", "a", "b", "a")] == [0, 1, 2, 1]
