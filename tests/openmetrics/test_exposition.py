@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmda_py.openmetrics import Limits, NameTable, SourceModel, parse_document, parse_sample_line
-from pmda_py.openmetrics.model import indom_serial, metric_metadata, parse_units, parse_url_config
+from pmda_py.openmetrics.model import MAX_METRIC, indom_serial, metric_metadata, parse_units, parse_url_config
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
 from tests.integration.pcpbed import require_pcp
 
@@ -322,3 +322,17 @@ def test_integer_values_out_of_their_types_range_are_bad_values() -> None:
         m = model.metrics[f"t{k}"]
         assert list(m.values.values()) == [int(edge)], k
         check_range(m.type, list(m.values.values()))  # (what the fetch checks: it would answer PM_ERR_TYPE)
+
+
+def test_a_metric_name_flood_stops_at_1024_metrics_and_keeps_the_rest() -> None:
+    """At most 1024 metrics per source (items 0..1023 of its cluster, as
+    pmdaopenmetrics numbers them): the new names past it are refused, one
+    reason counted, and the samples of known metrics after them kept."""
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    doc = "".join(f"m{i} {i}\n" for i in range(1100)) + "m5 55\n"
+    res = model.ingest(parse_document(doc).samples)
+    assert len(model.metrics) == 1024 and sorted(model.by_item) == list(range(1024))
+    assert res.refused == {"more than 1024 metrics: new metrics refused": 76} and res.errors == []
+    assert model.metrics["m5"].values == {PM_IN_NULL: 55.0} and "m1024" not in model.metrics
+    res = model.ingest(parse_document("m1099 1\nm0 2\n").samples)  # (the next document: still refused)
+    assert list(res.refused.values()) == [1] and model.metrics["m0"].values == {PM_IN_NULL: 2.0}
