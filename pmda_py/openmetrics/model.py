@@ -288,7 +288,12 @@ def metric_metadata(
 def valid_metric_name(name: str) -> bool:
     """pmdaopenmetrics' rule (letters, digits, ``_ . :``, a letter first),
     ASCII only (PCP names are ASCII)."""
-    return name.isascii() and name[0].isalpha() and re.sub("[_.:]", "", name).isalnum()
+    return name.isascii() and _valid_unicode_name(name)
+
+
+def _valid_unicode_name(name: str) -> bool:
+    """pmdaopenmetrics' rule as it applies it: any letters and digits."""
+    return name[0].isalpha() and re.sub("[_.:]", "", name).isalnum()
 
 
 def split_help(helpline: str | None) -> tuple[str, str]:
@@ -459,6 +464,11 @@ class SourceModel:
                         res.excluded.append(s.name)
                         continue
                     if not valid_metric_name(s.name):
+                        if _valid_unicode_name(s.name):  # (pmdaopenmetrics takes it, and reads on)
+                            if self.items.get(s.name) is None and len(self.items.names) <= self.items.maxnum:
+                                self.items.lookup(s.name)  # (its item taken as there: the next metrics' PMIDs alike)
+                                dirty[self.cluster] = self.items
+                            raise _Refused("non-ASCII metric names refused")
                         raise ValueError(f"invalid metric name ({len(s.name)} characters)")
                     if len(self.items.names) > self.items.maxnum and self.items.get(s.name) is None:
                         raise _Refused(f"more than {self.items.maxnum + 1} metrics: new metrics refused")

@@ -336,3 +336,19 @@ def test_a_metric_name_flood_stops_at_1024_metrics_and_keeps_the_rest() -> None:
     assert model.metrics["m5"].values == {PM_IN_NULL: 55.0} and "m1024" not in model.metrics
     res = model.ingest(parse_document("m1099 1\nm0 2\n").samples)  # (the next document: still refused)
     assert list(res.refused.values()) == [1] and model.metrics["m0"].values == {PM_IN_NULL: 2.0}
+
+
+def test_a_non_ascii_metric_name_is_refused_and_the_rest_kept() -> None:
+    """pmdaopenmetrics takes a metric name of any letters and reads on; ours
+    refuses one that is not ASCII (PCP names are) and reads on too, where an
+    invalid name ends the document in both."""
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document("before 1\nmétric 3\nafter 4\nmétric 5\n").samples)
+    assert sorted(model.metrics) == ["after", "before"] and res.errors == []
+    assert res.refused == {"non-ASCII metric names refused": 2}
+    # its item is taken as pmdaopenmetrics takes it: the metrics after it have the same PMIDs
+    assert (model.metrics["before"].item, model.metrics["after"].item) == (0, 2)
+    assert dict(res.dirty)[3].names == ["before", "métric", "after"]
+    res = model.ingest(parse_document("before 1\na-b 3\nafter 4\n").samples)
+    assert res.errors == ["sample 2: cannot parse/store: invalid metric name (3 characters)"]
+    assert model.metrics["after"].values == {}
