@@ -247,10 +247,17 @@ def metric_metadata(
     name: str, pcpline: str | None, typeline: str | None, problems: list[str] | None = None
 ) -> tuple[str, int, int, PmUnits, bool]:
     """``(leaf name, type, semantics, units, forced singular)`` of exposition
-    metric ``name``, from its PCP/PCP5/METADATA line or the heuristics."""
+    metric ``name``, from its PCP/PCP5/METADATA line or the heuristics.
+
+    Raises:
+        ValueError: a PCP line without a name, a PCP5 one without its
+            semantics (pmdaopenmetrics stops reading the document there).
+    """
     mtype, sem, units = PmType.DOUBLE, PmSem.INSTANT, _NO_UNITS
     if pcpline:
         md = pcpline.split(" ")
+        if len(md) < (5 if md[0] in ("PCP5", "METADATA") else 2):
+            raise ValueError(f"a {md[0]} line with too few fields ({len(md)})")
         leaf = md[1] if len(md) > 1 else name
         unit_text: str | None = None
         if md[0] in ("PCP5", "METADATA"):
@@ -472,8 +479,8 @@ class SourceModel:
                         raise ValueError(f"invalid metric name ({len(s.name)} characters)")
                     if len(self.items.names) > self.items.maxnum and self.items.get(s.name) is None:
                         raise _Refused(f"more than {self.items.maxnum + 1} metrics: new metrics refused")
+                    dirty[self.cluster] = self.items  # (its item is taken: kept even if its metadata fails)
                     m = self._new_metric(s, inc, opt, cfg, res)
-                    dirty[self.cluster] = self.items
                     if m.table is not None and m.indom_serial is not None:
                         dirty[m.indom_serial] = m.table
                 self._store(m, inc, opt, s.value, res)

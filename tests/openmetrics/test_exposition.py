@@ -352,3 +352,21 @@ def test_a_non_ascii_metric_name_is_refused_and_the_rest_kept() -> None:
     res = model.ingest(parse_document("before 1\na-b 3\nafter 4\n").samples)
     assert res.errors == ["sample 2: cannot parse/store: invalid metric name (3 characters)"]
     assert model.metrics["after"].values == {}
+
+
+@pytest.mark.parametrize(
+    "comment",
+    ["# PCP5 s.l 1.2.3 u64 PM_INDOM_NULL", "# PCP5 s.l 1.2.3", "# PCP5", "# PCP"],
+)
+def test_a_short_pcp_line_ends_the_document_as_there(comment: str) -> None:
+    """pmdaopenmetrics (6.0.3, on these documents under pmcd) serves only
+    ``a`` of ``a 1 / COMMENT / b 2 / c 3``: a PCP5 line needs its semantics, a
+    PCP line its name; ours exported ``b`` under a name with an empty leaf
+    (``openmetrics.SOURCE.``) or without the semantics it was given."""
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document(f"a 1\n{comment}\nb 2\nc 3\n").samples)
+    assert sorted(model.metrics) == ["a"] and res.errors[0].startswith("sample 2: cannot parse/store: a PCP")
+    ok = "# PCP5 s.l 1.2.3 u64 PM_INDOM_NULL counter" if "PCP5" in comment else "# PCP x"
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document(f"a 1\n{ok}\nb 2\nc 3\n").samples)
+    assert sorted(model.metrics) == ["a", "b", "c"] and res.errors == []
