@@ -103,8 +103,10 @@ class SourceConfig:
 def parse_url_config(text: str) -> SourceConfig:
     """pmdaopenmetrics' ``parse_url_config``: the first line is the URL;
     ``HEADER: name: value``, ``FILTER: {INCLUDE|EXCLUDE|OPTIONAL} {METRIC|LABEL} regex``,
-    ``METADATA: regex type indom semantics units...`` and ``#`` comments follow."""
-    lines = text.strip().split("\n")
+    ``METADATA: regex type indom semantics units...`` and ``#`` comments follow.
+    Lines end as a text file's read by Python do (``\\n``, ``\\r\\n`` or ``\\r``:
+    a file edited on Windows reads as one written on Linux)."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")
     cfg = SourceConfig(url=lines[0].strip())
     for n, line in enumerate(lines[1:], 2):
         if not line or line.startswith("#"):
@@ -245,10 +247,17 @@ def metric_metadata(
     name: str, pcpline: str | None, typeline: str | None, problems: list[str] | None = None
 ) -> tuple[str, int, int, PmUnits, bool]:
     """``(leaf name, type, semantics, units, forced singular)`` of exposition
-    metric ``name``, from its PCP/PCP5/METADATA line or the heuristics."""
+    metric ``name``, from its PCP/PCP5/METADATA line or the heuristics.
+
+    Raises:
+        ValueError: a PCP line without a name, a PCP5 one without its
+            semantics (pmdaopenmetrics stops reading the document there).
+    """
     mtype, sem, units = PmType.DOUBLE, PmSem.INSTANT, _NO_UNITS
     if pcpline:
         md = pcpline.split(" ")
+        if len(md) < (5 if md[0] in ("PCP5", "METADATA") else 2):
+            raise ValueError(f"a {md[0]} line with too few fields ({len(md)})")
         leaf = md[1] if len(md) > 1 else name
         unit_text: str | None = None
         if md[0] in ("PCP5", "METADATA"):
@@ -286,7 +295,12 @@ def metric_metadata(
 def valid_metric_name(name: str) -> bool:
     """pmdaopenmetrics' rule (letters, digits, ``_ . :``, a letter first),
     ASCII only (PCP names are ASCII)."""
-    return name.isascii() and name[0].isalpha() and re.sub("[_.:]", "", name).isalnum()
+    return name.isascii() and _valid_unicode_name(name)
+
+
+def _valid_unicode_name(name: str) -> bool:
+    """pmdaopenmetrics' rule as it applies it: any letters and digits."""
+    return name[0].isalpha() and re.sub("[_.:]", "", name).isalnum()
 
 
 def split_help(helpline: str | None) -> tuple[str, str]:
@@ -347,11 +361,28 @@ def _grown(column: array[float] | array[int] | None, inst: int, missing: float) 
         column.frombytes(array(column.typecode, [missing] * short).tobytes())
 
 
+class _OutOfRange(ValueError):
+    """An integer value its type cannot hold."""
+
+
+#: the range of each integer type (a value outside it is a bad value: the fetch could not send it)
+_INT_RANGE: dict[int, tuple[int, int]] = {
+    PmType.I32: (-(1 << 31), (1 << 31) - 1),
+    PmType.U32: (0, (1 << 32) - 1),
+    PmType.I64: (-(1 << 63), (1 << 63) - 1),
+    PmType.U64: (0, (1 << 64) - 1),
+}
+
+
 def _convert(mtype: int, text: str) -> Value:
     if mtype in (PmType.DOUBLE, PmType.FLOAT):
         return float(text)
-    if mtype in (PmType.U64, PmType.I64, PmType.U32, PmType.I32):
-        return int(text)
+    bounds = _INT_RANGE.get(mtype)
+    if bounds is not None:
+        value = int(text)
+        if not bounds[0] <= value <= bounds[1]:
+            raise _OutOfRange
+        return value
     return text
 
 
@@ -440,11 +471,16 @@ class SourceModel:
                         res.excluded.append(s.name)
                         continue
                     if not valid_metric_name(s.name):
+                        if _valid_unicode_name(s.name):  # (pmdaopenmetrics takes it, and reads on)
+                            if self.items.get(s.name) is None and len(self.items.names) <= self.items.maxnum:
+                                self.items.lookup(s.name)  # (its item taken as there: the next metrics' PMIDs alike)
+                                dirty[self.cluster] = self.items
+                            raise _Refused("non-ASCII metric names refused")
                         raise ValueError(f"invalid metric name ({len(s.name)} characters)")
                     if len(self.items.names) > self.items.maxnum and self.items.get(s.name) is None:
                         raise _Refused(f"more than {self.items.maxnum + 1} metrics: new metrics refused")
+                    dirty[self.cluster] = self.items  # (its item is taken: kept even if its metadata fails)
                     m = self._new_metric(s, inc, opt, cfg, res)
-                    dirty[self.cluster] = self.items
                     if m.table is not None and m.indom_serial is not None:
                         dirty[m.indom_serial] = m.table
                 self._store(m, inc, opt, s.value, res)
@@ -544,6 +580,8 @@ class SourceModel:
             labels = naming
         try:
             m.values[inst] = _convert(m.type, value)
+        except _OutOfRange:
+            res.errors.append(f"sample {res.samples}: bad value (out of range for its type)")
         except ValueError:
             res.errors.append(f"sample {res.samples}: bad value ({len(value)} characters)")
         pairs = label_pairs(labels)

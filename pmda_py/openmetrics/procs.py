@@ -7,6 +7,8 @@ its stdout read up to the document cap and its stderr counted, never kept.
 When it is done, whatever happened (exit, timeout, a document over the cap,
 the agent stopping), its whole process group is killed while the script's
 own process is still unreaped, so the group id cannot have been reused.
+Its document is what was on its stdout when it exited: what it left running
+in the background is killed then, whether or not it holds the pipe.
 """
 
 from __future__ import annotations
@@ -77,6 +79,22 @@ def _exited_unreaped(pid: int) -> bool:
     return res is not None
 
 
+async def _until_exited(pid: int) -> None:
+    """Until ``pid`` (our child) has exited, left unreaped (see
+    :func:`_exited_unreaped`): woken by a pidfd where there is one, else polled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # (Python before 3.9, Linux before 5.3)
+        while not _exited_unreaped(pid):  # noqa: ASYNC110  # (polled: reaping it would free its group id)
+            await trio.sleep(0.01)
+        return
+    try:
+        while not _exited_unreaped(pid):
+            await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+
+
 def _killpg(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
@@ -105,20 +123,27 @@ async def run_script(path: str, limit: int) -> bytes:
                 return
             err_bytes[0] += len(chunk)  # counted, never kept: it may hold anything the script could read
 
+    async def end_group_at_exit() -> None:
+        await _until_exited(proc.pid)
+        # what it left running (its own process still holds the group id): a child that kept its
+        # stdout or stderr would hold the reading up to the deadline, the script done long before
+        _killpg(proc.pid)
+
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(drain_stderr)
+            nursery.start_soon(end_group_at_exit)
             assert proc.stdout is not None
             while True:
                 chunk = await proc.stdout.receive_some(65536)
                 if not chunk:
                     break
                 out += chunk
-                if len(out) > limit:
-                    raise ScriptFailed(f"script output larger than {limit} bytes")
-            while not _exited_unreaped(proc.pid):  # noqa: ASYNC110  # (polled: reaping it would free its group id)
-                await trio.sleep(0.01)
-            _killpg(proc.pid)  # what it left running (its own process still holds the group id)
+                if len(out) > limit:  # (raised out here, the nursery would wrap it in an ExceptionGroup)
+                    nursery.cancel_scope.cancel()
+                    break
+        if len(out) > limit:
+            raise ScriptFailed(f"script output larger than {limit} bytes")
         rc = await proc.wait()
         reaped = True
         if rc:

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmda_py.openmetrics import Limits, NameTable, SourceModel, parse_document, parse_sample_line
-from pmda_py.openmetrics.model import indom_serial, metric_metadata, parse_units, parse_url_config
+from pmda_py.openmetrics.model import MAX_METRIC, indom_serial, metric_metadata, parse_units, parse_url_config
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
 from tests.integration.pcpbed import require_pcp
 
@@ -195,6 +195,23 @@ def test_url_config() -> None:
     assert len(cfg.problems) == 2 and cfg.metadata[0][1][0] == "u64"
 
 
+@pytest.mark.parametrize("eol", ["\r\n", "\r"])
+def test_url_config_read_whatever_its_line_ends(eol: str) -> None:
+    """pmdaopenmetrics reads a ``.url`` file in text mode (Python's universal
+    newlines): one saved with Windows line ends scrapes as if saved with
+    ``\\n`` (its URL, HEADER: values and FILTER: regexes carry no ``\\r``)."""
+    text = "http://h:1/m\nHEADER: X-A: b\nFILTER: EXCLUDE METRIC ^drop$\nMETADATA: ^a$ u64 PM_INDOM_NULL counter byte\n"
+    want, got = parse_url_config(text), parse_url_config(text.replace("\n", eol))
+    assert (got.url, got.headers, got.problems) == ("http://h:1/m", {"X-A": "b"}, [])
+    assert [(a, k, r.pattern) for a, k, r in got.filters] == [(a, k, r.pattern) for a, k, r in want.filters]
+    assert got.filters[0][2].match("drop") and got.metadata[0][1] == want.metadata[0][1] == [
+        "u64",
+        "PM_INDOM_NULL",
+        "counter",
+        "byte",
+    ]
+
+
 def test_name_table_pickles_like_pmdaopenmetrics(tmp_path: object) -> None:
     t = NameTable(10)
     assert [t.lookup(n) for n in ("control", "a", "b", "a")] == [0, 1, 2, 1]
@@ -278,3 +295,78 @@ def test_reclaimed_numbers_stay_taken_across_a_save() -> None:
     assert back.instances() == {0: "a", 2: "c"} and back.get("b") is None
     assert back.lookup("b") == 3  # a new number: 1 is never given again
     assert not back.is_live(1) and back.is_live(3)
+
+
+def test_integer_values_out_of_their_types_range_are_bad_values() -> None:
+    """A PCP5 line may declare u32/32/u64/64: a value the type cannot hold
+    is a bad value of the document (logged with its problems, once per
+    change), never a value the fetch would refuse at every request with
+    PM_ERR_TYPE and an error line; the in-range instances are kept."""
+    from pmda_py.dispatch.coerce import check_range
+
+    cases = {
+        "u32": ("4294967296", "-1", "4294967295"),
+        "32": ("2147483648", "-2147483649", "-2147483648"),
+        "u64": ("18446744073709551616", "-5", "18446744073709551615"),
+        "64": ("9223372036854775808", "-9223372036854775809", "-9223372036854775808"),
+    }
+    doc = ""
+    for k, (over, under, edge) in cases.items():
+        n = f"t{k}"
+        doc += f"# PCP5 {n} 1.2.3 {k} 1.2 instant none\n"
+        doc += f'{n}{{i="over"}} {over}\n{n}{{i="under"}} {under}\n{n}{{i="edge"}} {edge}\n'
+    model = SourceModel("src", 3, NameTable(1023), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document(doc).samples)
+    assert res.errors == [f"sample {n}: bad value (out of range for its type)" for n in (1, 2, 4, 5, 7, 8, 10, 11)]
+    for k, (_, _, edge) in cases.items():
+        m = model.metrics[f"t{k}"]
+        assert list(m.values.values()) == [int(edge)], k
+        check_range(m.type, list(m.values.values()))  # (what the fetch checks: it would answer PM_ERR_TYPE)
+
+
+def test_a_metric_name_flood_stops_at_1024_metrics_and_keeps_the_rest() -> None:
+    """At most 1024 metrics per source (items 0..1023 of its cluster, as
+    pmdaopenmetrics numbers them): the new names past it are refused, one
+    reason counted, and the samples of known metrics after them kept."""
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    doc = "".join(f"m{i} {i}\n" for i in range(1100)) + "m5 55\n"
+    res = model.ingest(parse_document(doc).samples)
+    assert len(model.metrics) == 1024 and sorted(model.by_item) == list(range(1024))
+    assert res.refused == {"more than 1024 metrics: new metrics refused": 76} and res.errors == []
+    assert model.metrics["m5"].values == {PM_IN_NULL: 55.0} and "m1024" not in model.metrics
+    res = model.ingest(parse_document("m1099 1\nm0 2\n").samples)  # (the next document: still refused)
+    assert list(res.refused.values()) == [1] and model.metrics["m0"].values == {PM_IN_NULL: 2.0}
+
+
+def test_a_non_ascii_metric_name_is_refused_and_the_rest_kept() -> None:
+    """pmdaopenmetrics takes a metric name of any letters and reads on; ours
+    refuses one that is not ASCII (PCP names are) and reads on too, where an
+    invalid name ends the document in both."""
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document("before 1\nmétric 3\nafter 4\nmétric 5\n").samples)
+    assert sorted(model.metrics) == ["after", "before"] and res.errors == []
+    assert res.refused == {"non-ASCII metric names refused": 2}
+    # its item is taken as pmdaopenmetrics takes it: the metrics after it have the same PMIDs
+    assert (model.metrics["before"].item, model.metrics["after"].item) == (0, 2)
+    assert dict(res.dirty)[3].names == ["before", "métric", "after"]
+    res = model.ingest(parse_document("before 1\na-b 3\nafter 4\n").samples)
+    assert res.errors == ["sample 2: cannot parse/store: invalid metric name (3 characters)"]
+    assert model.metrics["after"].values == {}
+
+
+@pytest.mark.parametrize(
+    "comment",
+    ["# PCP5 s.l 1.2.3 u64 PM_INDOM_NULL", "# PCP5 s.l 1.2.3", "# PCP5", "# PCP"],
+)
+def test_a_short_pcp_line_ends_the_document_as_there(comment: str) -> None:
+    """pmdaopenmetrics (6.0.3, on these documents under pmcd) serves only
+    ``a`` of ``a 1 / COMMENT / b 2 / c 3``: a PCP5 line needs its semantics, a
+    PCP line its name; ours exported ``b`` under a name with an empty leaf
+    (``openmetrics.SOURCE.``) or without the semantics it was given."""
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document(f"a 1\n{comment}\nb 2\nc 3\n").samples)
+    assert sorted(model.metrics) == ["a"] and res.errors[0].startswith("sample 2: cannot parse/store: a PCP")
+    ok = "# PCP5 s.l 1.2.3 u64 PM_INDOM_NULL counter" if "PCP5" in comment else "# PCP x"
+    model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
+    res = model.ingest(parse_document(f"a 1\n{ok}\nb 2\nc 3\n").samples)
+    assert sorted(model.metrics) == ["a", "b", "c"] and res.errors == []

@@ -202,6 +202,55 @@ async def test_timed_out_script_leaves_no_process(tmp_path: Path, workers: str) 
             await trio.sleep(0.05)
 
 
+def _spawner(pids: Path) -> str:
+    """Shell lines starting five ``sleep 60`` in the background (their pids
+    in ``pids``), each holding the script's stdout and stderr."""
+    return f"for i in $(seq 5); do sleep 60 & echo $! >> {pids}; done\n"
+
+
+async def _none_left(pids: str) -> None:
+    children = [int(p) for p in pids.split()]
+    assert len(children) == 5
+    with trio.fail_after(5):
+        while [p for p in children if _alive(p)]:  # noqa: ASYNC110  # (SIGKILL is delivered at once)
+            await trio.sleep(0.05)
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_a_script_that_exits_is_read_and_its_group_killed(tmp_path: Path, workers: str) -> None:
+    """A script that exits leaving children in the background (holding its
+    stdout) is done: its document read at once, its process group killed
+    (they held the reading up to the deadline, and the source failed)."""
+    d = tmp_path / "config.d"
+    d.mkdir()
+    _script(d / "leaver", _spawner(tmp_path / "pids") + "echo left 1\n")
+    table = make_table(tmp_path, interval="60", timeout="20", workers=workers)
+    await table.startup(OM_CONTEXT)
+    with trio.fail_after(10):
+        await table.wait_ready()
+    assert (await _status(table))["leaver"] == "success"
+    assert (await fetch(table, "leaver.left"))["leaver.left"] == 1.0
+    await _none_left((tmp_path / "pids").read_text())
+    await table.shutdown()
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_a_script_over_the_cap_fails_with_the_reason(tmp_path: Path, workers: str) -> None:
+    """A script that never stops writing is done at the document cap: its
+    status says so and its process group is killed."""
+    d = tmp_path / "config.d"
+    d.mkdir()
+    _script(d / "flood", _spawner(tmp_path / "pids") + "while :; do echo 'x_total 1'; done\n")
+    table = make_table(tmp_path, interval="60", timeout="20", workers=workers, max_bytes="100000")
+    await table.startup(OM_CONTEXT)
+    with trio.fail_after(10):
+        await table.wait_ready()
+    status = (await _status(table))["flood"]
+    assert status.endswith("/flood: script output larger than 100000 bytes"), status
+    await _none_left((tmp_path / "pids").read_text())
+    await table.shutdown()
+
+
 @pytest.mark.slow
 async def test_script_cannot_read_the_workers_requests(tmp_path: Path) -> None:
     """A script's child that reads stdin gets EOF; the other sources of its
