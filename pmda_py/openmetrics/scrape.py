@@ -78,6 +78,8 @@ class HttpStatus(Exception):
 
 
 _SCHEMES = ("http://", "https://", "file://")
+#: the largest ``.url`` config file read: a larger one is refused whole (its source fails with the reason)
+URL_CONFIG_MAX = 1024 * 1024
 
 
 #: a worker saves its changed name tables when no scrape has been in flight for this long
@@ -297,7 +299,7 @@ class Scraper:
                 if not st.st_mode & stat.S_IXUSR:
                     raise OSError(f"cannot execute '{path}'")
             elif src.ctime < st.st_ctime:
-                src.config = parse_url_config(read_regular(path, 1024 * 1024).decode("utf-8", "replace"))
+                src.config = parse_url_config(read_regular(path, URL_CONFIG_MAX, whole=True).decode("utf-8", "replace"))
                 src.ctime = st.st_ctime
                 for p in src.config.problems:
                     logs.append(LogEntry("openmetrics_config", {"problem": p}))

@@ -617,3 +617,32 @@ def test_a_bad_option_names_itself(tmp_path: Path, key: str, value: str, why: st
     assert r.returncode == 1
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"pmda-py run: {conf}:") and f"{key}: {why}" in line, line
+
+
+async def test_a_url_file_over_the_cap_is_refused_whole(tmp_path: Path) -> None:
+    """A ``.url`` file over 1 MiB fails its source with the reason (it was
+    cut at 1 MiB without a word, a FILTER: or HEADER: line maybe cut in
+    half); the other sources carry on, and the file is read again once it
+    changes."""
+    from pmda_py.openmetrics.exposition import Limits
+    from pmda_py.openmetrics.scrape import URL_CONFIG_MAX, Scraper
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text("m 1\n")
+    big, small = tmp_path / "big.url", tmp_path / "small.url"
+    pad = "# a comment\n" * (URL_CONFIG_MAX // 12)
+    big.write_text(f"file://{doc}\n{pad}FILTER: EXCLUDE METRIC ^m$\n")
+    assert big.stat().st_size > URL_CONFIG_MAX
+    small.write_text(f"file://{doc}\n")
+    scraper = Scraper(str(tmp_path / "state"), 144, Limits(), timeout=5)
+    try:
+        refused = await scraper.scrape("big", 1, str(big), False)
+        other = await scraper.scrape("small", 2, str(small), False)
+        big.write_text(f"file://{doc}\n")
+        os.utime(big, ns=(0, 0))  # (the change time moves whatever the times are set to)
+        again = await scraper.scrape("big", 1, str(big), False)
+    finally:
+        await scraper.aclose()
+    assert refused.outcome == "fail" and f"larger than {URL_CONFIG_MAX} bytes" in refused.status, refused.status
+    assert other.outcome == "ok", other.status
+    assert again.outcome == "ok", again.status
