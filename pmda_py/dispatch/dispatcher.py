@@ -203,6 +203,11 @@ class Dispatcher:
                 gc.enable()
         if old_names is None:
             old_names = set(self.index.by_name)
+        if index.problems:  # each collision once while it lasts, not at every rebuild
+            known = set(self.index.problems)
+            for msg in index.problems:
+                if msg not in known:
+                    log.error("table_collision", problem=msg)
         self.index = index
         self._generations = index.generations
         self.index_rebuilds += 1

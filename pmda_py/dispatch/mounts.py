@@ -1,14 +1,13 @@
 """The mount index of a dispatcher: every mounted table's metrics by PMID
 and full name, its indoms by id, and the namespace they make — with the
 collisions (clusters, indom serials, PMIDs, names) refused at start-up and
-logged later."""
+listed later (the dispatcher logs them).  No I/O, no logging."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 import attrs
-import structlog
 
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.namespace import Namespace
@@ -16,8 +15,6 @@ from pmda_py.pmapi import pmid_str
 from pmda_py.table import InDom, Metric, Table
 
 __all__ = ["ConfigError", "Mount", "MountIndex"]
-
-log = structlog.get_logger("pmda_py.dispatch")
 
 
 class ConfigError(PmdaError):
@@ -82,6 +79,9 @@ class MountIndex:
     #: something was dropped or shared in a way only a rebuild reproduces
     #: (a collision, two indom objects of one id): no updates
     irregular: bool = False
+    #: the collisions the build dropped a metric, cluster or indom for (the
+    #: dispatcher logs those the index before it did not have)
+    problems: list[str] = attrs.field(factory=list)
     #: the names the last :meth:`update` removed and added (so far, when it gave up)
     partial: tuple[set[str], set[str]] = attrs.field(factory=lambda: (set(), set()))
 
@@ -91,8 +91,9 @@ class MountIndex:
     ) -> MountIndex:
         """Index ``mounts`` for ``domain``; ``prepare`` is called on each
         indom once it knows its domain (the persistent-id cache).  With
-        ``strict`` a collision raises ConfigError, else it is logged and the
-        later metric dropped."""
+        ``strict`` a collision raises ConfigError, else the later metric
+        (cluster, indom) is dropped and the collision listed in
+        :attr:`problems`."""
         index = cls()
         by_pmid, by_indom, by_name, pmns = index.by_pmid, index.by_indom, index.by_name, index.pmns
         cluster_owner = index.cluster_owner
@@ -102,7 +103,7 @@ class MountIndex:
             if strict:
                 raise ConfigError(msg)
             index.irregular = True
-            log.error("table_collision", problem=msg)
+            index.problems.append(msg)
 
         for mount in mounts:
             t = mount.table

@@ -213,3 +213,35 @@ def test_an_update_that_gives_up_at_once_reports_no_names_of_an_earlier_one() ->
     d._refresh_index()
     _same(d)
     assert d.index_rebuilds == 2 and not d.names_changed
+
+
+def test_a_collision_is_logged_once_while_it_lasts() -> None:
+    """A collision makes every later names change a rebuild, which finds it
+    again: it is logged when it appears, not at each rebuild; once gone and
+    back, it is logged again."""
+    from structlog.testing import capture_logs
+
+    static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
+    d = Dispatcher(
+        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], InlineRunner()
+    )
+    dyn.ms.append(dyn.metric(11, 0))
+    dyn.generation += 1
+    d._refresh_index()
+
+    def change(t: _Dynamic, *add: Metric, drop: int | None = None) -> list[str]:
+        if drop is not None:
+            t.ms = [m for m in t.ms if m.cluster != drop]
+        t.ms.extend(add)
+        t.generation += 1
+        with capture_logs() as logs:
+            d._refresh_index()
+        return [e["problem"] for e in logs if e["event"] == "table_collision"]
+
+    assert change(dyn2, dyn2.metric(11, 1)) == ["tables om and om2 both use cluster 11"]
+    rebuilds = d.index_rebuilds
+    for k in range(3):  # other names come: each change is a rebuild that meets the collision again
+        assert change(dyn, dyn.metric(1, k)) == []
+    assert d.index_rebuilds == rebuilds + 3
+    assert change(dyn2, drop=11) == []  # gone
+    assert change(dyn2, dyn2.metric(11, 2)) == ["tables om and om2 both use cluster 11"]  # back
