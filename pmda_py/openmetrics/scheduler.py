@@ -8,6 +8,7 @@ scraper that fails is restarted; rounds are timed and logged."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -25,6 +26,9 @@ from pmda_py.openmetrics.scrape import Scraper, WorkerOptions
 from pmda_py.openmetrics.sources import Source
 
 __all__ = ["BUSY_SHARE", "WORKER_NICE", "Scheduling", "should_grow"]
+
+#: a status's details in brackets, left out of what says whether its state changed
+_DETAILS = re.compile(r" \([^()]*\)")
 
 log = structlog.get_logger("pmda_py.openmetrics")
 
@@ -369,8 +373,12 @@ class Scheduling:
 
     def _status(self, src: Source, status: str, code: int) -> None:
         src.status, src.status_code = status, code
-        if status != src.logged_status:  # a change of state is logged once, not every scrape
-            src.logged_status = status
+        # A change of state is logged once, not every scrape; a status's
+        # details in brackets (a Content-Length, bytes on stderr) may change
+        # every scrape without being one.
+        state = _DETAILS.sub("", status)
+        if state != src.logged_status:
+            src.logged_status = state
             if status == "success":
                 log.info("openmetrics_source_ok", source=src.name)
             else:

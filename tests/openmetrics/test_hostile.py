@@ -646,3 +646,29 @@ async def test_a_url_file_over_the_cap_is_refused_whole(tmp_path: Path) -> None:
     assert refused.outcome == "fail" and f"larger than {URL_CONFIG_MAX} bytes" in refused.status, refused.status
     assert other.outcome == "ok", other.status
     assert again.outcome == "ok", again.status
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_a_failure_whose_details_change_is_logged_once(tmp_path: Path, workers: str) -> None:
+    """A script that fails the same way every scrape, writing a different
+    number of bytes on stderr each time: its status follows the count, but it
+    is one state, logged once (every scrape was logged, the count differing)."""
+    d = tmp_path / "config.d"
+    d.mkdir()
+    count = tmp_path / "count"
+    count.write_text("0")
+    _script(d / "vary", f"n=$(( $(cat {count}) + 1 )); echo $n > {count}; head -c $n /dev/zero >&2; exit 3\n")
+    table = make_table(tmp_path, interval="0.1", timeout="5", workers=workers)
+    statuses: set[str] = set()
+    with structlog.testing.capture_logs() as logs:
+        await table.startup(OM_CONTEXT)
+        with trio.fail_after(20):
+            while len(statuses) < 3:
+                status = (await _status(table)).get("vary", "")
+                if "exited" in status:  # (not before its first scrape)
+                    statuses.add(status)
+                await trio.sleep(0.05)
+        await table.shutdown()
+    assert all(re.search(r"exited with status 3 \(\d+ bytes on stderr\)$", s) for s in statuses), statuses
+    failed = [e for e in logs if e["event"] == "openmetrics_source_failed"]
+    assert len(failed) == 1, failed
