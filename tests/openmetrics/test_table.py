@@ -444,3 +444,23 @@ async def test_a_failing_source_keeps_its_last_good_values_for_a_while(
         assert (await fetch(table, "flaky.m3_total"))["flaky.m3_total"] == 3.0
     finally:
         await table.shutdown()
+
+
+async def test_documents_are_read_as_utf8_whatever_the_charset(tmp_path: Path, server: ControlledServer) -> None:
+    """docs/openmetrics.md: every document is read as UTF-8 (the test
+    server's Content-Type, ``text/plain; version=0.0.4``, names no charset,
+    which HTTP's default would read as Latin-1), and bytes that are not
+    UTF-8 become U+FFFD, in an HTTP body and a ``file://`` document alike."""
+    server.routes["h"] = Route('a{x="é"} 1\n'.encode())
+    doc = tmp_path / "doc.txt"
+    doc.write_bytes(b'a{x="\xe9"} 1\n')
+    write_sources(tmp_path / "config.d", {"h": server.url("h") + "\n", "f": f"file://{doc}\n"})
+    table = make_table(tmp_path, interval="60")
+    await table.startup(OM_CONTEXT)
+    with trio.fail_after(10):
+        await table.wait_ready()
+    by_name = {m.name: m for m in table.metrics()}
+    await table.shutdown()
+    h, f = by_name["h.a"].indom, by_name["f.a"].indom
+    assert h is not None and f is not None
+    assert list(h.instances.values()) == ["0 x:é"] and list(f.instances.values()) == ["0 x:\ufffd"]
