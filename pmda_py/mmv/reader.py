@@ -68,6 +68,11 @@ MAX_INDOMS: Final = 4194303
 MAX_LABELS: Final = 255
 MAX_TOCS: Final = 1024  #: a TOC with more entries is refused (libpcp_mmv writes at most 6)
 MAX_NAMED: Final = 64 << 20  #: sections naming more bytes than this: the file is refused
+#: indoms naming more bytes of instance records than this, together: the file is refused
+MAX_INSTANCES: Final = MAX_NAMED
+#: a file that would have more than this read (sections, then what their
+#: records point at, on demand) is refused at that read
+MAX_READ: Final = 2 * MAX_NAMED
 _CHUNK: Final = 4096  #: what a read on demand brings in (aligned)
 
 
@@ -169,15 +174,7 @@ class FileRegions:
         if lo < hi:
             offset = min(offset, self._starts[lo])
             end = max(end, self._starts[hi - 1] + len(self._blocks[hi - 1]))
-        data = b""
-        if self.read_at is not None:
-            try:
-                data = self.read_at(end - offset, offset)
-            except OSError:
-                data = b""
-        self.read_bytes += len(data)
-        if len(data) < end - offset:  # the file shrank under us: what is missing is past its end
-            self.size = min(self.size, offset + len(data))
+        data = self._pread(offset, end)
         del self._starts[lo:hi]
         del self._blocks[lo:hi]
         if data:
@@ -188,13 +185,65 @@ class FileRegions:
         """The block read from offset 0 (b"" if none)."""
         return self._blocks[0] if self._starts and self._starts[0] == 0 else b""
 
+    def _pread(self, offset: int, end: int) -> bytes:
+        """``[offset, end)`` from the file, counted (raises
+        :class:`MmvFormatError` past :data:`MAX_READ`); short where the file
+        now ends, which then becomes its size."""
+        data = b""
+        if self.read_at is not None:
+            if self.read_bytes + (end - offset) > MAX_READ:
+                raise MmvFormatError(f"its records point at more than {MAX_READ} bytes", section="file", offset=offset)
+            try:
+                data = self.read_at(end - offset, offset)
+            except OSError:
+                data = b""
+        self.read_bytes += len(data)
+        if len(data) < end - offset:  # the file shrank under us: what is missing is past its end
+            self.size = min(self.size, offset + len(data))
+        return data
+
+    def _fill(self, start: int, end: int) -> None:
+        """Read the parts of ``[start, end)`` no block holds, each a block
+        of its own: nothing is read twice, nothing held is copied."""
+        starts, blocks = self._starts, self._blocks
+        k = bisect.bisect_right(starts, start)
+        pos = start if k == 0 else max(start, starts[k - 1] + len(blocks[k - 1]))
+        while pos < end:
+            stop = min(end, starts[k]) if k < len(starts) else end
+            if stop > pos:
+                data = self._pread(pos, stop)
+                if not data:
+                    return
+                starts.insert(k, pos)
+                blocks.insert(k, data)
+                k += 1
+                if pos + len(data) < stop:
+                    return
+            if k >= len(starts):
+                return
+            pos = max(pos, starts[k] + len(blocks[k]))
+            k += 1
+
     def _covered(self, start: int, end: int) -> bytes | None:
+        """``[start, end)`` from the blocks held (None if not all are)."""
         k = bisect.bisect_right(self._starts, start) - 1
-        if k >= 0:
-            base = self._starts[k]
-            block = self._blocks[k]
-            if end <= base + len(block):
-                return block[start - base : end - base]
+        if k < 0:
+            return None
+        base, block = self._starts[k], self._blocks[k]
+        if end <= base + len(block):
+            return block[start - base : end - base]
+        pos = base + len(block)
+        if start >= pos:
+            return None
+        parts = [block[start - base :]]
+        for j in range(k + 1, len(self._starts)):  # blocks end to end
+            if self._starts[j] != pos:
+                return None
+            block = self._blocks[j]
+            parts.append(block[: end - pos])
+            pos += len(block)
+            if pos >= end:
+                return b"".join(parts)
         return None
 
     def read(self, offset: int, length: int) -> bytes:
@@ -206,7 +255,7 @@ class FileRegions:
         got = self._covered(offset, end)
         if got is None:
             first = offset - offset % _CHUNK
-            self.add(first, end - first + (-end) % _CHUNK)
+            self._fill(first, min(self.size, end + (-end) % _CHUNK))
             end = min(end, self.size)
             got = self._covered(offset, end) if end > offset else b""
         return got or b""
@@ -423,6 +472,7 @@ class _Sections:
         self.values: list[MmvValue] = []
         self.labels: list[MmvLabel] = []
         self.values_offset, self.values_count = -1, 0
+        self.instance_bytes = 0  #: instance records the indoms named so far
 
     def read(self, toc_off: int) -> None:
         """The section of the TOC entry at ``toc_off``."""
@@ -464,15 +514,29 @@ class _Sections:
         if count > MAX_INDOMS or offset + INDOM.size * count > self.size:
             self.diags.append(Diagnostic("indoms", offset, f"bad indom section ({count} entries)"))
             return
+        # instances may lie outside the sections the TOC names, and many
+        # indoms may name the same ones: bounded together, before any is read
+        rec = (INSTANCE2 if self.v2 else INSTANCE1).size
+        for k in range(count):
+            self.instance_bytes += self.unpack(INDOM, offset + k * INDOM.size)[1] * rec
+            if self.instance_bytes > MAX_INSTANCES:
+                raise MmvFormatError(
+                    f"indoms name {self.instance_bytes} bytes of instances (limit {MAX_INSTANCES})",
+                    section="indoms",
+                    offset=offset + k * INDOM.size,
+                )
         for k in range(count):
             off = offset + k * INDOM.size
             serial, icount, ioff, short, helpt = self.unpack(INDOM, off)
-            if ioff + icount * (INSTANCE2 if self.v2 else INSTANCE1).size > self.size:
+            length = icount * (INSTANCE2 if self.v2 else INSTANCE1).size
+            if ioff + length > self.size:
                 self.diags.append(Diagnostic("indoms", off, f"indom {serial}: {icount} instances past end"))
                 continue
             if serial > MAX_INDOMS:
                 self.diags.append(Diagnostic("indoms", off, f"invalid serial {serial}"))
                 continue
+            if isinstance(self.buf, FileRegions):
+                self.buf.add(ioff, length)
             self.indoms.append(MmvIndom(serial, self._instances(icount, ioff), short, helpt, off))
 
     def _instances(self, icount: int, ioff: int) -> tuple[MmvInstance, ...]:

@@ -84,16 +84,16 @@ def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[File
         try:
             img = FileRegions.load(functools.partial(os.pread, fd), st.st_size)
             mf = MmvFile.from_buffer(img)
+            # what build() reads besides the sections: help texts (read now,
+            # the descriptor is closed below)
+            for ind in mf.indoms:
+                img.read(ind.shorttext, 256)
+                img.read(ind.helptext, 256)
+            for rec in mf.metrics:
+                img.read(rec.shorttext, 256)
+                img.read(rec.helptext, 256)
         except MmvFormatError as err:  # kept without its traceback (frames that refer to the image)
             return FileImage(name, img, error=err.with_traceback(None)), None
-        # what build() reads besides the sections: help texts (read now, the
-        # descriptor is closed below)
-        for ind in mf.indoms:
-            img.read(ind.shorttext, 256)
-            img.read(ind.helptext, 256)
-        for rec in mf.metrics:
-            img.read(rec.shorttext, 256)
-            img.read(rec.helptext, 256)
         alive = not (mf.flags & 0x2 and mf.process and not _pid_alive(mf.process))
         head = img.read(0, HEADER.size + 16 * max(0, struct.unpack_from("=i", img.read(0, HEADER.size), 24)[0]))
         loaded = Loaded(

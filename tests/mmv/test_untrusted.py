@@ -394,3 +394,130 @@ def test_a_bad_timer_names_itself(key: str, value: str, why: str) -> None:
     negative sweep would spin the scanner thread)."""
     with pytest.raises(ValueError, match=f"^{key}: {re.escape(why)}$"):
         MmvTable(dir="/nonexistent", **{key: value})
+
+
+def _strings_file(path: Path, n: int, gap: int, cluster: int = 9, tail: int = 0) -> None:
+    """A v2 file: indom 1 of ``n`` instances and STRING metric ``s`` over it,
+    whose values' texts lie past the file's sections, one every ``gap``
+    bytes (``gap`` 4096: each on a page of its own, page after page), in a
+    sparse tail (plus ``tail`` bytes more)."""
+    tocs = 5
+    off_indoms = 40 + 16 * tocs
+    off_insts = off_indoms + 32
+    off_metrics = off_insts + 24 * n
+    off_values = off_metrics + 48
+    off_strings = off_values + 32 * n
+    size = off_strings + 256 * (n + 1)
+    buf = bytearray(size)
+    gen = 0x6E000000 + cluster
+    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
+    toc = [(1, 1, off_indoms), (2, n, off_insts), (3, 1, off_metrics), (4, n, off_values), (5, n + 1, off_strings)]
+    for t, (ttype, count, off) in enumerate(toc):
+        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    struct.pack_into("=IIQQQ", buf, off_indoms, 1, n, off_insts, 0, 0)
+    buf[off_strings] = ord("s")
+    struct.pack_into("=QIiIIiIQQ", buf, off_metrics, off_strings, 1, 6, 3, 0, 1, 0, 0, 0)  # STRING, instant
+    text = -(-size // 4096) * 4096
+    for k in range(n):
+        name = b"i%d" % k
+        so = off_strings + 256 * (k + 1)
+        buf[so : so + len(name)] = name
+        struct.pack_into("=QIiQ", buf, off_insts + 24 * k, off_indoms, 0, k, so)
+        struct.pack_into("=QqQQ", buf, off_values + 32 * k, 0, text + k * gap, off_metrics, off_insts + 24 * k)
+    path.write_bytes(bytes(buf))
+    os.truncate(path, text + n * gap + tail)
+
+
+async def test_texts_on_page_after_page_cost_one_read_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fetch reads what the values point at once: 4 000 STRING values
+    whose texts lie on consecutive pages of a sparse tail cost 4 000 pages
+    (16 MiB), and the reply comes at once (regions that touched were merged
+    by reading them again, 4 000 times: 32 GiB, 20 s and more)."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    _strings_file(d / "app", 4000, 4096)
+    table = MmvTable(dir=str(d), compat="1")
+    reads: list[int] = []
+    real = os.pread
+
+    def pread(fd: int, n: int, off: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, off)
+
+    async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+        assert list(await pmda.traverse("mmv.app")) == ["mmv.app.s"]
+        monkeypatch.setattr(os, "pread", pread)  # (the table reads through os.pread)
+        with trio.fail_after(10):
+            got = await pmda.fetch_values(["mmv.app.s"])
+        monkeypatch.undo()
+    assert len(got["mmv.app.s"]) == 4000 and set(got["mmv.app.s"].values()) == {""}, got
+    assert sum(reads) < 20 << 20, sum(reads)
+
+
+async def test_a_file_pointing_at_too_much_costs_only_its_metric(tmp_path: Path) -> None:
+    """Values whose texts are spread over more than 128 MiB: the metric is
+    refused (PM_ERR_GENERIC) with one log line, after at most 128 MiB read,
+    and another file's metric in the same fetch is answered."""
+    from structlog.testing import capture_logs
+
+    from pmda_py.mmv.reader import MAX_READ
+
+    d = tmp_path / "mmv"
+    d.mkdir()
+    n = MAX_READ // 4096 + 100
+    _strings_file(d / "app", n, 4096)
+    (d / "good").write_bytes(_with_cluster(SIMPLE, 700))
+    table = MmvTable(dir=str(d), compat="1", sweep="600")
+    with capture_logs() as logs:
+        async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
+            good = list(await pmda.traverse("mmv.good"))
+            for _ in range(3):
+                with trio.fail_after(10):
+                    got = await pmda.fetch_values(["mmv.app.s", *good])
+    assert isinstance(got["mmv.app.s"], PmdaError) and "Generic" in str(got["mmv.app.s"]), got["mmv.app.s"]
+    assert good and not any(isinstance(got[x], PmdaError) for x in good), got
+    lines = [e for e in logs if e["event"] == "mmv_problem" and e["file"] == "app"]
+    assert len(lines) == 1 and str(MAX_READ) in lines[0]["problem"], lines
+
+
+@pytest.mark.parametrize("how", ["one indom, instances over a sparse tail", "many indoms, the same instances"])
+def test_indoms_naming_too_many_instances_are_refused(tmp_path: Path, how: str) -> None:
+    """The instances indoms point at are outside what the TOC's 64 MiB
+    limit counts (anywhere in the file, and shared by any number of
+    indoms): more than 64 MiB of instance records in all refuse the file,
+    before an indom's instances are read."""
+    from pmda_py.mmv.reader import INDOM, MAX_INSTANCES, FileRegions, MmvFile, MmvFormatError
+
+    src = (MMV / "reg_v2_longnames.mmv").read_bytes()
+    ind = MmvFile.from_buffer(src).indoms[0]
+    data = bytearray(src)
+    serial, _icount, _ioff, short, helpt = INDOM.unpack_from(data, ind.offset)
+    if how.startswith("one"):
+        INDOM.pack_into(data, ind.offset, serial, MAX_INSTANCES // 24 + 1, len(src), short, helpt)
+        size = len(src) + (1 << 30)
+    else:  # every record of the INDOMS section names the same 40 000 instances (all but the first are then refused)
+        many = MAX_INSTANCES // (24 * 40000) + 1
+        first = len(data)
+        data += bytes(24 * 40000)
+        for k in range(many):
+            data += INDOM.pack(serial + k, 40000, first, short, helpt)
+        toc = next(40 + 16 * t for t in range(4) if struct.unpack_from("=I", data, 40 + 16 * t)[0] == 1)
+        struct.pack_into("=IIQ", data, toc, 1, many, len(data) - INDOM.size * many)
+        size = len(data)
+    path = tmp_path / "f"
+    path.write_bytes(bytes(data))
+    os.truncate(path, size)
+    read = 0
+
+    def read_at(n: int, off: int) -> bytes:
+        nonlocal read
+        read += n
+        assert read < 256 << 20, "read more than 256 MiB"
+        return os.pread(fd, n, off)
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(MmvFormatError, match=f"instances \\(limit {MAX_INSTANCES}\\)"):
+            MmvFile.from_buffer(FileRegions.load(read_at, size))
+    finally:
+        os.close(fd)

@@ -30,7 +30,7 @@ import trio
 from pmda_py.config import option_seconds
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvScalar, build, packed_values, read_values
-from pmda_py.mmv.reader import FileRegions
+from pmda_py.mmv.reader import FileRegions, MmvFormatError
 from pmda_py.mmv.scanner import Loaded, Scanner, changed, load_file, open_mmv
 from pmda_py.mmv.table.state import PackedPlan, PackedSlots, ScanState, derive
 from pmda_py.mmv.watch import DirWatch
@@ -300,14 +300,14 @@ class MmvTable(Table):
                 return True
         return False
 
-    def _note(self, name: str, problem: str | None, event: str, **fields: object) -> None:
+    def _note(self, name: str, why: str | None, event: str, **fields: object) -> None:
         """Log a file's problem once per change of it."""
-        if self._problems.get(name) == problem:
+        if self._problems.get(name) == why:
             return
-        if problem is None:
+        if why is None:
             self._problems.pop(name, None)
             return
-        self._problems[name] = problem
+        self._problems[name] = why
         log.warning(event, file=name, **fields)
 
     def _scan_state(self) -> ScanState:
@@ -425,7 +425,11 @@ class MmvTable(Table):
             if fast is not None and words is not None:
                 out[m] = PackedColumns(fast.insts, words.tobytes(), fast.typecode)
             else:
-                out[m] = self._values(m, em, img)
+                try:
+                    out[m] = self._values(m, em, img)
+                except MmvFormatError as err:  # its records point at too much: this metric only
+                    self._note(f, str(err), "mmv_problem", section=err.section, offset=err.offset, problem=str(err))
+                    out[m] = PmdaError(code=PmErr.GENERIC)
         return out
 
     def _fetch_packed(
