@@ -17,7 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import IO
 
 import trio
@@ -42,9 +42,12 @@ class _Feed:
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
+        #: lines read one at a time when ``lines`` ran dry (a script read as
+        #: it runs, as dbpmda reads its input: a person at the prompt)
+        self.more: Iterator[str] | None = None
         #: called once when the lines run dry; what it returns is read next
         #: (dbpmda going on from .dbpmdarc to its input, in one stream)
-        self.then: Callable[[], list[str]] | None = None
+        self.then: Callable[[], Iterable[str]] | None = None
         #: lines read so far
         self.count = 0
 
@@ -52,9 +55,16 @@ class _Feed:
         return self
 
     def __next__(self) -> str:
+        if not self.lines and self.more is not None:
+            line = next(self.more, None)
+            if line is None:
+                self.more = None
+            else:
+                self.lines.append(line)
         if not self.lines and self.then is not None:
             then, self.then = self.then, None
-            self.lines.extend(then())
+            self.more = iter(then())
+            return next(self)
         if not self.lines:
             raise StopIteration
         self.count += 1
@@ -127,8 +137,9 @@ class DbpmdaSession:
         return captured
 
     async def run_lines(self, lines: Iterable[str]) -> None:
-        """Run a whole script."""
-        self._feed.extend(lines)
+        """Run a whole script, each statement as soon as its line is read
+        (``lines`` may be a file being typed into)."""
+        self._source.more = iter(lines)
         await self.run()
 
     async def run(self) -> None:
@@ -396,8 +407,11 @@ COMMANDS: dict[str, Handler] = {
 }
 
 
-async def run_script(lines: Sequence[str], session: DbpmdaSession, rc: Sequence[str] | None = None) -> int:
+async def run_script(lines: Iterable[str], session: DbpmdaSession, rc: Sequence[str] | None = None) -> int:
     """Run a script to its end (or ``quit``), then close the PMDA.
+
+    ``lines`` is read as the script runs, one line at a time: each
+    statement runs (and its output is flushed) before the next line is read.
 
     ``rc`` is the lines of a ``.dbpmdarc``, read first as dbpmda reads it:
     echoed, each line after a ``.dbpmdarc> `` prompt, errors naming its
@@ -411,11 +425,11 @@ async def run_script(lines: Sequence[str], session: DbpmdaSession, rc: Sequence[
         else:
             saved = transcript.echo, transcript.interactive
 
-            def to_input() -> list[str]:
+            def to_input() -> Iterable[str]:
                 (transcript.echo, transcript.interactive), transcript.prompt_text = saved, "dbpmda> "
                 transcript.rc_line = None
                 transcript.prompt()
-                return list(lines)
+                return lines
 
             source = session._source
             start = source.count
