@@ -20,9 +20,9 @@ Drive a PMDA with PCP dbpmda's command language and print what dbpmda prints.
 
 Reads commands from stdin (a line at a time, each run as it is read; a
 prompt before each line when stdin is a terminal, or with -i) or a file:
-open pipe|socket, close, desc, fetch,
-instance, text, profile, store, children, traverse, pmid, name, label, attr,
-getdesc, getiname, timer, wait, namespace, debug, status, help, quit.
+open pipe|socket, close, desc, fetch, instance, text, profile, store,
+children, traverse, pmid, name, label, attr, getdesc, getiname, timer,
+wait, namespace, debug, status, help, quit.
 Unless -f, the commands in ./.dbpmdarc run first (echoed, after a
 ".dbpmdarc> " prompt), as dbpmda runs them.
 Names resolve through a PMNS file (-n, default $PCP_VAR_DIR/pmns/root); names
