@@ -180,6 +180,52 @@ def test_every_command_and_error_path_simple(pcp_env: dict[str, str], tmp_path: 
     _compare(script, SIMPLE_PMNS, pcp_env, lambda: _reset_simple(pcp_env))
 
 
+TIMED_SAMPLE = """\
+{open}
+timer on
+desc sample.long.one
+desc 29.0.999
+fetch sample.long.one 29.0.999
+instance 29.1
+instance 29.99
+instance 29.1 999
+text sample.colour
+text indom 29.99
+store sample.long.write_me "5"
+store sample.long.one "5"
+store sample.bad.unknown "1"
+store sample.bad.novalues "1"
+store sample.long.write_me "abc"
+store sample.long.write_me "99999999999999999999"
+store sample.event.records "1"
+label domain
+label cluster 29.99
+label instances 29.99
+pmid sample.nonesuch
+name 29.0.999
+children sample.long
+traverse sample.long
+attr 1 "x"
+getdesc on
+fetch 29.0.999
+fetch sample.long.one
+quit
+"""
+
+
+def test_timer_only_for_requests_answered_without_error(pcp_env: dict[str, str], tmp_path: Path) -> None:
+    """``timer on``: dbpmda prints a ``Timer:`` line after each request the
+    PMDA answered, none after one that ended in an error (an Error PDU, a
+    value that does not fit the metric, no value to store into)."""
+    script = TIMED_SAMPLE.format(open=f"open pipe {SAMPLE} -d 29 -l {tmp_path}/t.log")
+    mask = re.compile(r"(?m)^Timer: \d+\.\d+ seconds$")
+    real = _run(["dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
+    ours = _run(pmda_py_argv("dbpmda", "-n", SAMPLE_PMNS, "-e"), script, pcp_env)
+    assert mask.sub("Timer: T", ours[0]) == mask.sub("Timer: T", real[0])
+    assert ours[1] == real[1]
+    assert 10 <= len(mask.findall(real[0])) < script.count("\n") - 12, real[0]
+
+
 def test_our_daemon_under_both_dbpmdas(pcp_env: dict[str, str], tmp_path: Path) -> None:
     """Our harness also agrees with real dbpmda when the PMDA is ours."""
     cmd = "open pipe " + pmda_py_line(

@@ -151,8 +151,10 @@ class DbpmdaSession:
                 self.lexer.lastc = "\n"  # more input may come (execute)
                 return
             t0 = time.monotonic()
+            self.requests.failed = False
             await COMMANDS[stmt.kind](self, stmt)
-            if self.timer and stmt.kind in _TIMED and self.link.client is not None:
+            # dbpmda times only the requests that were answered without error
+            if self.timer and stmt.kind in _TIMED and self.link.client is not None and not self.requests.failed:
                 self.transcript.p(f"Timer: {time.monotonic() - t0:f} seconds")
             self.transcript.flush()
 
