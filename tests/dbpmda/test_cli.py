@@ -182,3 +182,17 @@ def test_terminal_as_dbpmda(tmp_path: Path) -> None:
     dbpmda = shutil.which("dbpmda")
     assert dbpmda is not None
     assert _on_terminal(pmda_py_argv("dbpmda", "-f"), tmp_path) == _on_terminal([dbpmda, "-f"], tmp_path)
+
+
+def test_a_pmda_that_exits_at_once(tmp_path: Path) -> None:
+    """A PMDA that ends before its CREDS (a script failing as it starts):
+    dbpmda's two lines (recorded from PCP 6.0.3's dbpmda; the live
+    comparison is tests/dbpmda/test_equivalence.py)."""
+    true = shutil.which("true")
+    assert true is not None
+    rc, out, err = _run(pmda_py_argv("dbpmda", "-f"), f"open pipe {true}\n", tmp_path)
+    assert rc == 0 and out == f"Start true PMDA: {true}\n", out
+    assert (
+        err
+        == f"pmdaversion: expecting PDU_CREDS, got EOF\nWarning: no version exchange with PMDA {true} after 3 secs\n"
+    )

@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -224,6 +225,28 @@ def test_timer_only_for_requests_answered_without_error(pcp_env: dict[str, str],
     assert mask.sub("Timer: T", ours[0]) == mask.sub("Timer: T", real[0])
     assert ours[1] == real[1]
     assert 10 <= len(mask.findall(real[0])) < script.count("\n") - 12, real[0]
+
+
+NOT_A_PMDA = """\
+import struct, sys, time
+kind = sys.argv[1]
+if kind != "eof":
+    # an ERROR PDU, or a PDU type libpcp has no name for, where CREDS is due
+    sys.stdout.buffer.write(struct.pack(">iiii", 16, 0x7000 if kind == "error" else 0x7100, 0, -12345))
+    sys.stdout.flush()
+    time.sleep(1)
+"""
+
+
+@pytest.mark.parametrize("kind", ["eof", "error", "odd"])
+def test_a_pmda_that_sends_no_creds(kind: str, pcp_env: dict[str, str], tmp_path: Path) -> None:
+    """A PMDA that exits at once, or whose first PDU is not CREDS: dbpmda's
+    messages (what it expected, what came, the PDU trace) and its warning."""
+    prog = tmp_path / "notapmda"
+    prog.write_text(f"#!{sys.executable}\n{NOT_A_PMDA}")
+    prog.chmod(0o755)
+    out = _compare(f"open pipe {prog} {kind}\n", SAMPLE_PMNS, pcp_env)
+    assert "Start notapmda PMDA" in out
 
 
 def test_our_daemon_under_both_dbpmdas(pcp_env: dict[str, str], tmp_path: Path) -> None:
