@@ -433,3 +433,19 @@ def test_sample_unix_and_ipv6_sockets(family: str, pcp_env: dict[str, str], tmp_
     assert _mask_status(ours[0]) == _mask_status(real[0])
     assert ours[1] == real[1]
     assert "Connect to PMDA on " in real[0] and "value 1" in real[0]
+
+
+@pytest.mark.parametrize("start", [[], ["-n", SAMPLE_PMNS]], ids=["default", "-n"])
+def test_a_failed_namespace_goes_back_to_the_first(start: list[str], pcp_env: dict[str, str]) -> None:
+    """After ``namespace`` failed, dbpmda reloads the namespace it started
+    with (-n's, or the default), not the one loaded last, and says so."""
+    script = (
+        f"namespace {SIMPLE_PMNS}\ndesc simple.color\nnamespace /nonexistent/root\n"
+        "desc simple.color\ndesc sample.long.one\nstatus\n"
+    )
+    real = _run(["dbpmda", "-f", "-e", *start], script, pcp_env)
+    ours = _run(pmda_py_argv("dbpmda", "-f", "-e", *start), script, pcp_env)
+    assert ours == real
+    assert ("Reload namespace from" if start else "Reload default namespace") in real[1]
+    if start:  # simple.color: not in sample's namespace (the default one may hold it)
+        assert "Error: Unknown metric name" in real[1]

@@ -86,6 +86,9 @@ class DbpmdaSession:
         self.done = False
         #: what ``status`` shows as the namespace
         self.pmns_name: str | None = None
+        #: the PMNS the session started with, and its name (-n; None: the
+        #: default): what a failed ``namespace`` goes back to, as dbpmda does
+        self._first_pmns: tuple[Namespace | None, str | None] | None = None
         self.debug: set[str] = set()
         #: the scanner's state lasts from one statement to the next (flex's
         #: buffer, its start condition)
@@ -294,9 +297,12 @@ class DbpmdaSession:
             p(text)
 
     async def _do_namespace(self, stmt: Stmt) -> None:
-        """dbpmda.c NAMESPACE: load another PMNS, else reload the previous one."""
+        """dbpmda.c NAMESPACE: load another PMNS, else reload the one the
+        session started with (-n, or the default)."""
         path = str(stmt.name)
-        previous = self.pmns_name
+        if self._first_pmns is None:
+            self._first_pmns = (self.settings.pmns, self.pmns_name)
+        first, previous = self._first_pmns
         self.pmns_name = path  # dbpmda shows the new name even when loading fails
         try:
             new = await trio.to_thread.run_sync(load, path)
@@ -313,6 +319,7 @@ class DbpmdaSession:
                 f'dbpmda: Reload namespace from "{previous}"\n' if previous else "dbpmda: Reload default namespace\n"
             )
             self.transcript.complain(lines)
+            self.settings.pmns = first
             return
         self.settings.pmns = new
 
