@@ -5,7 +5,11 @@ dbpmda's on the same input, in the same directory."""
 from __future__ import annotations
 
 import os
+import pty
+import select
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +95,104 @@ def test_missing_namespace_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["-n", str(tmp_path / "nonesuch")]) == 1
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "cannot load namespace" in err, err
+
+
+def _until(fd: int, end: bytes, seconds: float = 30.0) -> bytes:
+    """What ``fd`` gives until ``end`` has been read (or the time is up, or
+    the file ends)."""
+    got = b""
+    deadline = time.monotonic() + seconds
+    while end not in got and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # a pty whose other end closed
+                break
+            if not chunk:
+                break
+            got += chunk
+    return got
+
+
+def _converse(argv: list[str], cwd: Path) -> tuple[bytes, bytes]:
+    """Over a pipe: what is printed before any input, and what is printed
+    after one line while stdin stays open."""
+    p = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=ENV
+    )
+    assert p.stdin is not None and p.stdout is not None
+    try:
+        first = _until(p.stdout.fileno(), b"dbpmda> ")
+        p.stdin.write(b"help quit\n")
+        p.stdin.flush()
+        answer = _until(p.stdout.fileno(), b"dbpmda> ")
+    finally:
+        p.kill()
+        p.wait()
+    return first, answer
+
+
+def test_interactive_answers_each_line_as_it_is_typed(tmp_path: Path) -> None:
+    """-i: the prompt comes before any input, and each line is answered (and
+    the next prompt shown) while the person is still typing: dbpmda reads
+    its input a line at a time."""
+    first, answer = _converse(pmda_py_argv("dbpmda", "-f", "-i"), tmp_path)
+    assert first == b"dbpmda> "
+    assert answer == b"\nquit\n\nExit dbpmda.  This also closes any open PMDAs.\n\ndbpmda> "
+
+
+@pytest.mark.pcp
+def test_interactive_conversation_as_dbpmda(tmp_path: Path) -> None:
+    require_pcp()
+    assert _converse(pmda_py_argv("dbpmda", "-f", "-i"), tmp_path) == _converse(["dbpmda", "-f", "-i"], tmp_path)
+
+
+def _on_terminal(argv: list[str], cwd: Path) -> bytes:
+    """All a command prints on a terminal (stdin and stdout a pty) given one
+    line, then the end of input."""
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.chdir(cwd)
+            os.execve(argv[0], argv, ENV)
+        finally:
+            os._exit(127)
+    try:
+        got = _until(fd, b"dbpmda> ")
+        os.write(fd, b"help quit\n")
+        got += _until(fd, b"PMDAs.\r\n\r\ndbpmda> ")
+        os.write(fd, b"\x04")
+        got += _until(fd, b"\0", 5.0)
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+    return got
+
+
+def test_prompts_on_a_terminal(tmp_path: Path) -> None:
+    """Without -i, on a terminal: the prompt, as dbpmda gives it there."""
+    got = _on_terminal(pmda_py_argv("dbpmda", "-f"), tmp_path)
+    assert got.startswith(b"dbpmda> help quit\r\n\r\nquit\r\n"), got
+    assert got.count(b"dbpmda> ") == 2, got
+
+
+@pytest.mark.pcp
+def test_terminal_as_dbpmda(tmp_path: Path) -> None:
+    require_pcp()
+    dbpmda = shutil.which("dbpmda")
+    assert dbpmda is not None
+    assert _on_terminal(pmda_py_argv("dbpmda", "-f"), tmp_path) == _on_terminal([dbpmda, "-f"], tmp_path)
+
+
+def test_a_pmda_that_exits_at_once(tmp_path: Path) -> None:
+    """A PMDA that ends before its CREDS (a script failing as it starts):
+    dbpmda's two lines (recorded from PCP 6.0.3's dbpmda; the live
+    comparison is tests/dbpmda/test_equivalence.py)."""
+    true = shutil.which("true")
+    assert true is not None
+    rc, out, err = _run(pmda_py_argv("dbpmda", "-f"), f"open pipe {true}\n", tmp_path)
+    assert rc == 0 and out == f"Start true PMDA: {true}\n", out
+    assert (
+        err
+        == f"pmdaversion: expecting PDU_CREDS, got EOF\nWarning: no version exchange with PMDA {true} after 3 secs\n"
+    )

@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -178,6 +179,74 @@ def test_every_command_and_error_path_sample(pcp_env: dict[str, str], tmp_path: 
 def test_every_command_and_error_path_simple(pcp_env: dict[str, str], tmp_path: Path) -> None:
     script = EXTRA_SIMPLE.format(open=f"open pipe /usr/bin/python3 {SIMPLE_PY} -d 253 -l {tmp_path}/f.log")
     _compare(script, SIMPLE_PMNS, pcp_env, lambda: _reset_simple(pcp_env))
+
+
+TIMED_SAMPLE = """\
+{open}
+timer on
+desc sample.long.one
+desc 29.0.999
+fetch sample.long.one 29.0.999
+instance 29.1
+instance 29.99
+instance 29.1 999
+text sample.colour
+text indom 29.99
+store sample.long.write_me "5"
+store sample.long.one "5"
+store sample.bad.unknown "1"
+store sample.bad.novalues "1"
+store sample.long.write_me "abc"
+store sample.long.write_me "99999999999999999999"
+store sample.event.records "1"
+label domain
+label cluster 29.99
+label instances 29.99
+pmid sample.nonesuch
+name 29.0.999
+children sample.long
+traverse sample.long
+attr 1 "x"
+getdesc on
+fetch 29.0.999
+fetch sample.long.one
+quit
+"""
+
+
+def test_timer_only_for_requests_answered_without_error(pcp_env: dict[str, str], tmp_path: Path) -> None:
+    """``timer on``: dbpmda prints a ``Timer:`` line after each request the
+    PMDA answered, none after one that ended in an error (an Error PDU, a
+    value that does not fit the metric, no value to store into)."""
+    script = TIMED_SAMPLE.format(open=f"open pipe {SAMPLE} -d 29 -l {tmp_path}/t.log")
+    mask = re.compile(r"(?m)^Timer: \d+\.\d+ seconds$")
+    real = _run(["dbpmda", "-n", SAMPLE_PMNS, "-e"], script, pcp_env)
+    ours = _run(pmda_py_argv("dbpmda", "-n", SAMPLE_PMNS, "-e"), script, pcp_env)
+    assert mask.sub("Timer: T", ours[0]) == mask.sub("Timer: T", real[0])
+    assert ours[1] == real[1]
+    assert 10 <= len(mask.findall(real[0])) < script.count("\n") - 12, real[0]
+
+
+NOT_A_PMDA = """\
+import struct, sys, time
+kind = sys.argv[1]
+if kind != "eof":
+    # an ERROR PDU, or a PDU type libpcp has no name for, where CREDS is due
+    sys.stdout.buffer.write(struct.pack(">iiii", 16, 0x7000 if kind == "error" else 0x7100, 0, -12345))
+    sys.stdout.flush()
+    time.sleep(1)
+"""
+
+
+@pytest.mark.parametrize("kind", ["eof", "error", "odd"])
+def test_a_pmda_that_sends_no_creds(kind: str, pcp_env: dict[str, str], tmp_path: Path) -> None:
+    """A PMDA that exits at once, or whose first PDU is not CREDS: dbpmda's
+    messages (what it expected, what came, the PDU trace) and its warning."""
+    prog = tmp_path / "notapmda"
+    prog.write_text(f"#!{sys.executable}\n{NOT_A_PMDA}")
+    prog.chmod(0o755)
+    out = _compare(f"open pipe {prog} {kind}\n", SAMPLE_PMNS, pcp_env)
+    assert "Start notapmda PMDA" in out
 
 
 def test_our_daemon_under_both_dbpmdas(pcp_env: dict[str, str], tmp_path: Path) -> None:
@@ -364,3 +433,19 @@ def test_sample_unix_and_ipv6_sockets(family: str, pcp_env: dict[str, str], tmp_
     assert _mask_status(ours[0]) == _mask_status(real[0])
     assert ours[1] == real[1]
     assert "Connect to PMDA on " in real[0] and "value 1" in real[0]
+
+
+@pytest.mark.parametrize("start", [[], ["-n", SAMPLE_PMNS]], ids=["default", "-n"])
+def test_a_failed_namespace_goes_back_to_the_first(start: list[str], pcp_env: dict[str, str]) -> None:
+    """After ``namespace`` failed, dbpmda reloads the namespace it started
+    with (-n's, or the default), not the one loaded last, and says so."""
+    script = (
+        f"namespace {SIMPLE_PMNS}\ndesc simple.color\nnamespace /nonexistent/root\n"
+        "desc simple.color\ndesc sample.long.one\nstatus\n"
+    )
+    real = _run(["dbpmda", "-f", "-e", *start], script, pcp_env)
+    ours = _run(pmda_py_argv("dbpmda", "-f", "-e", *start), script, pcp_env)
+    assert ours == real
+    assert ("Reload namespace from" if start else "Reload default namespace") in real[1]
+    if start:  # simple.color: not in sample's namespace (the default one may hold it)
+        assert "Error: Unknown metric name" in real[1]

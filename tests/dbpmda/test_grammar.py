@@ -108,3 +108,27 @@ def test_help_is_plain_text() -> None:
     assert "dbpmda's command language" in r.stdout or "command language" in r.stdout
     for markup in ("``", ":class:", ":mod:", ":func:"):
         assert markup not in r.stdout
+
+
+def test_execute_returns_what_each_line_printed() -> None:
+    """The library's ``await session.execute(line)``: that line's statements
+    run, and what they printed on ``out`` is returned (and written there);
+    error messages go to ``err``."""
+    out, err = io.StringIO(), io.StringIO()
+    session = DbpmdaSession(out, err, None)
+
+    async def main() -> tuple[str, str, str]:
+        first = await session.execute("help quit")
+        second = await session.execute("timer on\n")
+        third = await session.execute("status")
+        return first, second, third
+
+    first, second, third = trio.run(main)
+    assert first == "\nquit\n\nExit dbpmda.  This also closes any open PMDAs.\n\n"
+    assert second == ""
+    assert "Timer:                  on\n" in third and "PMDA:                   none\n" in third
+    assert "Exit dbpmda" not in third
+    assert out.getvalue() == first + second + third
+    assert err.getvalue() == ""
+    bad = trio.run(session.execute, "bogus")
+    assert bad.strip() == "^ at or near here" and "Error: Unrecognized command" in err.getvalue()  # the caret: stdout

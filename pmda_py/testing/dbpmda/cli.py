@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import IO
 
 import trio
 
@@ -17,9 +18,11 @@ __all__ = ["main"]
 DESCRIPTION = """\
 Drive a PMDA with PCP dbpmda's command language and print what dbpmda prints.
 
-Reads commands from stdin or a file: open pipe|socket, close, desc, fetch,
-instance, text, profile, store, children, traverse, pmid, name, label, attr,
-getdesc, getiname, timer, wait, namespace, debug, status, help, quit.
+Reads commands from stdin (a line at a time, each run as it is read; a
+prompt before each line when stdin is a terminal, or with -i) or a file:
+open pipe|socket, close, desc, fetch, instance, text, profile, store,
+children, traverse, pmid, name, label, attr, getdesc, getiname, timer,
+wait, namespace, debug, status, help, quit.
 Unless -f, the commands in ./.dbpmdarc run first (echoed, after a
 ".dbpmdarc> " prompt), as dbpmda runs them.
 Names resolve through a PMNS file (-n, default $PCP_VAR_DIR/pmns/root); names
@@ -31,6 +34,17 @@ goes to stdout, warnings and errors to stderr, as dbpmda's do.
 def _read(path: str) -> str:
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         return f.read()
+
+
+def _read_lines(f: IO[str]) -> Iterator[str]:
+    """The lines of ``f`` as they come, what was printed shown first (a
+    person at dbpmda's prompt sees each answer before typing on)."""
+    while True:
+        sys.stdout.flush()
+        line = f.readline()
+        if not line:
+            return
+        yield line
 
 
 def _dbpmdarc() -> list[str] | None:
@@ -63,16 +77,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except PmnsError as err:
             print(f"pmda-py dbpmda: cannot load namespace: {err}", file=sys.stderr)
             return 1
+    lines: Iterator[str]
     if ns.script:
         try:
-            text = _read(ns.script)
+            lines = iter(_read(ns.script).splitlines(keepends=True))
         except OSError as err:
             print(f"pmda-py dbpmda: cannot read {ns.script}: {err.strerror or err}", file=sys.stderr)
             return 1
+        interactive = ns.interactive
     else:
-        text = sys.stdin.read()
+        lines = _read_lines(sys.stdin)
+        interactive = ns.interactive or sys.stdin.isatty()  # dbpmda prompts on a terminal
     rc = None if ns.norc else _dbpmdarc()
     session = DbpmdaSession(sys.stdout, sys.stderr, pmns, echo=ns.echo)
-    session.interactive = ns.interactive
+    session.interactive = interactive
     session.pmns_name = ns.pmns
-    return trio.run(run_script, text.splitlines(keepends=True), session, rc)
+    return trio.run(run_script, lines, session, rc)

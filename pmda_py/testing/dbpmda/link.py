@@ -15,7 +15,7 @@ from pmda_py.errors import PmErr, WireFormatError
 from pmda_py.pmapi import PM_INDOM_NULL
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda, process_stream
 from pmda_py.testing.dbpmda.transcript import Transcript
-from pmda_py.wire import CredsPdu, ErrorPdu, Pdu, ProfileEntry, ProfilePdu
+from pmda_py.wire import CredsPdu, ErrorPdu, Pdu, PduType, ProfileEntry, ProfilePdu
 
 __all__ = ["Connector", "PmdaLink", "Profile"]
 
@@ -24,6 +24,14 @@ __all__ = ["Connector", "PmdaLink", "Profile"]
 Connector = Callable[[str, object], Awaitable[trio.abc.Stream]]
 
 _BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+def _pdu_name(pdu_type: int) -> str:
+    """libpcp's name of a PDU type (TYPE-N? when it has none)."""
+    try:
+        return PduType(pdu_type).name
+    except ValueError:
+        return f"TYPE-{pdu_type}?"
 
 
 @attrs.define
@@ -129,7 +137,7 @@ class PmdaLink:
         except OSError as err:
             self.out.complain(f"openpmda: create process failed: {err.strerror or err}\n")
             return
-        await self._hello(fname)
+        await self._hello(fname, pipe=True)
 
     async def open_socket(self, kind: str, path: str, port: int) -> None:
         """pmda.c ``open_unix_socket`` / ``open_inet_socket``: ``kind`` is
@@ -157,10 +165,13 @@ class PmdaLink:
         label = f"socket {target}" if kind == "unix" else f"{kind} port {port}"
         self.client = PmdaClient(stream, timeout=None)
         self.out.p(f"Connect to PMDA on {label}")
-        await self._hello(target if kind == "unix" else label)
+        await self._hello(target if kind == "unix" else label, pipe=False)
 
-    async def _hello(self, name: str) -> None:
-        """A new PMDA: a fresh profile, and the version exchange (its CREDS, ours)."""
+    async def _hello(self, name: str, pipe: bool) -> None:
+        """A new PMDA: a fresh profile, and the version exchange (its CREDS,
+        ours).  A PMDA that sends something else, or ends, gets dbpmda's
+        messages (with libpcp's trace of the one PDU received: dbpmda reads
+        a pipe PMDA on its fd 5, a socket one on its fd 3)."""
         assert self.client is not None
         self.profile = Profile()
         self.profile_changed = True
@@ -171,10 +182,18 @@ class PmdaLink:
             if isinstance(creds, CredsPdu):
                 self.version = creds.version
                 await self.client.send(CredsPdu.cversion(0, from_=os.getpid()))
-            else:
-                self.out.complain(f"pmdaversion: expecting PDU_CREDS, got PDU type {type(creds).__name__}\n")
-        except (trio.TooSlowError, EOFError, WireFormatError):
-            self.out.complain(f"Warning: no version exchange with PMDA {name} after 3 secs\n")
+                return
+            kind = _pdu_name(creds.pdu_type)
+            self.out.complain(
+                f"pmdaversion: expecting PDU_CREDS, got PDU type {kind}\n"
+                "__pmDumpPDUTrace: recent PDUs ...\n"
+                f"[0] recv fd={5 if pipe else 3} type={kind} len={len(creds.encode())}\n"
+            )
+        except EOFError:
+            self.out.complain("pmdaversion: expecting PDU_CREDS, got EOF\n")
+        except (trio.TooSlowError, WireFormatError):
+            pass
+        self.out.complain(f"Warning: no version exchange with PMDA {name} after 3 secs\n")
 
     async def close(self) -> None:
         """Say goodbye to the PMDA (PM_ERR_NOTCONN, as pmcd does) and reap it."""

@@ -82,6 +82,14 @@ class PmdaRequests:
 
     def __init__(self, link: PmdaLink, out: Transcript, settings: Settings) -> None:
         self.link, self.out, self.settings = link, out, settings
+        #: the last statement ended in an error (dbpmda then prints no
+        #: ``Timer:`` line for it)
+        self.failed = False
+
+    def _fail(self, line: str) -> None:
+        """An error line; the statement failed."""
+        self.out.p(line)
+        self.failed = True
 
     async def _desc(self, p: int, show: bool) -> PmDesc | None:
         reply = await self.link.request(DescReqPdu(p))
@@ -90,7 +98,7 @@ class PmdaRequests:
                 for ln in desc_lines(reply.desc):
                     self.out.p(ln)
             return reply.desc
-        self.out.p(unexpected_reply(reply, show_type=True))
+        self._fail(unexpected_reply(reply, show_type=True))
         return None
 
     async def desc(self, stmt: Stmt) -> None:
@@ -109,12 +117,13 @@ class PmdaRequests:
                     return
                 descs.append(d)
         if not await self.link.send_profile_if_changed():
+            self.failed = True
             return
         reply = await self.link.request(FetchPdu(tuple(pmids)))
         if isinstance(reply, ResultPdu):
             await self._print_result(reply, descs)
         else:
-            self.out.p(unexpected_reply(reply, show_type=True))
+            self._fail(unexpected_reply(reply, show_type=True))
 
     async def _print_result(self, res: ResultPdu, descs: list[PmDesc] | None) -> None:
         """libpcp's ``__pmDumpResult``."""
@@ -170,7 +179,7 @@ class PmdaRequests:
         inst = stmt.number if stmt.name is None else PM_IN_NULL
         reply = await self.link.request(InstanceReqPdu(stmt.indom, inst, stmt.name))
         if not isinstance(reply, InstancePdu):
-            self.out.p(unexpected_reply(reply))
+            self._fail(unexpected_reply(reply))
             return
         if not reply.instances:
             self.out.p("Instance domain is empty")
@@ -195,8 +204,9 @@ class PmdaRequests:
             kind = TextType.PMID
         for which in (TextType.ONELINE, TextType.HELP):
             reply = await self.link.request(TextReqPdu(ident, kind | which))
+            self.failed = False  # the help text's answer decides
             if not isinstance(reply, TextPdu):
-                self.out.p(unexpected_reply(reply))
+                self._fail(unexpected_reply(reply))
             elif which == TextType.ONELINE:
                 self.out.p(f"[{reply.text}]" if reply.text else "[<no one line help text specified>]")
             else:
@@ -212,22 +222,23 @@ class PmdaRequests:
         if self.link.profile_changed:
             self.out.p("Sending Profile...")
             if not await self.link.send_profile_if_changed():
+                self.failed = True
                 return
         self.out.p("Getting Result Structure...")
         reply = await self.link.request(FetchPdu((desc.pmid,)))
         if not isinstance(reply, ResultPdu):
-            self.out.p(unexpected_reply(reply))
+            self._fail(unexpected_reply(reply))
             return
         vs = reply.vsets[0]
         new = parse_store_value(value, desc.type)
         if isinstance(new, str) and new.startswith("Error: ") and desc.type != PmType.STRING:
-            self.out.p(new)
+            self._fail(new)
             return
         if vs.numval == 0:
-            self.out.p(f"Error: {pmid_str(p)} not available!")
+            self._fail(f"Error: {pmid_str(p)} not available!")
             return
         if vs.numval < 0:
-            self.out.p(f"Error: {pmid_str(p)}: {errstr(vs.numval)}")
+            self._fail(f"Error: {pmid_str(p)}: {errstr(vs.numval)}")
             return
         stored = ValueSet.of(vs.pmid, desc.type, [(v.inst, new) for v in vs.values])
         for k, (old, nv) in enumerate(zip(vs.values, stored.values)):
@@ -242,9 +253,9 @@ class PmdaRequests:
         ack = await self.link.request(ResultPdu((stored,), reply.sec, reply.usec))
         if isinstance(ack, ErrorPdu):
             if ack.code < 0:
-                self.out.p(f"Error PDU: {errstr(ack.code)}")
+                self._fail(f"Error PDU: {errstr(ack.code)}")
         else:
-            self.out.p(unexpected_reply(ack))
+            self._fail(unexpected_reply(ack))
 
     async def label(self, stmt: Stmt) -> None:
         type_, ident = stmt.number, PM_IN_NULL & 0xFFFFFFFF
@@ -261,10 +272,11 @@ class PmdaRequests:
             ident = stmt.indom
             self.out.p(f"Instances of pmInDom: {indom_str(ident)}")
             if not await self.link.send_profile_if_changed():
+                self.failed = True
                 return
         reply = await self.link.request(LabelReqPdu(ident, type_))
         if not isinstance(reply, LabelPdu):
-            self.out.p(unexpected_reply(reply))
+            self._fail(unexpected_reply(reply))
             return
         for k, s in enumerate(reply.sets):
             self.out.p(f"[{k:3d}] Labels inst: {s.inst}" if s.inst != PM_IN_NULL else "Labels:")
@@ -282,7 +294,7 @@ class PmdaRequests:
         if isinstance(reply, PmnsIdsPdu):
             self.out.p(f"   {pmid_str(reply.pmids[0])}" if reply.pmids else "   ")
         else:
-            self.out.p(unexpected_reply(reply))
+            self._fail(unexpected_reply(reply))
 
     async def name(self, stmt: Stmt) -> None:
         self.out.p(f"PMID: {pmid_str(stmt.pmid)}")
@@ -291,7 +303,7 @@ class PmdaRequests:
             for n in reply.names:
                 self.out.p(f"   {n}")
         else:
-            self.out.p(unexpected_reply(reply))
+            self._fail(unexpected_reply(reply))
 
     async def children(self, stmt: Stmt) -> None:
         self.out.p(f"Metric: {stmt.name}")
@@ -301,7 +313,7 @@ class PmdaRequests:
             for n, st in zip(reply.names, statuses):
                 self.out.p(f"   {'non-leaf' if st == 1 else 'leaf':>8.8} {n}")
         else:
-            self.out.p(unexpected_reply(reply))
+            self._fail(unexpected_reply(reply))
 
     async def traverse(self, stmt: Stmt) -> None:
         self.out.p(f"Metric: {stmt.name}")
@@ -310,7 +322,7 @@ class PmdaRequests:
             for n in reply.names:
                 self.out.p(f"   {n}")
         else:
-            self.out.p(unexpected_reply(reply))
+            self._fail(unexpected_reply(reply))
 
     async def attr(self, stmt: Stmt) -> None:
         value = stmt.name
@@ -319,4 +331,4 @@ class PmdaRequests:
         if await self.link.send(AttrPdu(stmt.number, raw, 0)):
             self.out.p("Success")
         else:
-            self.out.p("Error: __pmSendAuth() failed: Broken pipe")
+            self._fail("Error: __pmSendAuth() failed: Broken pipe")

@@ -17,7 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import IO
 
 import trio
@@ -42,9 +42,12 @@ class _Feed:
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
+        #: lines read one at a time when ``lines`` ran dry (a script read as
+        #: it runs, as dbpmda reads its input: a person at the prompt)
+        self.more: Iterator[str] | None = None
         #: called once when the lines run dry; what it returns is read next
         #: (dbpmda going on from .dbpmdarc to its input, in one stream)
-        self.then: Callable[[], list[str]] | None = None
+        self.then: Callable[[], Iterable[str]] | None = None
         #: lines read so far
         self.count = 0
 
@@ -52,9 +55,16 @@ class _Feed:
         return self
 
     def __next__(self) -> str:
+        if not self.lines and self.more is not None:
+            line = next(self.more, None)
+            if line is None:
+                self.more = None
+            else:
+                self.lines.append(line)
         if not self.lines and self.then is not None:
             then, self.then = self.then, None
-            self.lines.extend(then())
+            self.more = iter(then())
+            return next(self)
         if not self.lines:
             raise StopIteration
         self.count += 1
@@ -76,6 +86,9 @@ class DbpmdaSession:
         self.done = False
         #: what ``status`` shows as the namespace
         self.pmns_name: str | None = None
+        #: the PMNS the session started with, and its name (-n; None: the
+        #: default): what a failed ``namespace`` goes back to, as dbpmda does
+        self._first_pmns: tuple[Namespace | None, str | None] | None = None
         self.debug: set[str] = set()
         #: the scanner's state lasts from one statement to the next (flex's
         #: buffer, its start condition)
@@ -127,8 +140,9 @@ class DbpmdaSession:
         return captured
 
     async def run_lines(self, lines: Iterable[str]) -> None:
-        """Run a whole script."""
-        self._feed.extend(lines)
+        """Run a whole script, each statement as soon as its line is read
+        (``lines`` may be a file being typed into)."""
+        self._source.more = iter(lines)
         await self.run()
 
     async def run(self) -> None:
@@ -140,8 +154,10 @@ class DbpmdaSession:
                 self.lexer.lastc = "\n"  # more input may come (execute)
                 return
             t0 = time.monotonic()
+            self.requests.failed = False
             await COMMANDS[stmt.kind](self, stmt)
-            if self.timer and stmt.kind in _TIMED and self.link.client is not None:
+            # dbpmda times only the requests that were answered without error
+            if self.timer and stmt.kind in _TIMED and self.link.client is not None and not self.requests.failed:
                 self.transcript.p(f"Timer: {time.monotonic() - t0:f} seconds")
             self.transcript.flush()
 
@@ -281,9 +297,12 @@ class DbpmdaSession:
             p(text)
 
     async def _do_namespace(self, stmt: Stmt) -> None:
-        """dbpmda.c NAMESPACE: load another PMNS, else reload the previous one."""
+        """dbpmda.c NAMESPACE: load another PMNS, else reload the one the
+        session started with (-n, or the default)."""
         path = str(stmt.name)
-        previous = self.pmns_name
+        if self._first_pmns is None:
+            self._first_pmns = (self.settings.pmns, self.pmns_name)
+        first, previous = self._first_pmns
         self.pmns_name = path  # dbpmda shows the new name even when loading fails
         try:
             new = await trio.to_thread.run_sync(load, path)
@@ -300,6 +319,7 @@ class DbpmdaSession:
                 f'dbpmda: Reload namespace from "{previous}"\n' if previous else "dbpmda: Reload default namespace\n"
             )
             self.transcript.complain(lines)
+            self.settings.pmns = first
             return
         self.settings.pmns = new
 
@@ -396,8 +416,11 @@ COMMANDS: dict[str, Handler] = {
 }
 
 
-async def run_script(lines: Sequence[str], session: DbpmdaSession, rc: Sequence[str] | None = None) -> int:
+async def run_script(lines: Iterable[str], session: DbpmdaSession, rc: Sequence[str] | None = None) -> int:
     """Run a script to its end (or ``quit``), then close the PMDA.
+
+    ``lines`` is read as the script runs, one line at a time: each
+    statement runs (and its output is flushed) before the next line is read.
 
     ``rc`` is the lines of a ``.dbpmdarc``, read first as dbpmda reads it:
     echoed, each line after a ``.dbpmdarc> `` prompt, errors naming its
@@ -411,11 +434,11 @@ async def run_script(lines: Sequence[str], session: DbpmdaSession, rc: Sequence[
         else:
             saved = transcript.echo, transcript.interactive
 
-            def to_input() -> list[str]:
+            def to_input() -> Iterable[str]:
                 (transcript.echo, transcript.interactive), transcript.prompt_text = saved, "dbpmda> "
                 transcript.rc_line = None
                 transcript.prompt()
-                return list(lines)
+                return lines
 
             source = session._source
             start = source.count
