@@ -367,7 +367,7 @@ class Session:
             return
         length, pdu_type = header
         if pdu_type is not None and pdu_type != PduType.CREDS:
-            self._handshake_failed(f"first PDU is {_type_name(pdu_type)}, not CREDS")
+            self._handshake_failed(f"first PDU is {PduType.name_of(pdu_type)}, not CREDS")
         if not 16 <= length <= MAX_CREDS_LENGTH:
             self._handshake_failed(f"first PDU length {length} cannot be a CREDS")
 
@@ -452,10 +452,3 @@ class Session:
     def contexts(self) -> list[int]:
         """Contexts with state."""
         return sorted(self._contexts)
-
-
-def _type_name(t: int) -> str:
-    try:
-        return PduType(t).name
-    except ValueError:
-        return hex(t)

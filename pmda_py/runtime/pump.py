@@ -231,7 +231,7 @@ async def serve_session(
             if isinstance(event, BadRequest):
                 log.warning(
                     "bad_request",
-                    type=_type_name(event.pdu_type),
+                    type=PduType.name_of(event.pdu_type),
                     context=event.context,
                     code=codename(event.code),
                     error=event.reason,
@@ -254,7 +254,7 @@ async def serve_session(
             if session.refused_reply is not None:
                 kind, size = session.refused_reply
                 session.refused_reply = None
-                log.warning("reply_too_big", type=_type_name(kind), bytes=size, limit=session.max_length)
+                log.warning("reply_too_big", type=PduType.name_of(kind), bytes=size, limit=session.max_length)
             try:
                 # a reply in shared memory goes as a view of it, which the pipe end splices
                 await stream.send_all(memoryview(data) if isinstance(data, SharedReply) else data)
@@ -273,9 +273,9 @@ async def serve_session(
                 active.dispatcher.end_context(event.context)
                 log.debug("end_context", context=event.context)
             else:
-                log.debug("notice", type=_type_name(pdu.pdu_type), context=event.context)
+                log.debug("notice", type=PduType.name_of(pdu.pdu_type), context=event.context)
         elif isinstance(event, Ignored):
-            log.warning("ignored_pdu", type=_type_name(event.pdu_type), context=event.context, reason=event.reason)
+            log.warning("ignored_pdu", type=PduType.name_of(event.pdu_type), context=event.context, reason=event.reason)
 
 
 #: requests after whose PM_ERR_PMDANOTREADY reply pmcd waits for PMDAREADY
@@ -294,13 +294,6 @@ def _loading_reply(event: Request) -> ErrorPdu:
     if event.pdu.pdu_type in _NOTREADY_TYPES:
         return ErrorPdu(PmErr.PMDANOTREADY)
     return ErrorPdu(PmErr.AGAIN)
-
-
-def _type_name(t: int) -> str:
-    try:
-        return PduType(t).name
-    except ValueError:
-        return hex(t)
 
 
 class Active:

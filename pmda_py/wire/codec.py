@@ -40,6 +40,14 @@ class PduType(enum.IntEnum):
     DESC_IDS = 0x7016
     DESCS = 0x7017
 
+    @classmethod
+    def name_of(cls, code: int, unknown: str = "{:#x}") -> str:
+        """The name of type ``code``, or ``unknown`` formatted with it."""
+        try:
+            return cls(code).name
+        except ValueError:
+            return unknown.format(code)
+
 
 class PduFlags(enum.IntFlag):
     """``PDU_FLAG_*`` bits of the CREDS ``c_flags`` field."""

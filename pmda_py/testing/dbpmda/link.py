@@ -26,14 +26,6 @@ Connector = Callable[[str, object], Awaitable[trio.abc.Stream]]
 _BROKEN = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
-def _pdu_name(pdu_type: int) -> str:
-    """libpcp's name of a PDU type (TYPE-N? when it has none)."""
-    try:
-        return PduType(pdu_type).name
-    except ValueError:
-        return f"TYPE-{pdu_type}?"
-
-
 @attrs.define
 class IndomProfile:
     """One indom's entry: its state (0 INCLUDE, 1 EXCLUDE) and the
@@ -183,7 +175,7 @@ class PmdaLink:
                 self.version = creds.version
                 await self.client.send(CredsPdu.cversion(0, from_=os.getpid()))
                 return
-            kind = _pdu_name(creds.pdu_type)
+            kind = PduType.name_of(creds.pdu_type, "TYPE-{}?")  # (libpcp's name of a type it has none for)
             self.out.complain(
                 f"pmdaversion: expecting PDU_CREDS, got PDU type {kind}\n"
                 "__pmDumpPDUTrace: recent PDUs ...\n"
