@@ -192,14 +192,18 @@ def test_a_cluster_given_up_or_claimed_takes_its_metrics_along() -> None:
         assert {d.metric(p)[1].cluster for p in d.index.by_pmid if d.metric(p)[0].table is t} == claimed  # type: ignore[index]
 
 
+def _two_dynamic() -> tuple[Dispatcher, _Dynamic, _Dynamic]:
+    """A dispatcher of a static table and two dynamic ones (mounted om, om2)."""
+    dyn, dyn2 = _Dynamic(), _Dynamic()
+    mounts = [Mount(_Static(), "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")]
+    return Dispatcher(DOMAIN, mounts, InlineRunner()), dyn, dyn2
+
+
 def test_an_update_that_gives_up_at_once_reports_no_names_of_an_earlier_one() -> None:
     """One table's update adds a name; the next table's gives up before
     touching anything (a cluster the first owns): the rebuild compares with
     the names served, and pmcd hears of no change that did not happen."""
-    static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
-    d = Dispatcher(
-        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], InlineRunner()
-    )
+    d, dyn, dyn2 = _two_dynamic()
     dyn.ms.append(dyn.metric(11, 999))
     dyn.generation += 1
     d._refresh_index()
@@ -221,10 +225,7 @@ def test_a_collision_is_logged_once_while_it_lasts() -> None:
     back, it is logged again."""
     from structlog.testing import capture_logs
 
-    static, dyn, dyn2 = _Static(), _Dynamic(), _Dynamic()
-    d = Dispatcher(
-        DOMAIN, [Mount(static, "static", "static"), Mount(dyn, "om", "om"), Mount(dyn2, "om2", "om2")], InlineRunner()
-    )
+    d, dyn, dyn2 = _two_dynamic()
     dyn.ms.append(dyn.metric(11, 0))
     dyn.generation += 1
     d._refresh_index()
