@@ -21,6 +21,11 @@ DATA = REPO / "tests" / "data"
 PDUS = DATA / "pdus"
 MMV_DATA = DATA / "mmv"
 
+# Every process a test starts imports this checkout's pmda_py, wherever it
+# runs (a worktree, a copy, another working directory), not the one an
+# editable install of some other checkout points at.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
 # Hypothesis: random every run, in CI too (a fixed seed hides bugs: see
 # tests/test_pmns.py's regression example).  The seed is chosen here, printed
 # in the report header and reusable with --hypothesis-seed=N.  The "fixed"

@@ -11,6 +11,7 @@ import pytest
 
 from pmda_py.tables.simple import SimpleTable
 from pmda_py.testing.support import InlineRunner, pmda_py_argv, pmda_py_line, traversable_dir
+from tests.conftest import REPO
 
 
 def test_pmda_py_argv_runs_this_interpreters_pmda_py() -> None:
@@ -49,3 +50,17 @@ async def test_inline_runner_returns_exceptions_as_results() -> None:
     got = await InlineRunner().gather([(table, "a", ok), (table, "b", bad)])
     assert got[0] == 1 and isinstance(got[1], ValueError)
     assert await InlineRunner().call(table, "a", ok) == 1
+
+
+def test_subprocesses_import_this_checkout(tmp_path: Path) -> None:
+    """A process a test starts, from any working directory, imports the
+    pmda_py of the checkout under test (tests/conftest.py), not another
+    checkout's that an editable install points at."""
+    r = subprocess.run(
+        [sys.executable, "-c", "import pmda_py; print(pmda_py.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert Path(r.stdout.strip()).resolve() == REPO / "pmda_py" / "__init__.py"
