@@ -14,10 +14,12 @@ through ctypes).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
 import stat
+import tempfile
 from collections.abc import Awaitable
 from typing import Callable
 
@@ -68,13 +70,23 @@ def listen_address(config: Config) -> tuple[str, int]:
     return config.bind_address or loopback, port
 
 
+#: the size of a unix socket address's path (with its terminating NUL), Linux's
+_SUN_PATH = 108
+
+
 async def _bind_unix(path: str, username: str | None) -> Listener:
     """A listening unix socket at ``path``, with the file's (dev, ino).
 
-    A socket left at ``path`` (a previous run's) is removed; anything else
+    A socket left at ``path`` (a previous run's) is replaced; anything else
     there (a file, a directory, a symlink: a mistyped ``-u``, or a name
     planted in a directory the PCP user owns) is left alone and refused: the
-    agent runs as root here."""
+    agent runs as root here.
+
+    The socket is bound in a private directory (mode 0700) made beside
+    ``path``, given its mode and owner there, and renamed into place: the
+    directory of ``path`` may be writable by others, who could otherwise
+    swap the new name for a link between the ``bind`` and the ``chmod`` and
+    ``chown`` that follow it (and have root give them any file)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -82,11 +94,17 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
     else:
         if not stat.S_ISSOCK(st.st_mode):
             raise OSError(errno.EEXIST, "exists and is not a socket (left alone)", path)
-        os.unlink(path)
+    private = tempfile.mkdtemp(prefix=".", dir=os.path.dirname(path) or ".")
+    made = os.path.join(private, "s")
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dirfd = -1
     try:
-        await sock.bind(path)
-        os.chmod(path, 0o660)
+        if len(os.fsencode(made)) < _SUN_PATH:
+            await sock.bind(made)
+        else:  # a path that fits where the private directory's longer name would not
+            dirfd = os.open(private, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            await sock.bind(f"/proc/self/fd/{dirfd}/s")
+        os.chmod(made, 0o660)
         if os.geteuid() == 0:
             # as libpcp_pmda does: the socket belongs to the PCP user (or -U's)
             owner = username or pcp_conf().get("PCP_USER", "pcp")
@@ -94,14 +112,22 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
                 import pwd
 
                 pw = pwd.getpwnam(owner)
-                os.chown(path, pw.pw_uid, pw.pw_gid)
+                os.chown(made, pw.pw_uid, pw.pw_gid, follow_symlinks=False)
             except (KeyError, OSError) as err:
                 log.warning("chown_failed", path=path, user=owner, error=str(err))
         sock.listen(16)
-        st = os.stat(path)
+        st = os.lstat(made)
+        os.rename(made, path)  # (replaces a stale socket; never follows a link)
     except BaseException:
         sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(made)
         raise
+    finally:
+        if dirfd >= 0:
+            os.close(dirfd)
+        with contextlib.suppress(OSError):
+            os.rmdir(private)
     return Listener(sock, (st.st_dev, st.st_ino))
 
 

@@ -1,0 +1,112 @@
+"""The unix socket's file is made as root in a directory that the PCP user
+(or whoever ``-u`` names a directory of) may write: between the ``bind``
+that creates it and the calls that give it its mode and owner, the name can
+be swapped for a link to any file.  Those calls must reach only the socket."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from pmda_py.runtime import sockets
+
+
+def _swap_after_bind(monkeypatch: pytest.MonkeyPatch, path: Path, victim: Path) -> list[str]:
+    """Make the first mode or owner change of the socket's file find, at
+    ``path``, a symlink to ``victim`` (as a local attacker who can write the
+    socket's directory would plant it, right after the bind)."""
+    seen: list[str] = []
+    real_chmod, real_chown = os.chmod, os.chown
+
+    def plant() -> None:
+        if not seen:
+            if os.path.lexists(path):
+                os.rename(path, str(path) + ".moved")
+            os.symlink(victim, path)
+        seen.append("planted")
+
+    def chmod(p: Any, mode: int, *args: Any, **kw: Any) -> None:
+        plant()
+        real_chmod(p, mode, *args, **kw)
+
+    def chown(p: Any, uid: int, gid: int, *args: Any, **kw: Any) -> None:
+        plant()
+        real_chown(p, uid, gid, *args, **kw)
+
+    monkeypatch.setattr(os, "chmod", chmod)
+    monkeypatch.setattr(os, "chown", chown)
+    return seen
+
+
+def test_a_name_swapped_after_the_bind_costs_no_other_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    victim = tmp_path / "shadow"
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    before = victim.stat()
+    path = tmp_path / "pmda.sock"
+    seen = _swap_after_bind(monkeypatch, path, victim)
+
+    async def main() -> None:
+        listener = await sockets._bind_unix(str(path), None)
+        try:
+            assert seen, "the socket's file was given no mode"
+            after = victim.stat()
+            assert stat.S_IMODE(after.st_mode) == 0o600, "the planted link's target got the socket's mode"
+            assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+            # the listener's name is the socket, connectable, with its mode
+            st = os.lstat(path)
+            assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o660
+            assert (st.st_dev, st.st_ino) == listener.ident
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                c.connect(str(path))
+        finally:
+            listener.sock.close()
+
+    trio.run(main)
+    assert victim.read_text() == "secret\n"
+    # nothing of ours is left beside it but the socket (and what was planted)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pmda.sock", "shadow"]
+
+
+def test_the_socket_file_is_made_with_its_mode_and_nothing_else_left(tmp_path: Path) -> None:
+    path = tmp_path / "pmda.sock"
+
+    async def main() -> None:
+        listener = await sockets._bind_unix(str(path), None)
+        listener.sock.close()
+
+    old = os.umask(0)  # the mode does not depend on the caller's umask
+    try:
+        trio.run(main)
+    finally:
+        os.umask(old)
+    st = os.lstat(path)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o660
+    assert [p.name for p in tmp_path.iterdir()] == ["pmda.sock"]
+
+
+def test_a_path_at_the_length_limit_still_binds(tmp_path: Path) -> None:
+    """The private directory's name is longer than the socket's own: a path
+    that fits the 107 bytes of a unix socket address binds all the same."""
+    base = tmp_path / ("d" * max(1, 100 - len(str(tmp_path))))
+    base.mkdir()
+    path = base / ("s" * (107 - len(str(base)) - 1))
+    assert len(str(path)) == 107
+
+    async def main() -> None:
+        listener = await sockets._bind_unix(str(path), None)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                c.connect(str(path))
+        finally:
+            listener.sock.close()
+
+    trio.run(main)
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    assert [p.name for p in base.iterdir()] == [path.name]
