@@ -9,6 +9,7 @@ import pty
 import select
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -196,3 +197,47 @@ def test_a_pmda_that_exits_at_once(tmp_path: Path) -> None:
         err
         == f"pmdaversion: expecting PDU_CREDS, got EOF\nWarning: no version exchange with PMDA {true} after 3 secs\n"
     )
+
+
+def test_creds_timeout_option(tmp_path: Path) -> None:
+    """-q N: a PMDA that says nothing is given N seconds, then dbpmda's
+    timeout and warning; a value that is not a positive number is one line
+    and status 1, as dbpmda refuses it (the live comparison of every kind
+    of first PDU is tests/dbpmda/test_equivalence.py)."""
+    silent = tmp_path / "silent"
+    silent.write_text("#!/bin/sh\nexec sleep 30\n")
+    silent.chmod(0o755)
+    started = time.monotonic()
+    rc, out, err = _run(pmda_py_argv("dbpmda", "-f", "-q", "1"), f"open pipe {silent}\n", tmp_path)
+    assert rc == 0 and out == f"Start silent PMDA: {silent}\n", out
+    assert err == (
+        f"__pmGetPDU(5): Timeout waiting for a response from PMCD\n"
+        f"Warning: no version exchange with PMDA {silent} after 1 secs\n"
+    )
+    assert time.monotonic() - started < 3 + 5  # not the default 3 s wait and the 5 s close
+    for bad in ("0", "-2", "1.5", "x"):
+        rc, out, err = _run(pmda_py_argv("dbpmda", "-f", "--creds-timeout", bad), "", tmp_path)
+        assert (rc, out, err) == (1, "", "pmda-py dbpmda: -q requires a positive numeric argument\n"), bad
+
+
+def test_username_option(tmp_path: Path) -> None:
+    """-U USER: the harness, and so every PMDA it starts, runs as USER; an
+    unknown user is one line and status 1."""
+    rc, out, err = _run(pmda_py_argv("dbpmda", "-f", "-U", "no-such-user-here"), "", tmp_path)
+    assert (rc, out, err) == (1, "", "pmda-py dbpmda: cannot run as no-such-user-here: no such user\n")
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs root")
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    where = Path(tempfile.mkdtemp(prefix="pmda-py-U-"))  # one that nobody can reach
+    try:
+        where.chmod(0o755)
+        prog = where / "whoami"
+        prog.write_text("#!/bin/sh\necho uid=$(id -u) gid=$(id -g) >&2\n")
+        prog.chmod(0o755)
+        rc, out, err = _run(pmda_py_argv("dbpmda", "-f", "-U", "nobody"), f"open pipe {prog}\n", where)
+    finally:
+        shutil.rmtree(where)
+    assert rc == 0, err
+    assert f"uid={nobody.pw_uid} gid={nobody.pw_gid}\n" in err

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,8 @@ quit
 
 
 def _mask(text: str) -> str:
+    # libpcp's log lines: "[Sat Nov 28 19:40:39] dbpmda(24201) Error: ..."
+    text = re.sub(r"^\[\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d\] dbpmda\(\d+\) ", "[DATE] dbpmda(PID) ", text, flags=re.M)
     text = re.sub(r"dump from 0x[0-9a-f]+", "dump from ADDR", text)
     text = re.sub(r"timestamps? [0-9:.]+(\.\.\.[0-9:.]+)?\]", "timestamp TS]", text)
     return mask_simple_times(text)
@@ -102,13 +105,13 @@ def _run(cmd: list[str], script: str, env: dict[str, str]) -> tuple[str, str]:
     return _mask(r.stdout), _mask(r.stderr)
 
 
-def _compare(script: str, pmns: str, env: dict[str, str], reset: object = None) -> str:
+def _compare(script: str, pmns: str, env: dict[str, str], reset: object = None, args: Sequence[str] = ()) -> str:
     if callable(reset):
         reset()
-    real = _run(["dbpmda", "-n", pmns, "-e"], script, env)
+    real = _run(["dbpmda", "-n", pmns, "-e", *args], script, env)
     if callable(reset):
         reset()
-    ours = _run(pmda_py_argv("dbpmda", "-n", pmns, "-e"), script, env)
+    ours = _run(pmda_py_argv("dbpmda", "-n", pmns, "-e", *args), script, env)
     assert ours[0] == real[0], "stdout differs"
     assert ours[1] == real[1], "stderr differs"
     return real[0]
@@ -230,22 +233,38 @@ def test_timer_only_for_requests_answered_without_error(pcp_env: dict[str, str],
 NOT_A_PMDA = """\
 import struct, sys, time
 kind = sys.argv[1]
+first = {
+    "eof": b"",
+    "error": struct.pack(">iiii", 16, 0x7000, 0, -12345),  # an ERROR PDU where CREDS is due
+    "odd": struct.pack(">iiii", 16, 0x7100, 0, -12345),  # a type libpcp has no name for
+    "bare": struct.pack(">iii", 12, 0x7001, 0),  # a RESULT's header, no body
+    "creds-empty": struct.pack(">iii", 12, 0x700C, 0),  # CREDS with no credentials
+    "creds-many": struct.pack(">iiii", 16, 0x700C, 0, 1000),  # CREDS claiming 1000 of them
+    "silent": b"",  # nothing, and no end either
+    "partial": struct.pack(">ii", 16, 0x700C),  # half a header, then nothing
+    "short": struct.pack(">iii", 8, 0x700C, 0),  # a length shorter than a header
+    "negative": struct.pack(">iii", -4, 0x700C, 0),
+    "text": b"hello, I am not a PMDA\\n",  # text read as a header: a length of 1.7 GB
+}[kind]
+sys.stdout.buffer.write(first)
+sys.stdout.flush()
 if kind != "eof":
-    # an ERROR PDU, or a PDU type libpcp has no name for, where CREDS is due
-    sys.stdout.buffer.write(struct.pack(">iiii", 16, 0x7000 if kind == "error" else 0x7100, 0, -12345))
-    sys.stdout.flush()
-    time.sleep(1)
+    time.sleep(2)
 """
 
 
-@pytest.mark.parametrize("kind", ["eof", "error", "odd"])
+@pytest.mark.parametrize(
+    "kind",
+    ["eof", "error", "odd", "bare", "creds-empty", "creds-many", "silent", "partial", "short", "negative", "text"],
+)
 def test_a_pmda_that_sends_no_creds(kind: str, pcp_env: dict[str, str], tmp_path: Path) -> None:
-    """A PMDA that exits at once, or whose first PDU is not CREDS: dbpmda's
-    messages (what it expected, what came, the PDU trace) and its warning."""
+    """A PMDA that exits at once, says nothing, or whose first PDU is not
+    CREDS or not a PDU: dbpmda's messages (what it expected, what came or
+    libpcp's error, the PDU trace) and its warning, after ``-q 1`` second."""
     prog = tmp_path / "notapmda"
     prog.write_text(f"#!{sys.executable}\n{NOT_A_PMDA}")
     prog.chmod(0o755)
-    out = _compare(f"open pipe {prog} {kind}\n", SAMPLE_PMNS, pcp_env)
+    out = _compare(f"open pipe {prog} {kind}\n", SAMPLE_PMNS, pcp_env, args=["-q", "1"])
     assert "Start notapmda PMDA" in out
 
 

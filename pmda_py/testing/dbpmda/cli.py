@@ -67,8 +67,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-e", "--echo-input", dest="echo", action="store_true", help="echo input commands")
     p.add_argument("-i", "--interactive", dest="interactive", action="store_true", help="interactive (prompt)")
     p.add_argument("-f", "--norc", dest="norc", action="store_true", help="do not run ./.dbpmdarc before the commands")
+    p.add_argument(
+        "-q", "--creds-timeout", metavar="N", help="seconds to wait for a PMDA's CREDS when it is opened (default 3)"
+    )
+    p.add_argument("-U", "--username", metavar="USER", help="run as USER (and so every PMDA it starts); root only")
     p.add_argument("script", nargs="?", help="command file (default stdin)")
     ns = p.parse_args(list(argv or []))
+    creds_timeout = 3
+    if ns.creds_timeout is not None:
+        try:
+            creds_timeout = int(ns.creds_timeout, 10)
+        except ValueError:
+            creds_timeout = 0
+        if creds_timeout <= 0:
+            print("pmda-py dbpmda: -q requires a positive numeric argument", file=sys.stderr)
+            return 1
+    if ns.username:  # as dbpmda does: at once, before the PMNS or any command
+        from pmda_py.runtime.privileges import drop_privileges
+
+        try:
+            drop_privileges(ns.username)
+        except (KeyError, OSError) as err:
+            why = "no such user" if isinstance(err, KeyError) else str(err)
+            print(f"pmda-py dbpmda: cannot run as {ns.username}: {why}", file=sys.stderr)
+            return 1
     pmns: Namespace | None = None
     path = ns.pmns or os.path.join(os.environ.get("PCP_VAR_DIR", "/var/lib/pcp"), "pmns", "root")
     if ns.pmns or os.path.exists(path):
@@ -92,4 +114,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     session = DbpmdaSession(sys.stdout, sys.stderr, pmns, echo=ns.echo)
     session.interactive = interactive
     session.pmns_name = ns.pmns
+    session.link.creds_timeout = creds_timeout
     return trio.run(run_script, lines, session, rc)

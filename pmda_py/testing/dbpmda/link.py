@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import attrs
 import trio
 
-from pmda_py.errors import PmErr, WireFormatError
+from pmda_py.errors import PmErr, WireFormatError, errstr
 from pmda_py.pmapi import PM_INDOM_NULL
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda, process_stream
 from pmda_py.testing.dbpmda.transcript import Transcript
-from pmda_py.wire import CredsPdu, ErrorPdu, Pdu, PduType, ProfileEntry, ProfilePdu
+from pmda_py.wire import CredsPdu, ErrorPdu, Pdu, PduType, ProfileEntry, ProfilePdu, decode_pdu
+from pmda_py.wire.codec import HEADER_SIZE
 
 __all__ = ["Connector", "PmdaLink", "Profile"]
 
@@ -83,6 +85,14 @@ def _strerror(err: BaseException) -> str:
     return str(err)
 
 
+class _IllegalLength(Exception):
+    """A PDU header whose length is shorter than a header (libpcp: PM_ERR_IPC)."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+
 class PmdaLink:
     """The PMDA a session talks to, if one is open (pmda.c's side of dbpmda)."""
 
@@ -97,6 +107,8 @@ class PmdaLink:
         self.name: str | None = None
         self.pid = 0
         self.version: int | None = None
+        #: seconds to wait for the PMDA's CREDS (dbpmda's -q)
+        self.creds_timeout = 3
 
     # -- opening and closing
     async def open_dso(self, path: str) -> None:
@@ -161,31 +173,78 @@ class PmdaLink:
 
     async def _hello(self, name: str, pipe: bool) -> None:
         """A new PMDA: a fresh profile, and the version exchange (its CREDS,
-        ours).  A PMDA that sends something else, or ends, gets dbpmda's
-        messages (with libpcp's trace of the one PDU received: dbpmda reads
-        a pipe PMDA on its fd 5, a socket one on its fd 3)."""
+        ours) within :attr:`creds_timeout` seconds.  A PMDA that sends
+        something else, a broken header, nothing, or ends, gets dbpmda's
+        messages: libpcp's error, or the type its header names and libpcp's
+        trace of it (dbpmda reads a pipe PMDA on its fd 5, a socket one on
+        its fd 3), then the warning."""
         assert self.client is not None
         self.profile = Profile()
         self.profile_changed = True
         self.name, self.version = name, None
+        fd = 5 if pipe else 3
         try:
-            with trio.fail_after(3):
-                creds = await self.client.receive(timeout=None)
-            if isinstance(creds, CredsPdu):
+            with trio.fail_after(self.creds_timeout):
+                frame = await self._first_frame()
+        except EOFError:
+            self.out.complain("pmdaversion: expecting PDU_CREDS, got EOF\n")
+        except trio.TooSlowError:
+            self.out.complain(f"__pmGetPDU({fd}): {errstr(PmErr.TIMEOUT)}\n")
+        except _IllegalLength as bad:
+            # libpcp's log line, then its error
+            stamp = time.strftime("%a %b %d %H:%M:%S")
+            self.out.complain(
+                f"[{stamp}] dbpmda({os.getpid()}) Error: __pmGetPDU: fd={fd} illegal PDU len={bad.length} in hdr\n"
+                f"__pmGetPDU({fd}): {errstr(PmErr.IPC)}\n"
+            )
+        else:
+            kind = int.from_bytes(frame[4:8], "big", signed=True)
+            if kind == PduType.CREDS:
+                try:
+                    creds = decode_pdu(frame)
+                    if not isinstance(creds, CredsPdu):
+                        raise WireFormatError("not CREDS", code=PmErr.IPC)
+                except WireFormatError as err:
+                    self.out.complain(f"Warning: version exchange failed for PMDA {name}: {errstr(err.code)}\n")
+                    return
                 self.version = creds.version
                 await self.client.send(CredsPdu.cversion(0, from_=os.getpid()))
                 return
-            kind = PduType.name_of(creds.pdu_type, "TYPE-{}?")  # (libpcp's name of a type it has none for)
+            kind_name = PduType.name_of(kind, "TYPE-{}?")  # (libpcp's name of a type it has none for)
             self.out.complain(
-                f"pmdaversion: expecting PDU_CREDS, got PDU type {kind}\n"
+                f"pmdaversion: expecting PDU_CREDS, got PDU type {kind_name}\n"
                 "__pmDumpPDUTrace: recent PDUs ...\n"
-                f"[0] recv fd={5 if pipe else 3} type={kind} len={len(creds.encode())}\n"
+                f"[0] recv fd={fd} type={kind_name} len={len(frame)}\n"
             )
-        except EOFError:
-            self.out.complain("pmdaversion: expecting PDU_CREDS, got EOF\n")
-        except (trio.TooSlowError, WireFormatError):
-            pass
-        self.out.complain(f"Warning: no version exchange with PMDA {name} after 3 secs\n")
+        self.out.complain(f"Warning: no version exchange with PMDA {name} after {self.creds_timeout} secs\n")
+
+    async def _first_frame(self) -> bytes:
+        """The PMDA's first PDU, undecoded (dbpmda names what came by its
+        header).
+
+        Raises:
+            EOFError: the PMDA ended first.
+            _IllegalLength: a header whose length is shorter than a header.
+        """
+        assert self.client is not None
+        reader = self.client.reader
+        while True:
+            try:
+                frame = reader.next_frame()
+            except WireFormatError:
+                head = reader.peek_header()
+                length = 0 if head is None else head[0] - (1 << 32 if head[0] >= 1 << 31 else 0)
+                if length < HEADER_SIZE:
+                    raise _IllegalLength(length) from None
+                # longer than we take (or a type that is no PDU's): libpcp
+                # waits for that much body, until its time is up
+                await trio.sleep_forever()
+            if frame is not None:
+                return frame
+            data = await self.client.stream.receive_some(65536)
+            if not data:
+                raise EOFError("PMDA closed the channel")
+            reader.receive_data(data)
 
     async def close(self) -> None:
         """Say goodbye to the PMDA (PM_ERR_NOTCONN, as pmcd does) and reap it."""
