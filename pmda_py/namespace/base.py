@@ -19,11 +19,14 @@ class PmnsError(ValueError):
     """A PMNS file is malformed: ``file:line: reason`` (line 0: the whole
     file, or an error found after reading it)."""
 
-    def __init__(self, file: str, line: int, reason: str) -> None:
+    def __init__(self, file: str, line: int, reason: str, *, printed: str | None = None) -> None:
         super().__init__(f"{file}:{line}: {reason}" if line > 0 else f"{file}: {reason}")
         self.file = file
         self.line = line
         self.reason = reason
+        #: what libpcp's loader (and pmcpp before it) print for this error,
+        #: line for line, where the parser knows it (dbpmda and pminfo show it)
+        self.printed = printed
 
 
 def is_dynamic_root(p: int) -> bool:

@@ -121,8 +121,8 @@ class _Cpp:
         for raw in lines[:-1]:  # pmcpp ignores a last line without its newline
             lineno += 1
 
-            def fail(reason: str, lineno: int = lineno) -> PmnsError:
-                return PmnsError(fname, lineno, reason)
+            def fail(reason: str, lineno: int = lineno, raw: str = raw) -> PmnsError:
+                return PmnsError(fname, lineno, reason, printed=_pmcpp_printed(f"{fname}[{lineno}]: {raw}", reason))
 
             line, blanked = self._strip_comments(raw, fname, lineno)
             if blanked:
@@ -209,8 +209,22 @@ def preprocess(
     """
     cpp = _Cpp(resolve, [[k, v] for k, v in (macros or {}).items()])
     cpp.run(text, name, 0)
+    reason = ""
     if cpp.comment_line:
-        raise PmnsError(name, 0, f"Comment at line {cpp.comment_line} not terminated before end of file")
-    if cpp.in_if is not None:
-        raise PmnsError(name, 0, "End of input and no matching #endif for #ifdef or #ifndef")
+        reason = f"Comment at line {cpp.comment_line} not terminated before end of file"
+    elif cpp.in_if is not None:
+        reason = "End of input and no matching #endif for #ifdef or #ifndef"
+    if reason:
+        raise PmnsError(name, 0, reason, printed=_pmcpp_printed(f"{name}:", reason))
     return cpp.out
+
+
+def _pmcpp_printed(where: str, reason: str) -> str | None:
+    """What pmcpp prints for an error (where: its file and line, and the
+    line), then libpcp's loader; None for our own refusals (``#shell``),
+    which pmcpp has no words for."""
+    if reason.startswith("#shell"):
+        return None
+    if reason.startswith("Cannot open file for #include"):
+        reason = "Cannot open file for #include"  # (we add the name; pmcpp shows it in the line)
+    return f"pmcpp: {where}\npmcpp: Error: {reason}\nError Parsing ASCII PMNS: pmcpp returned non-zero exit status\n"

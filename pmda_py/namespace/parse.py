@@ -19,6 +19,72 @@ __all__ = ["load", "loads", "parse"]
 _COLON = re.compile(r"[ \t\r\f\v]*:[ \t\r\f\v]*")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _PATH = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")
+#: libpcp's ``sscanf(line, "# %d \"%s")`` of a line control line
+_MARK = re.compile(r"#\s*([-+]?\d+)\s*\"(\S+)")
+_TOKEN = re.compile(r"[^ \t\n\r\f\v]+")
+
+
+_SPACE = " \t\n\r\f\v"
+
+
+def _libpcp_line(text: str) -> str:
+    """A line as libpcp's PMNS scanner keeps it (``linebuf``): leading white
+    space dropped, each run of it cut to its first character, none beside
+    a colon; the newline kept where it begins the line's last run."""
+    out: list[str] = []
+    inspace = False
+    for ch in text + "\n":
+        if ch in _SPACE:
+            if not inspace:
+                if out and out[-1] != ":":
+                    out.append(ch)
+                inspace = True
+        elif ch == ":":
+            if inspace:
+                out.pop()
+                inspace = False
+            out.append(ch)
+        else:
+            out.append(ch)
+            inspace = False
+    return "".join(out)
+
+
+class _ErrText:
+    """libpcp's ``err()`` output for one PMNS load, quirks and all: the line
+    buffer it prints is the one it overwrote with its caret line or with a
+    message before, so a second error shows the first one's remains."""
+
+    def __init__(self) -> None:
+        self.buf = ""  #: linebuf, as a C array (a NUL ends what is printed)
+        self.linep = -1  #: where the last token began in it (-1: none yet)
+        self.lineno = -1
+        self.fname = ""
+        self.out: list[str] = []
+
+    def line(self, fname: str, lineno: int, buf: str) -> None:
+        self.fname, self.lineno, self.buf = fname, lineno, buf
+
+    def err(self, message: str) -> None:
+        out = self.out
+        if self.lineno > 0:
+            out.append(f"[{self.fname}:{self.lineno}] ")
+        out.append(f"Error Parsing ASCII PMNS: {message}\n")
+        if self.lineno > 0:
+            shown = self.buf.split("\0", 1)[0]
+            out.append(f"    {shown}" + ("" if shown.endswith("\n") else "\n"))
+            if self.linep >= 0:
+                head = "".join(c if c in _SPACE else " " for c in self.buf[: self.linep].ljust(self.linep))
+                self.buf = head + "^\n\0" + self.buf[self.linep + 3 :]
+                out.append(f"    {head}^\n")
+
+    def message(self, message: str) -> None:
+        """err(linebuf) after the message was written into linebuf."""
+        self.buf = message + "\0" + self.buf[len(message) + 1 :]
+        self.err(message)
+
+    def error(self, fname: str, line: int, reason: str) -> PmnsError:
+        return PmnsError(fname, line, reason, printed="".join(self.out))
 
 
 def _pmid_token(tok: str, fail: Callable[[str], PmnsError]) -> Optional[int]:
@@ -65,16 +131,36 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
     seen: list[_Block] = []  # the most recent block first, as libpcp's seen list
     state = 0
     last = ("<pmns>", 0)
-    for fname, lineno, text in lines:
+    e = _ErrText()
+    marked: Optional[tuple[str, str, int]] = None  # a "# N file" line's (our file, its file, line delta)
+    for src_name, src_line, text in lines:
+        norm = _libpcp_line(text)
+        if marked is not None and marked[0] != src_name:
+            marked = None  # pmcpp marks a change of file itself
+        mark = _MARK.match(norm)
+        if mark is not None:  # libpcp's line control: the lines after it are that file's, from that line
+            marked = (src_name, mark.group(2)[:-1], int(mark.group(1)) - src_line - 1)
+            continue
+        fname, lineno = (marked[1], src_line + marked[2]) if marked is not None else (src_name, src_line)
         last = (fname, lineno)
+        e.line(fname, lineno, norm)
+        lexed: list[str] = []  # an error the scanner reported on this token
 
-        def fail(reason: str, fname: str = fname, lineno: int = lineno) -> PmnsError:
+        def fail(reason: str, fname: str = fname, lineno: int = lineno, lexed: list[str] = lexed) -> PmnsError:
+            e.err(reason)
+            return e.error(fname, lineno, lexed[0] if lexed else reason)
+
+        def lex_fail(reason: str, fname: str = fname, lineno: int = lineno, lexed: list[str] = lexed) -> PmnsError:
+            e.err(reason)  # the scanner's error; the parser's for its BOGUS token follows
+            lexed.append(reason)
             return PmnsError(fname, lineno, reason)
 
-        text = _COLON.sub(":", text).strip()
-        if text.startswith("#"):
+        if norm.startswith("#"):
+            e.lineno -= 1  # libpcp counts this line only once it is not a "# N file" line
             raise fail("Illegal line number control number")
-        for tok in text.split():
+        for m in _TOKEN.finditer(norm):
+            tok = m.group(0)
+            e.linep = m.start()
             if tok == "{":
                 kind = "{"
             elif tok == "}":
@@ -84,7 +170,10 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
             elif _PATH.fullmatch(tok):
                 kind = "PATH"
             else:
-                kind = "PMID" if _pmid_token(tok, fail) is not None else "BOGUS"
+                try:
+                    kind = "PMID" if _pmid_token(tok, lex_fail) is not None else "BOGUS"
+                except PmnsError:
+                    kind = "BOGUS"
             if state == 0:
                 if kind not in ("NAME", "PATH"):
                     raise fail("Expected NAME or PATH")
@@ -103,13 +192,21 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
                     names = [c for c, _ in seen[0].children]
                     dup = next((c for k, c in enumerate(names) if c in names[k + 1 :]), None)
                     if dup is not None:
-                        raise fail(f'Duplicate name "{dup}" in subtree for "{seen[0].path}"')
+                        reason = f'Duplicate name "{dup}" in subtree for "{seen[0].path}"'
+                        e.message(reason + "\n")  # written into libpcp's line buffer, newline and all
+                        raise e.error(fname, lineno, reason)
                 else:
                     raise fail("Expected NAME or }" if state == 2 else "Expected NAME, PMID or }")
             else:  # state 3, a PMID
                 name, _ = seen[0].children[-1]
                 seen[0].children[-1] = (name, _pmid_token(tok, fail))
                 state = 2
+    e.lineno = -1  # past the end of input: libpcp's errors from here have no line
+
+    def later(file: str, line: int, reason: str, newline: str = "") -> PmnsError:
+        e.err(reason + newline)
+        return e.error(file, line, reason)
+
     # libpcp's pass 2 (errors found here have no line number)
     fname = last[0]
 
@@ -121,9 +218,9 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
 
     root_block = findseen("root")
     if root_block is None:
-        raise PmnsError(fname, 0, 'No name space entry for "root"')
+        raise later(fname, 0, 'No name space entry for "root"')
     if findseen("root") is not None:
-        raise PmnsError(fname, 0, 'Multiple name space entries for "root"')
+        raise later(fname, 0, 'Multiple name space entries for "root"')
     ns = Namespace()
 
     def attach(base: str, node: Node, block: _Block) -> None:
@@ -133,14 +230,16 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
                 path = f"{base}.{child}" if base else child
                 found = findseen(path)
                 if found is None:
-                    raise PmnsError(
+                    raise later(
                         block.file, block.line, f'Cannot find definition for non-terminal node "{path}" in name space'
                     )
                 attach(path, sub, found)
 
     attach("", ns.root, root_block)
     if seen:
-        raise PmnsError(seen[-1].file, seen[-1].line, f'Disconnected subtree ("{seen[-1].path}") in name space')
+        for block in seen[:-1]:  # libpcp reports each, the most recent first
+            e.err(f'Disconnected subtree ("{block.path}") in name space')
+        raise later(seen[-1].file, seen[-1].line, f'Disconnected subtree ("{seen[-1].path}") in name space')
     ns._index()
     if not dupok:
         for p, names in ns._by_pmid.items():
@@ -148,7 +247,7 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
                 reason = (
                     f'Duplicate metric id ({_pmid_text(p)}) in name space for metrics "{names[1]}" and "{names[0]}"'
                 )
-                raise PmnsError(fname, 0, reason)
+                raise later(fname, 0, reason, "\n")
     return ns
 
 

@@ -11,7 +11,7 @@ from typing import IO
 import trio
 
 from pmda_py.namespace import Namespace, PmnsError, load
-from pmda_py.testing.dbpmda.session import DbpmdaSession, run_script
+from pmda_py.testing.dbpmda.session import DbpmdaSession, load_failure, run_script
 
 __all__ = ["main"]
 
@@ -97,7 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             pmns = load(path)
         except PmnsError as err:
-            print(f"pmda-py dbpmda: cannot load namespace: {err}", file=sys.stderr)
+            if not os.path.exists(path):  # a mistyped name: one line
+                print(f"pmda-py dbpmda: cannot load namespace: {err}", file=sys.stderr)
+            else:  # a malformed file: what dbpmda prints, libpcp's lines (the line, a caret) and its own
+                sys.stderr.write(load_failure(path, err, True))
             return 1
     lines: Iterator[str]
     if ns.script:

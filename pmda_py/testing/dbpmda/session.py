@@ -307,14 +307,7 @@ class DbpmdaSession:
         try:
             new = await trio.to_thread.run_sync(load, path)
         except PmnsError as err:
-            if not await trio.Path(path).exists():
-                lines = f'Error Parsing ASCII PMNS: Cannot open "{path}"\n'
-                why = os.strerror(2)
-            else:
-                where = f"[{err.file}:{err.line}] " if err.line > 0 else ""
-                lines = f"{where}Error Parsing ASCII PMNS: {err.reason}\n"
-                why = errstr(PmErr.PMNS)
-            lines += f'dbpmda: Cannot load namespace from "{path}": {why}\n'
+            lines = load_failure(path, err, await trio.Path(path).exists())
             lines += (
                 f'dbpmda: Reload namespace from "{previous}"\n' if previous else "dbpmda: Reload default namespace\n"
             )
@@ -452,3 +445,18 @@ async def run_script(lines: Iterable[str], session: DbpmdaSession, rc: Sequence[
         await session.close()
         session.transcript.flush()
     return 0
+
+
+def load_failure(path: str, err: PmnsError, exists: bool) -> str:
+    """What dbpmda prints when the PMNS file ``path`` does not load: libpcp's
+    (and pmcpp's) error lines, then its own."""
+    if not exists:
+        return (
+            f'Error Parsing ASCII PMNS: Cannot open "{path}"\n'
+            f'dbpmda: Cannot load namespace from "{path}": {os.strerror(2)}\n'
+        )
+    lines = err.printed
+    if lines is None:
+        where = f"[{err.file}:{err.line}] " if err.line > 0 else ""
+        lines = f"{where}Error Parsing ASCII PMNS: {err.reason}\n"
+    return lines + f'dbpmda: Cannot load namespace from "{path}": {errstr(PmErr.PMNS)}\n'
