@@ -55,7 +55,22 @@ def main(argv: Sequence[str]) -> int:
     except Exception as exc:  # the script's own error: its traceback, as ``python3 SCRIPT`` prints it
         _print_script_error(exc, script)
         return 1
+    except KeyboardInterrupt as exc:  # Ctrl-C: the script's traceback, and the end python3 makes of it
+        _print_script_error(exc, script)
+        _die_by_sigint()
+        return 130
     return 0
+
+
+def _die_by_sigint() -> None:
+    """End as a process that SIGINT killed, as ``python3 SCRIPT`` ends after
+    an uncaught KeyboardInterrupt (its parent sees the signal, not a status)."""
+    import signal
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 def _print_script_error(exc: BaseException, script: str) -> None:

@@ -4,8 +4,10 @@ modules visible to the script only, and pmcd's pipe safe from ``print()``."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +209,35 @@ def test_a_failing_script_reports_as_python_does(tmp_path: Path, source: str) ->
     ours = subprocess.run([*COMPAT, "pmdafails.python"], **run)  # type: ignore[call-overload]
     assert python.returncode == 1 and python.stderr
     assert (ours.returncode, ours.stdout, ours.stderr) == (python.returncode, python.stdout, python.stderr)
+
+
+def test_ctrl_c_while_a_script_starts_ends_as_python_does(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) while a script is still starting (a person running
+    it by hand): the traceback from the script's frames on and death by
+    SIGINT, as ``python3 SCRIPT`` gives them; none of pmda_py's frames."""
+    script = tmp_path / "pmdasleepy.python"
+    script.write_text("import pathlib, time\npathlib.Path('started').touch()\ntime.sleep(60)\n")
+
+    def interrupted(argv: list[str]) -> tuple[int, str, str]:
+        (tmp_path / "started").unlink(missing_ok=True)
+        with subprocess.Popen(
+            argv, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            try:
+                deadline = time.monotonic() + 30
+                while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                time.sleep(0.2)  # into the sleep
+                proc.send_signal(signal.SIGINT)
+                out, err = proc.communicate(timeout=30)
+            finally:
+                proc.kill()
+        return proc.returncode, out, err
+
+    python = interrupted([sys.executable, "pmdasleepy.python"])
+    assert python[0] == -signal.SIGINT and python[2].endswith("KeyboardInterrupt\n"), python
+    ours = interrupted([*COMPAT, "pmdasleepy.python"])
+    assert ours == python
 
 
 def test_pcp_python_debug_turns_on_the_debug_lines(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
