@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from pmda_py.errors import PmErr, WireFormatError, errstr
+from pmda_py.pcpversion import pcp_version
 from pmda_py.pmapi import PM_INDOM_NULL
 from pmda_py.testing.client import PmdaClient, connect_socket_pmda, process_stream
 from pmda_py.testing.dbpmda.transcript import Transcript
@@ -191,12 +192,13 @@ class PmdaLink:
         except trio.TooSlowError:
             self.out.complain(f"__pmGetPDU({fd}): {errstr(PmErr.TIMEOUT)}\n")
         except _IllegalLength as bad:
-            # libpcp's log line, then its error
-            stamp = time.strftime("%a %b %d %H:%M:%S")
-            self.out.complain(
-                f"[{stamp}] dbpmda({os.getpid()}) Error: __pmGetPDU: fd={fd} illegal PDU len={bad.length} in hdr\n"
-                f"__pmGetPDU({fd}): {errstr(PmErr.IPC)}\n"
-            )
+            # libpcp's error, after (before PCP 6.2.2, where it became a -Dpdu line) its log line
+            if pcp_version() < (6, 2, 2):
+                stamp = time.strftime("%a %b %d %H:%M:%S")
+                self.out.complain(
+                    f"[{stamp}] dbpmda({os.getpid()}) Error: __pmGetPDU: fd={fd} illegal PDU len={bad.length} in hdr\n"
+                )
+            self.out.complain(f"__pmGetPDU({fd}): {errstr(PmErr.IPC)}\n")
         else:
             kind = int.from_bytes(frame[4:8], "big", signed=True)
             if kind == PduType.CREDS:
