@@ -220,6 +220,8 @@ def test_libpcp_parser_errors() -> None:
         "root { a *:*:* }\n": (1, "Illegal PMID"),
         "root { a 600:*:* }\n": (1, "Illegal domain field in dynamic PMID"),
         "#pragma x\nroot { a 1:0:0 }\n": (1, "Illegal line number control number"),
+        # white space, then a colon: libpcp's scanner loses the colon (dbpmda 6.0.3)
+        "root {\n   :1:2:3 a 1:0:0\n}\n": (2, "Expected NAME or }"),
     }
     for text, (line, reason) in cases.items():
         err = _err(text)

@@ -16,7 +16,6 @@ from pmda_py.pmapi import DYNAMIC_PMID, pmid, pmid_cluster, pmid_domain, pmid_it
 
 __all__ = ["load", "loads", "parse"]
 
-_COLON = re.compile(r"[ \t\r\f\v]*:[ \t\r\f\v]*")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _PATH = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")
 #: libpcp's ``sscanf(line, "# %d \"%s")`` of a line control line
@@ -41,8 +40,10 @@ def _libpcp_line(text: str) -> str:
                 inspace = True
         elif ch == ":":
             if inspace:
-                out.pop()
                 inspace = False
+                if not out:  # white space first: libpcp writes this colon before its buffer, lost
+                    continue
+                out.pop()
             out.append(ch)
         else:
             out.append(ch)
@@ -171,9 +172,10 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
                 kind = "PATH"
             else:
                 try:
-                    kind = "PMID" if _pmid_token(tok, lex_fail) is not None else "BOGUS"
+                    value = _pmid_token(tok, lex_fail)
                 except PmnsError:
-                    kind = "BOGUS"
+                    value = None
+                kind = "BOGUS" if value is None else "PMID"
             if state == 0:
                 if kind not in ("NAME", "PATH"):
                     raise fail("Expected NAME or PATH")
@@ -199,7 +201,7 @@ def parse(lines: Iterable[tuple[str, int, str]], *, dupok: bool = True) -> Names
                     raise fail("Expected NAME or }" if state == 2 else "Expected NAME, PMID or }")
             else:  # state 3, a PMID
                 name, _ = seen[0].children[-1]
-                seen[0].children[-1] = (name, _pmid_token(tok, fail))
+                seen[0].children[-1] = (name, value)
                 state = 2
     e.lineno = -1  # past the end of input: libpcp's errors from here have no line
 
