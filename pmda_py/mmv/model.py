@@ -404,7 +404,7 @@ def _metric(
 def _section(image: Image, offset: int, length: int) -> memoryview:
     """``length`` bytes at ``offset`` (fewer where the image ends) as a view."""
     if isinstance(image, FileRegions):
-        return memoryview(image.read(offset, length))
+        return image.view(offset, length)
     return memoryview(image)[offset : offset + length]
 
 
@@ -496,9 +496,11 @@ def _strings(
 ) -> list[str | None]:
     """STRING values: each record's second word is the offset of its text."""
     extras = section.cast("q")
+    offsets = [extras[4 * s + 1] if s < nslots else -1 for _, s in slots]
+    if isinstance(image, FileRegions):  # every text in as few reads as it takes, within a budget
+        image.read_texts([o for o in offsets if o > 0], STRING_SIZE - 1)
     vals: list[str | None] = []
-    for _, s in slots:
-        off = extras[4 * s + 1] if s < nslots else -1
+    for off in offsets:
         if off <= 0 or off >= len(image):
             vals.append(None)
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import enum
 import struct
+from collections.abc import Iterable
 from typing import Any, Callable, Final, Literal, Union, overload
 
 import attrs
@@ -74,6 +75,11 @@ MAX_INSTANCES: Final = MAX_NAMED
 #: records point at, on demand) is refused at that read
 MAX_READ: Final = 2 * MAX_NAMED
 _CHUNK: Final = 4096  #: what a read on demand brings in (aligned)
+#: what the texts of string values may cost to read, per file and fetch
+#: (each read's bytes plus READ_CHARGE): 131 072 texts end to end, or about
+#: 7 700 scattered ones; past it the file's string values are refused
+TEXT_BUDGET: Final = 32 << 20
+READ_CHARGE: Final = _CHUNK  #: a read costs as much as this many bytes more
 
 
 class TocType(enum.IntEnum):
@@ -156,6 +162,7 @@ class FileRegions:
         self._starts: list[int] = []
         self._blocks: list[bytes] = []
         self.read_bytes = 0  #: bytes read so far (the cost of this file)
+        self.text_cost = 0  #: what :meth:`read_texts` read so far, with its charge per read
 
     def __len__(self) -> int:
         return self.size
@@ -205,24 +212,63 @@ class FileRegions:
     def _fill(self, start: int, end: int) -> None:
         """Read the parts of ``[start, end)`` no block holds, each a block
         of its own: nothing is read twice, nothing held is copied."""
+        self._read_gaps(self._gaps(start, end))
+
+    def _gaps(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of ``[start, end)`` no block holds, in order."""
         starts, blocks = self._starts, self._blocks
+        out: list[tuple[int, int]] = []
         k = bisect.bisect_right(starts, start)
         pos = start if k == 0 else max(start, starts[k - 1] + len(blocks[k - 1]))
         while pos < end:
             stop = min(end, starts[k]) if k < len(starts) else end
             if stop > pos:
-                data = self._pread(pos, stop)
-                if not data:
-                    return
-                starts.insert(k, pos)
-                blocks.insert(k, data)
-                k += 1
-                if pos + len(data) < stop:
-                    return
+                out.append((pos, stop))
             if k >= len(starts):
-                return
+                break
             pos = max(pos, starts[k] + len(blocks[k]))
             k += 1
+        return out
+
+    def _read_gaps(self, gaps: list[tuple[int, int]]) -> None:
+        """Read ``gaps`` (parts no block holds, in order), each into a block
+        of its own, until the file ends."""
+        for pos, stop in gaps:
+            data = self._pread(pos, stop)
+            if data:
+                k = bisect.bisect_right(self._starts, pos)
+                self._starts.insert(k, pos)
+                self._blocks.insert(k, data)
+            if pos + len(data) < stop:
+                return  # the file ends here now
+
+    def read_texts(self, offsets: Iterable[int], width: int) -> None:
+        """Read the ``width`` bytes at each of ``offsets`` (the texts string
+        values point at) that no block holds yet, in order, windows less
+        than a chunk apart in one read; each read costs its bytes plus
+        :data:`READ_CHARGE`, all of this object's together at most
+        :data:`TEXT_BUDGET` (:class:`MmvFormatError` past it, before any of
+        these is read).  Offsets outside the file are left alone."""
+        spans: list[list[int]] = []
+        for o in sorted(set(offsets)):
+            if o < 0 or o >= self.size:
+                continue
+            e = min(self.size, o + width)
+            if spans and o <= spans[-1][1] + _CHUNK:
+                spans[-1][1] = max(spans[-1][1], e)
+            else:
+                spans.append([o, e])
+        gaps = [g for o, e in spans for g in self._gaps(o, e)]
+        cost = self.text_cost + sum(e - o for o, e in gaps) + READ_CHARGE * len(gaps)
+        if cost > TEXT_BUDGET:
+            self.text_cost = TEXT_BUDGET + 1  # later string values of this file in this fetch: refused too
+            raise MmvFormatError(
+                f"its string values point at more than {TEXT_BUDGET} bytes of text to read",
+                section="values",
+                offset=gaps[0][0],
+            )
+        self.text_cost = cost
+        self._read_gaps(gaps)
 
     def _covered(self, start: int, end: int) -> bytes | None:
         """``[start, end)`` from the blocks held (None if not all are)."""
@@ -245,6 +291,18 @@ class FileRegions:
             if pos >= end:
                 return b"".join(parts)
         return None
+
+    def view(self, offset: int, length: int) -> memoryview:
+        """:meth:`read` as a view: no copy where one block holds the range
+        (a metric's values are a view of the values section, read once per
+        fetch, however many metrics a fetch reads from it)."""
+        end = min(self.size, offset + length)
+        k = bisect.bisect_right(self._starts, offset) - 1
+        if 0 <= offset < end and k >= 0:
+            base, block = self._starts[k], self._blocks[k]
+            if end <= base + len(block):
+                return memoryview(block)[offset - base : end - base]
+        return memoryview(self.read(offset, length))
 
     def read(self, offset: int, length: int) -> bytes:
         """The file's bytes ``[offset, offset + length)``, cut at its end

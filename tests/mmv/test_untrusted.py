@@ -454,30 +454,135 @@ async def test_texts_on_page_after_page_cost_one_read_each(tmp_path: Path, monke
     assert sum(reads) < 20 << 20, sum(reads)
 
 
-async def test_a_file_pointing_at_too_much_costs_only_its_metric(tmp_path: Path) -> None:
-    """Values whose texts are spread over more than 128 MiB: the metric is
-    refused (PM_ERR_GENERIC) with one log line, after at most 128 MiB read,
-    and another file's metric in the same fetch is answered."""
+async def test_a_file_pointing_at_too_much_costs_only_its_metric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values whose texts are spread over more than the text budget: the
+    metric is refused (PM_ERR_GENERIC) with one log line, before any text
+    is read (the values section is all a fetch reads of the file; it read
+    128 MiB of text, a third of a second, each fetch), and another file's
+    metric in the same fetch is answered."""
     from structlog.testing import capture_logs
 
-    from pmda_py.mmv.reader import MAX_READ
+    from pmda_py.mmv.reader import TEXT_BUDGET
 
     d = tmp_path / "mmv"
     d.mkdir()
-    n = MAX_READ // 4096 + 100
+    n = TEXT_BUDGET // 4096 + 100
     _strings_file(d / "app", n, 4096)
     (d / "good").write_bytes(_with_cluster(SIMPLE, 700))
     table = MmvTable(dir=str(d), compat="1", sweep="600")
+    reads: list[int] = []
+    real = os.pread
+
+    def pread(fd: int, size: int, off: int) -> bytes:
+        reads.append(size)
+        return real(fd, size, off)
+
     with capture_logs() as logs:
         async with open_table_pmda(table, mount="mmv", domain=70) as pmda:
             good = list(await pmda.traverse("mmv.good"))
             for _ in range(3):
+                monkeypatch.setattr(os, "pread", pread)
                 with trio.fail_after(10):
                     got = await pmda.fetch_values(["mmv.app.s", *good])
+                monkeypatch.undo()
     assert isinstance(got["mmv.app.s"], PmdaError) and "Generic" in str(got["mmv.app.s"]), got["mmv.app.s"]
     assert good and not any(isinstance(got[x], PmdaError) for x in good), got
     lines = [e for e in logs if e["event"] == "mmv_problem" and e["file"] == "app"]
-    assert len(lines) == 1 and str(MAX_READ) in lines[0]["problem"], lines
+    assert len(lines) == 1 and str(TEXT_BUDGET) in lines[0]["problem"], lines
+    assert 0 < sum(reads) < 3 * (32 * n + 8192), sum(reads)  # the values sections, 3 fetches
+
+
+async def test_scattered_texts_are_read_exactly_and_within_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Texts 64 KiB apart: each costs one read of its own 255 bytes, not a
+    page or two; so many of them that the reads would cost more than the
+    text budget (each read charged as a page more) are refused before any
+    is read, where they cost one 4 KiB read each, 30 MiB a fetch."""
+    from pmda_py.mmv.reader import READ_CHARGE, TEXT_BUDGET
+
+    real = os.pread
+    for n, refused in ((1000, False), (TEXT_BUDGET // (255 + READ_CHARGE) + 10, True)):
+        d = tmp_path / f"mmv{n}"
+        d.mkdir()
+        _strings_file(d / "app", n, 65536)
+        reads: list[int] = []
+
+        def pread(fd: int, size: int, off: int, reads: list[int] = reads) -> bytes:
+            reads.append(size)
+            return real(fd, size, off)
+
+        async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+            assert list(await pmda.traverse("mmv.app")) == ["mmv.app.s"]
+            monkeypatch.setattr(os, "pread", pread)
+            with trio.fail_after(10):
+                got = (await pmda.fetch_values(["mmv.app.s"]))["mmv.app.s"]
+            monkeypatch.undo()
+        texts = [r for r in reads if r == 255]
+        if refused:
+            assert isinstance(got, PmdaError) and "Generic" in str(got), got
+            assert not texts and sum(reads) < 32 * n + 8192, (len(texts), sum(reads))
+        else:
+            assert isinstance(got, dict) and len(got) == n and set(got.values()) == {""}, got
+            assert len(texts) == n and sum(reads) < 32 * n + 8192 + 255 * n, sum(reads)
+
+
+def _far_slots_file(path: Path, m: int, v: int, cluster: int = 9) -> None:
+    """A v2 file: indom 1 of 2 instances and ``m`` U64 metrics over it, each
+    with its two value records at slot k and slot v - m + k of a values
+    section of ``v`` records (the records between name no metric)."""
+    tocs = 5
+    off_indoms = 40 + 16 * tocs
+    off_insts = off_indoms + 32
+    off_metrics = off_insts + 24 * 2
+    off_values = off_metrics + 48 * m
+    off_strings = off_values + 32 * v
+    buf = bytearray(off_strings + 256 * (m + 2))
+    gen = 0x6E000000 + cluster
+    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
+    toc = [(1, 1, off_indoms), (2, 2, off_insts), (3, m, off_metrics), (4, v, off_values), (5, m + 2, off_strings)]
+    for t, (ttype, count, off) in enumerate(toc):
+        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    struct.pack_into("=IIQQQ", buf, off_indoms, 1, 2, off_insts, 0, 0)
+    for i in range(2):
+        so = off_strings + 256 * (m + i)
+        buf[so : so + 2] = b"i%d" % i
+        struct.pack_into("=QIiQ", buf, off_insts + 24 * i, off_indoms, 0, i, so)
+    for k in range(m):
+        so = off_strings + 256 * k
+        name = b"m%d" % k
+        buf[so : so + len(name)] = name
+        mo = off_metrics + 48 * k
+        struct.pack_into("=QIiIIiIQQ", buf, mo, so, k, 3, 3, 0, 1, 0, 0, 0)  # U64, instant, indom 1
+        for slot, inst in ((k, 0), (v - m + k, 1)):
+            struct.pack_into("=QqQQ", buf, off_values + 32 * slot, 1000 + k, 0, mo, off_insts + 24 * inst)
+    path.write_bytes(bytes(buf))
+
+
+async def test_metrics_at_both_ends_of_a_big_values_section_copy_it_once(tmp_path: Path) -> None:
+    """64 metrics, each with a value at the start and at the end of an
+    8 MiB values section: a fetch of them reads the section once and takes
+    each metric's values from it without copying it (each metric copied
+    the section up to its last value: 64 x 8 MiB here, 7 s a fetch with
+    200 metrics over 64 MiB, past pmcd's timeout)."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    m, v = 64, 1 << 18
+    _far_slots_file(d / "app", m, v)
+    async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+        names = list(await pmda.traverse("mmv.app"))
+        assert len(names) == m
+        tracemalloc.start()
+        try:
+            with trio.fail_after(30):
+                got = await pmda.fetch_values(names)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert all(got[f"mmv.app.m{k}"] == {0: 1000 + k, 1: 1000 + k} for k in range(m)), got
+    assert peak < 32 * v + (4 << 20), f"{peak} bytes allocated to fetch from an {32 * v}-byte values section"
 
 
 @pytest.mark.parametrize("how", ["one indom, instances over a sparse tail", "many indoms, the same instances"])
