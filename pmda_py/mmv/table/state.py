@@ -50,6 +50,10 @@ class ScanState:
     metrics: list[Metric] = attrs.field(factory=list)
     by_metric: dict[int, ExportMetric] = attrs.field(factory=dict)
     ordered: dict[int, bool] = attrs.field(factory=dict)
+    #: the instance ids a metric not in instance order is fetched along
+    #: (pmdammv's order: the indom's listing, else its instances), only
+    #: those it has values for, each as often as the order lists it
+    fetch_order: dict[int, list[int]] = attrs.field(factory=dict)
     packed: dict[int, PackedSlots] = attrs.field(factory=dict)
     #: each metric by what it was made of (see derive)
     reuse: dict[_ReuseKey, Metric] = attrs.field(factory=dict)
@@ -131,6 +135,7 @@ def derive(
     old_indoms = prev.indoms if prev is not None else {}
     _derive_indoms(st, export, old_indoms, pcp7)
     old_metrics = prev.reuse if prev is not None else {}
+    orders: dict[int, _OrderIndex] = {}  # made once per indom: a metric then costs its own values, not the indom
     for em in export.metrics:
         ind = None
         if em.indom is not None:  # a missing indom still gets one (no instances)
@@ -150,7 +155,7 @@ def derive(
         st.metrics.append(m)
         st.by_metric[id(m)] = em
         if ind is not None:
-            _plan_fetch(st, m, em, ind)
+            _plan_fetch(st, m, em, ind, orders)
     return st
 
 
@@ -190,13 +195,28 @@ def _metric(em: ExportMetric, ind: InDom | None) -> Metric | None:
         return None
 
 
-def _plan_fetch(st: ScanState, m: Metric, em: ExportMetric, ind: InDom) -> None:
+#: an indom's fetch order (pmdammv's: its listing, else its instances), and where each id is in it
+_OrderIndex = tuple[list[int], dict[int, list[int]]]
+
+
+def _plan_fetch(st: ScanState, m: Metric, em: ExportMetric, ind: InDom, orders: dict[int, _OrderIndex]) -> None:
     """Whether the metric's values come in instance order, and in one
     strided run of 64-bit values (the packed path, decided once per scan)."""
-    present = {i for i, _ in em.slots}
     # an indom listing an id twice: pmdammv fetches along the listing, each
     # entry getting its id's (first) value, so the repeated one comes twice
-    st.ordered[id(m)] = ind.listing is None and em.insts == [i for i in ind.instances if i in present]
+    index = orders.get(id(ind))
+    if index is None:
+        ids = list(ind.instances) if ind.listing is None else [i for i, _ in ind.listing]
+        where: dict[int, list[int]] = {}
+        for p, i in enumerate(ids):
+            where.setdefault(i, []).append(p)
+        index = orders[id(ind)] = (ids, where)
+    ids, where = index
+    present = {i for i, _ in em.slots if i is not None}
+    order = [ids[p] for p in sorted(p for i in present for p in where.get(i, ()))]
+    st.ordered[id(m)] = ind.listing is None and em.insts == order
+    if not st.ordered[id(m)]:
+        st.fetch_order[id(m)] = order
     if (
         st.ordered[id(m)]
         and em.strided is not None

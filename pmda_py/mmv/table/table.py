@@ -150,6 +150,7 @@ class MmvTable(Table):
         self._indoms: dict[int, InDom] = {}
         self._by_metric: dict[int, ExportMetric] = {}
         self._ordered: dict[int, bool] = {}
+        self._fetch_order: dict[int, list[int]] = {}
         self._packed: dict[int, PackedSlots] = {}
         self._plan: PackedPlan | None = None
         self._files: dict[str, Loaded] = {}
@@ -283,7 +284,17 @@ class MmvTable(Table):
             for seq in (ex.metrics, ex.diagnostics, st.metrics):
                 while seq:
                     seq.pop()
-            for mapping in (ex.indoms, ex.clusters, st.files, st.indoms, st.by_metric, st.ordered, st.packed, st.reuse):
+            for mapping in (
+                ex.indoms,
+                ex.clusters,
+                st.files,
+                st.indoms,
+                st.by_metric,
+                st.ordered,
+                st.fetch_order,
+                st.packed,
+                st.reuse,
+            ):
                 while mapping:
                     mapping.popitem()
 
@@ -384,6 +395,7 @@ class MmvTable(Table):
         self._metrics = st.metrics
         self._by_metric = st.by_metric
         self._ordered = st.ordered
+        self._fetch_order = st.fetch_order
         self._packed = st.packed
         self.reload_flag = 1 if st.export.reload else 0
         self.generation += 1
@@ -493,8 +505,7 @@ class MmvTable(Table):
             return PmdaError(code=PmErr.APPVERSION)
         order = None
         if m.indom is not None and not self._ordered.get(id(m), False):
-            listing = m.indom.listing
-            order = list(m.indom.instances) if listing is None else [i for i, _ in listing]
+            order = self._fetch_order.get(id(m), [])
         insts, vals = read_values(em, img, order)
         if m.indom is None:
             if not em.slots:

@@ -1,0 +1,113 @@
+"""A file whose indom is large and whose metrics have few values each, not
+in the indom's order: scanning and fetching cost each metric its own
+values, not the indom's size (each metric walked the whole indom, at the
+scan and at every fetch: 100 metrics over 100 000 instances cost a quarter
+of a second a fetch, 1 023 over 250 000 past pmcd's timeout)."""
+
+from __future__ import annotations
+
+import struct
+import sys
+import threading
+import tracemalloc
+from pathlib import Path
+from types import FrameType
+from typing import Any, Callable, Optional
+
+import trio
+
+from pmda_py.mmv.table import MmvTable
+from pmda_py.testing.harness import open_table_pmda
+
+N = 40_000  #: instances
+M = 40  #: metrics
+
+
+def big_indom_file(path: Path, n: int, m: int, cluster: int = 9) -> None:
+    """A v2 file: indom 1 of ``n`` instances and ``m`` U64 metrics over it,
+    each with values for instances 1 and 0 (10k + 1, 10k), in that order
+    (not the indom's)."""
+    tocs = 5
+    off_indoms = 40 + 16 * tocs
+    off_insts = off_indoms + 32
+    off_metrics = off_insts + 24 * n
+    off_values = off_metrics + 48 * m
+    off_strings = off_values + 32 * 2 * m
+    buf = bytearray(off_strings + 256 * (m + n))
+    gen = 0x6E000000 + cluster
+    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
+    toc = [(1, 1, off_indoms), (2, n, off_insts), (3, m, off_metrics), (4, 2 * m, off_values), (5, m + n, off_strings)]
+    for t, (ttype, count, off) in enumerate(toc):
+        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    struct.pack_into("=IIQQQ", buf, off_indoms, 1, n, off_insts, 0, 0)
+    for i in range(n):
+        so = off_strings + 256 * (m + i)
+        name = b"i%d" % i
+        buf[so : so + len(name)] = name
+        struct.pack_into("=QIiQ", buf, off_insts + 24 * i, off_indoms, 0, i, so)
+    for k in range(m):
+        so = off_strings + 256 * k
+        name = b"m%d" % k
+        buf[so : so + len(name)] = name
+        mo = off_metrics + 48 * k
+        struct.pack_into("=QIiIIiIQQ", buf, mo, so, k, 3, 3, 0, 1, 0, 0, 0)  # U64, instant, indom 1
+        for j, inst in enumerate((1, 0)):
+            struct.pack_into("=QqQQ", buf, off_values + 32 * (2 * k + j), 10 * k + inst, 0, mo, off_insts + 24 * inst)
+    path.write_bytes(bytes(buf))
+
+
+_Tracer = Callable[[FrameType, str, Any], Optional["_Tracer"]]
+
+
+def _line_counter(suffix: str) -> tuple[list[int], _Tracer]:
+    """A trace function counting the lines run in files ending in ``suffix``
+    (comprehensions included: each step of their loop is a line event)."""
+    count = [0]
+
+    def local(frame: FrameType, event: str, arg: Any) -> _Tracer:
+        if event == "line":
+            count[0] += 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> _Tracer | None:
+        return local if frame.f_code.co_filename.endswith(suffix) else None
+
+    return count, tracer
+
+
+async def test_a_scan_walks_a_big_indom_once(tmp_path: Path) -> None:
+    d = tmp_path / "mmv"
+    d.mkdir()
+    big_indom_file(d / "app", N, M)
+    count, tracer = _line_counter("mmv/table/state.py")
+    threading.settrace(tracer)  # the scanner's thread
+    sys.settrace(tracer)  # a scan made inline
+    try:
+        async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+            names = list(await pmda.traverse("mmv.app"))
+    finally:
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
+    assert len(names) == M
+    # the indom's index once (two lines an instance), then a few lines a metric
+    assert 0 < count[0] < 3 * N + 200 * M, count[0]
+
+
+async def test_a_fetch_costs_the_values_not_the_indom(tmp_path: Path) -> None:
+    d = tmp_path / "mmv"
+    d.mkdir()
+    big_indom_file(d / "app", N, M)
+    async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+        names = list(await pmda.traverse("mmv.app"))
+        await pmda.fetch_values(names)
+        tracemalloc.start()
+        try:
+            with trio.fail_after(30):
+                got = await pmda.fetch_values(names)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert got == {f"mmv.app.m{k}": {0: 10 * k, 1: 10 * k + 1} for k in range(M)}, got
+    # a list of the indom's ids is 8 bytes an instance (and the pmda's own
+    # fetch of 80 values about 100 KB)
+    assert peak < 5 * N, f"{peak} bytes allocated for a fetch of {2 * M} values"
