@@ -293,6 +293,9 @@ class _FileLabels:
 def _add_indoms(data: Image, mf: MmvFile, c: int, labels: _FileLabels, indoms: dict[int, ExportIndom]) -> None:
     """The file's indoms under their 22-bit PCP serials (an indom a file
     repeats gains the new instance ids only)."""
+    # the instance ids instance label records name (a file's instances are
+    # each looked up only if named: up to 255 records, not per instance)
+    labelled = {lb.internal & 0xFFFFFFFF for lb in mf.labels if lb.flags & 0x20}
     for ind in mf.indoms:
         serial = ((c << 11) | ind.serial) & 0x3FFFFF
         insts: dict[int, str] = {}
@@ -311,6 +314,8 @@ def _add_indoms(data: Image, mf: MmvFile, c: int, labels: _FileLabels, indoms: d
 
         inst_labels: dict[int, PcpLabelSet] = {}
         for k in insts:
+            if k & 0xFFFFFFFF not in labelled:  # no record can be for it: the records are not searched
+                continue
 
             def inst_pred(f: int, i: int, n: int, serial: int = serial, k: int = k, c: int = c) -> bool:
                 return bool(f & 0x20) and n & 0xFFFFFFFF == k & 0xFFFFFFFF and ((c << 11) | i) & 0xFFFFFFFF == serial
