@@ -164,3 +164,28 @@ def test_automatic_clusters_survive_rescans(tmp_path: Path) -> None:
     last = _clusters(disp)
     assert {k: last[k] for k in ("a", "m", "z")} == {k: then[k] for k in ("a", "m", "z")}, (then, last)
     assert len({c for cs in last.values() for c in cs}) == len(last)  # no two share one
+
+
+def test_clusters_of_gone_files_are_remembered_within_a_bound(tmp_path: Path) -> None:
+    """A writer making file after file of new names: the table remembers
+    the clusters of at most REMEMBERED files gone (those seen last), so
+    the map does not grow with every name ever seen (it did), and a file
+    gone lately still gets its cluster back."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    table = MmvTable(dir=str(d), compat="1", pcp_version="6.0.3")
+    table.REMEMBERED = 3
+    (d / "keep").write_bytes(_with_cluster(HELP, 0))
+    given: dict[str, int] = {}
+    for k in range(12):
+        name = f"f{k:02d}"
+        (d / name).write_bytes(_with_cluster(HELP, 0))
+        table._apply(table._scan_state())
+        given[name] = table.export.clusters[name]
+        (d / name).unlink()
+        assert len(table._sticky) <= 2 + 3, table._sticky
+    assert set(table._sticky) == {"keep", "f11", "f10", "f09", "f08"}, table._sticky  # f11: at the last scan
+    (d / "f10").write_bytes(_with_cluster(HELP, 0))
+    table._apply(table._scan_state())
+    assert table.export.clusters["f10"] == given["f10"], (table.export.clusters, given)
+    assert table.export.clusters["keep"] == table._sticky["keep"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import functools
 import gc
+import itertools
 import os
 import threading
 import time
@@ -109,6 +110,8 @@ class MmvTable(Table):
     accepts_options = True
     dynamic_names = True  # one subtree per MMV file, appearing and going at run time
     check_mode = "inline"  # check() is a stat and a queue read: called in the event loop
+    #: files gone from the directory whose clusters are remembered
+    REMEMBERED = 4096
 
     def __init__(
         self,
@@ -168,7 +171,7 @@ class MmvTable(Table):
         self._prev: ScanState | None = None
         #: scans swapped out, for the scanner thread to take apart (see _dismantle)
         self._retired: list[ScanState] = []
-        self._sticky: dict[str, int] = {}
+        self._sticky: dict[str, int] = {}  # file -> its cluster, present files last (see _remember)
         self._control()
         self.generation = 0
         self._scanned = False
@@ -311,6 +314,20 @@ class MmvTable(Table):
                 return True
         return False
 
+    def _remember(self, clusters: dict[str, int]) -> None:
+        """Remember the clusters of this scan's files (a file asking for
+        none gets its own back when it comes back), and of at most
+        :attr:`REMEMBERED` files gone from the directory, those seen last:
+        a writer making file after file of new names cannot grow the map."""
+        sticky = self._sticky
+        for name, c in clusters.items():  # the present ones go last: the oldest gone ones come first
+            sticky.pop(name, None)
+            sticky[name] = c
+        excess = len(sticky) - len(clusters) - self.REMEMBERED
+        if excess > 0:
+            for name in list(itertools.islice(sticky, excess)):
+                del sticky[name]
+
     def _note(self, name: str, why: str | None, event: str, **fields: object) -> None:
         """Log a file's problem once per change of it."""
         if self._problems.get(name) == why:
@@ -371,7 +388,7 @@ class MmvTable(Table):
             if self._diag_seen.get(key) != diags[fname]:
                 log.warning("mmv_problem", file=fname, section=d.section, offset=d.offset, problem=d.reason)
         self._diag_seen = {(f, files[f].ident if f in files else None): reasons for f, reasons in diags.items()}
-        self._sticky.update(export.clusters)
+        self._remember(export.clusters)
         files = {name: ld for name, ld in files.items() if name in export.clusters}
         state = self._prev = derive(export, files, dir_state, self._prev, self.pcp7)
         state.seconds = time.monotonic() - t0
