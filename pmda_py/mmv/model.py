@@ -23,6 +23,7 @@ import attrs
 
 from pmda_py.errors import PmErr
 from pmda_py.mmv.reader import (
+    MAX_DIAGNOSTICS,
     STRING_SIZE,
     VALUE,
     Diagnostic,
@@ -160,6 +161,7 @@ def build(
         cluster_labels = labels.find(cluster_pred, 0x08, f"cluster {c}")
         index = _value_index(mf)
         seen_items: set[int] = set()
+        refused = 0
         for rec in mf.metrics:
             dup = rec.item in seen_items
             seen_items.add(rec.item)
@@ -169,10 +171,17 @@ def build(
             full = "mmv." + (f"{img.name}." if prefix_files and not mf.flags & MmvFlags.NOPREFIX else "") + rel
             why = _refused(rec, full, names, dup)
             if why is not None:
-                diags.append((img.name, Diagnostic("metrics", rec.offset, why)))
+                refused += 1
+                if refused <= MAX_DIAGNOSTICS:  # the others are counted (a million bad records cost a count)
+                    diags.append((img.name, Diagnostic("metrics", rec.offset, why)))
                 continue
             names.add(full)
             metrics.append(_metric(img, mf, c, rec, full[4:], index, cluster_labels, labels.find))
+        if refused > MAX_DIAGNOSTICS:
+            more = (
+                f"{refused - MAX_DIAGNOSTICS} more metric records refused (only the first {MAX_DIAGNOSTICS} are named)"
+            )
+            diags.append((img.name, Diagnostic("metrics", 0, more)))
     return Export(metrics, indoms, clusters, len(loaded), reload, diags)
 
 

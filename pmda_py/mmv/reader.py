@@ -67,6 +67,7 @@ STRING_SIZE: Final = 256  #: mmv_disk_string_t
 MAX_METRICS: Final = 1023
 MAX_INDOMS: Final = 4194303
 MAX_LABELS: Final = 255
+MAX_DIAGNOSTICS: Final = 64  #: problems named per file parse (more are counted)
 MAX_TOCS: Final = 1024  #: a TOC with more entries is refused (libpcp_mmv writes at most 6)
 MAX_NAMED: Final = 64 << 20  #: sections naming more bytes than this: the file is refused
 #: indoms naming more bytes of instance records than this, together: the file is refused
@@ -510,7 +511,7 @@ class MmvFile:
             sections.values_offset,
             sections.values_count,
             tuple(sections.labels),
-            tuple(sections.diags),
+            sections.noted(),
         )
 
 
@@ -531,6 +532,22 @@ class _Sections:
         self.labels: list[MmvLabel] = []
         self.values_offset, self.values_count = -1, 0
         self.instance_bytes = 0  #: instance records the indoms named so far
+        self.unnamed = 0  #: problems past MAX_DIAGNOSTICS, counted only
+
+    def _diag(self, diag: Diagnostic) -> None:
+        """Note a problem (the first :data:`MAX_DIAGNOSTICS`; the others
+        are counted: a file of a million bad records costs a count)."""
+        if len(self.diags) < MAX_DIAGNOSTICS:
+            self.diags.append(diag)
+        else:
+            self.unnamed += 1
+
+    def noted(self) -> tuple[Diagnostic, ...]:
+        """The problems noted, and how many more there were."""
+        if not self.unnamed:
+            return tuple(self.diags)
+        more = f"{self.unnamed} more problems (only the first {MAX_DIAGNOSTICS} are named)"
+        return (*self.diags, Diagnostic("file", 0, more))
 
     def read(self, toc_off: int) -> None:
         """The section of the TOC entry at ``toc_off``."""
@@ -544,15 +561,15 @@ class _Sections:
         elif ttype == TocType.LABELS:
             self._labels(count, offset)
         elif ttype not in (TocType.INSTANCES, TocType.STRINGS):
-            self.diags.append(Diagnostic("toc", toc_off, f"bad TOC type {ttype}"))
+            self._diag(Diagnostic("toc", toc_off, f"bad TOC type {ttype}"))
 
     def _metrics(self, count: int, offset: int) -> None:
         rec = METRIC2 if self.v2 else METRIC1
         if count > MAX_METRICS:
-            self.diags.append(Diagnostic("metrics", offset, f"metrics count {count} > {MAX_METRICS}"))
+            self._diag(Diagnostic("metrics", offset, f"metrics count {count} > {MAX_METRICS}"))
             return
         if offset + count * rec.size > self.size:
-            self.diags.append(Diagnostic("metrics", offset, f"{count} metrics past end of file"))
+            self._diag(Diagnostic("metrics", offset, f"{count} metrics past end of file"))
             return
         for k in range(count):
             off = offset + k * rec.size
@@ -561,7 +578,7 @@ class _Sections:
                 noff = f[0]
                 if noff + STRING_SIZE > self.size:
                     name = b""
-                    self.diags.append(Diagnostic("metrics", off, f"name offset {noff} past end of file"))
+                    self._diag(Diagnostic("metrics", off, f"name offset {noff} past end of file"))
                 else:
                     name = cstring(self.buf, noff, STRING_SIZE - 1)
             else:
@@ -570,7 +587,7 @@ class _Sections:
 
     def _indoms(self, count: int, offset: int) -> None:
         if count > MAX_INDOMS or offset + INDOM.size * count > self.size:
-            self.diags.append(Diagnostic("indoms", offset, f"bad indom section ({count} entries)"))
+            self._diag(Diagnostic("indoms", offset, f"bad indom section ({count} entries)"))
             return
         # instances may lie outside the sections the TOC names, and many
         # indoms may name the same ones: bounded together, before any is read
@@ -588,10 +605,10 @@ class _Sections:
             serial, icount, ioff, short, helpt = self.unpack(INDOM, off)
             length = icount * (INSTANCE2 if self.v2 else INSTANCE1).size
             if ioff + length > self.size:
-                self.diags.append(Diagnostic("indoms", off, f"indom {serial}: {icount} instances past end"))
+                self._diag(Diagnostic("indoms", off, f"indom {serial}: {icount} instances past end"))
                 continue
             if serial > MAX_INDOMS:
-                self.diags.append(Diagnostic("indoms", off, f"invalid serial {serial}"))
+                self._diag(Diagnostic("indoms", off, f"invalid serial {serial}"))
                 continue
             if isinstance(self.buf, FileRegions):
                 self.buf.add(ioff, length)
@@ -605,7 +622,7 @@ class _Sections:
             r = self.unpack(inst_rec, ro)
             if self.v2:
                 if r[3] + 1 > self.size:
-                    self.diags.append(Diagnostic("instances", ro, f"name offset {r[3]} past end"))
+                    self._diag(Diagnostic("instances", ro, f"name offset {r[3]} past end"))
                     continue
                 nm = cstring(self.buf, r[3], STRING_SIZE - 1)
             else:
@@ -616,7 +633,7 @@ class _Sections:
     def _values(self, count: int, offset: int) -> None:
         self.values = []
         if offset + VALUE.size * count > self.size:
-            self.diags.append(Diagnostic("values", offset, f"{count} values past end of file"))
+            self._diag(Diagnostic("values", offset, f"{count} values past end of file"))
             self.values_offset, self.values_count = -1, 0
             return
         self.values_offset, self.values_count = offset, count
@@ -626,14 +643,14 @@ class _Sections:
             inst: int | None = None
             if ioff:
                 if ioff + 16 > self.size:
-                    self.diags.append(Diagnostic("values", off, f"instance offset {ioff} past end"))
+                    self._diag(Diagnostic("values", off, f"instance offset {ioff} past end"))
                     continue
                 inst = self.unpack(_I32, ioff + 12)[0]
             self.values.append(MmvValue(off, moff, inst))
 
     def _labels(self, count: int, offset: int) -> None:
         if count > MAX_LABELS or offset + LABEL.size * count > self.size:
-            self.diags.append(Diagnostic("labels", offset, f"bad label section ({count} labels)"))
+            self._diag(Diagnostic("labels", offset, f"bad label section ({count} labels)"))
             return
         # pmdammv keeps the last good LABELS section, copies each record
         # to its stack and reads the payload with strlen(): one filling
@@ -644,7 +661,7 @@ class _Sections:
             off = offset + k * LABEL.size
             lf, ident, internal, payload = self.unpack(LABEL, off)
             if b"\0" not in payload:
-                self.diags.append(
+                self._diag(
                     Diagnostic(
                         "labels",
                         off,

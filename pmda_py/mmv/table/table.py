@@ -112,6 +112,8 @@ class MmvTable(Table):
     check_mode = "inline"  # check() is a stat and a queue read: called in the event loop
     #: files gone from the directory whose clusters are remembered
     REMEMBERED = 4096
+    #: problems of one file logged per scan that finds them changed (one more line says how many were not)
+    LOGGED_PROBLEMS = 16
 
     def __init__(
         self,
@@ -383,10 +385,18 @@ class MmvTable(Table):
         diags: dict[str, list[str]] = {}
         for fname, d in export.diagnostics:
             diags.setdefault(fname, []).append(f"{d.section}@{d.offset}: {d.reason}")
+        logged: dict[str, int] = {}
         for fname, d in export.diagnostics:
             key = (fname, files[fname].ident if fname in files else None)
             if self._diag_seen.get(key) != diags[fname]:
-                log.warning("mmv_problem", file=fname, section=d.section, offset=d.offset, problem=d.reason)
+                n = logged[fname] = logged.get(fname, 0) + 1
+                if n <= self.LOGGED_PROBLEMS:
+                    log.warning("mmv_problem", file=fname, section=d.section, offset=d.offset, problem=d.reason)
+        for fname, n in logged.items():
+            if n > self.LOGGED_PROBLEMS:
+                log.warning(
+                    "mmv_problems_not_logged", file=fname, logged=self.LOGGED_PROBLEMS, more=n - self.LOGGED_PROBLEMS
+                )
         self._diag_seen = {(f, files[f].ident if f in files else None): reasons for f, reasons in diags.items()}
         self._remember(export.clusters)
         files = {name: ld for name, ld in files.items() if name in export.clusters}
