@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import enum
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Callable, Final, Literal, Union, overload
 
 import attrs
@@ -497,6 +497,7 @@ class MmvFile:
         sections = _Sections(buf, unpack, version >= 2)
         for t in range(tocs):
             sections.read(HEADER.size + TOC.size * t)
+        sections.read_values()
         return cls(
             size,
             version,
@@ -533,6 +534,12 @@ class _Sections:
         self.values_offset, self.values_count = -1, 0
         self.instance_bytes = 0  #: instance records the indoms named so far
         self.unnamed = 0  #: problems past MAX_DIAGNOSTICS, counted only
+        self.deferred: list[tuple[int, int]] = []  #: the VALUES sections, in TOC order
+
+    def read_values(self) -> None:
+        """The VALUES sections named (in TOC order: the last good one wins)."""
+        for count, offset in self.deferred:
+            self._values(count, offset)
 
     def _diag(self, diag: Diagnostic) -> None:
         """Note a problem (the first :data:`MAX_DIAGNOSTICS`; the others
@@ -556,8 +563,8 @@ class _Sections:
             self._metrics(count, offset)
         elif ttype == TocType.INDOMS:
             self._indoms(count, offset)
-        elif ttype == TocType.VALUES:
-            self._values(count, offset)
+        elif ttype == TocType.VALUES:  # read after the others: the records naming a metric record are kept
+            self.deferred.append((count, offset))
         elif ttype == TocType.LABELS:
             self._labels(count, offset)
         elif ttype not in (TocType.INSTANCES, TocType.STRINGS):
@@ -637,7 +644,7 @@ class _Sections:
             self.values_offset, self.values_count = -1, 0
             return
         self.values_offset, self.values_count = offset, count
-        for k in range(count):
+        for k in self._naming_metrics(count, offset):
             off = offset + k * VALUE.size
             _v, _extra, moff, ioff = self.unpack(VALUE, off)
             inst: int | None = None
@@ -647,6 +654,19 @@ class _Sections:
                     continue
                 inst = self.unpack(_I32, ioff + 12)[0]
             self.values.append(MmvValue(off, moff, inst))
+
+    def _naming_metrics(self, count: int, offset: int) -> Sequence[int]:
+        """The indexes of the value records (of the section of ``count`` at
+        ``offset``) whose metric offset is a metric record's: only those
+        can be a metric's value, and a section of a million others costs a
+        pass over their metric column, not a record each."""
+        wanted = {m.offset for m in self.metrics}
+        size = VALUE.size * count
+        view = self.buf.view(offset, size) if isinstance(self.buf, FileRegions) else memoryview(self.buf)[offset:]
+        if len(view) < size:
+            return range(count)  # (cannot be: the section was checked to be in the file)
+        column = view[:size].cast("Q")[2::4]  # each record's third word: the metric offset
+        return [k for k, moff in enumerate(column) if moff in wanted]
 
     def _labels(self, count: int, offset: int) -> None:
         if count > MAX_LABELS or offset + LABEL.size * count > self.size:
