@@ -63,6 +63,8 @@ NO_TRIO = (
     "pmda_py.wire",
     "pmda_py.session",
     "pmda_py.pcplabels",
+    "pmda_py.mmv.layout",
+    "pmda_py.mmv.regions",
     "pmda_py.mmv.reader",
     "pmda_py.mmv.model",
     "pmda_py.mmv.scanner",

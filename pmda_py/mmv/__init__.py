@@ -1,5 +1,8 @@
 """MMV: Memory Mapped Value files read as PCP's pmdammv reads them.
 
+* :mod:`pmda_py.mmv.layout` -- the file layout: records, limits, problems;
+* :mod:`pmda_py.mmv.regions` -- a file as read: the sections named, the rest on
+  demand, within the limits;
 * :mod:`pmda_py.mmv.reader` -- pure, bounds-checked parsing of one file;
 * :mod:`pmda_py.mmv.model` -- what pmdammv exports for a set of files
   (names, PMIDs, descriptors, indoms, help, labels) and a fast value reader;

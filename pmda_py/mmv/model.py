@@ -22,8 +22,8 @@ from typing import Final, Literal, Union, cast
 import attrs
 
 from pmda_py.errors import PmErr
+from pmda_py.mmv.layout import MAX_DIAGNOSTICS
 from pmda_py.mmv.reader import (
-    MAX_DIAGNOSTICS,
     STRING_SIZE,
     VALUE,
     Diagnostic,

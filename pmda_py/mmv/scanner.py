@@ -25,8 +25,10 @@ from typing import Generic, TypeVar
 
 import attrs
 
+from pmda_py.mmv.layout import HEADER, MmvFormatError
 from pmda_py.mmv.model import FileImage
-from pmda_py.mmv.reader import HEADER, FileRegions, MmvFile, MmvFormatError
+from pmda_py.mmv.reader import MmvFile
+from pmda_py.mmv.regions import FileRegions
 from pmda_py.safefile import open_regular
 
 __all__ = ["Loaded", "Scanner", "changed", "load_file", "open_mmv"]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from pmda_py.mmv.reader import MAX_DIAGNOSTICS, MmvFile
+from pmda_py.mmv.layout import MAX_DIAGNOSTICS
+from pmda_py.mmv.reader import MmvFile
 from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.harness import open_table_pmda
 

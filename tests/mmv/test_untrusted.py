@@ -464,7 +464,7 @@ async def test_a_file_pointing_at_too_much_costs_only_its_metric(
     metric in the same fetch is answered."""
     from structlog.testing import capture_logs
 
-    from pmda_py.mmv.reader import TEXT_BUDGET
+    from pmda_py.mmv.layout import TEXT_BUDGET
 
     d = tmp_path / "mmv"
     d.mkdir()
@@ -501,7 +501,7 @@ async def test_scattered_texts_are_read_exactly_and_within_the_budget(
     page or two; so many of them that the reads would cost more than the
     text budget (each read charged as a page more) are refused before any
     is read, where they cost one 4 KiB read each, 30 MiB a fetch."""
-    from pmda_py.mmv.reader import READ_CHARGE, TEXT_BUDGET
+    from pmda_py.mmv.layout import READ_CHARGE, TEXT_BUDGET
 
     real = os.pread
     for n, refused in ((1000, False), (TEXT_BUDGET // (255 + READ_CHARGE) + 10, True)):
@@ -591,7 +591,8 @@ def test_indoms_naming_too_many_instances_are_refused(tmp_path: Path, how: str) 
     limit counts (anywhere in the file, and shared by any number of
     indoms): more than 64 MiB of instance records in all refuse the file,
     before an indom's instances are read."""
-    from pmda_py.mmv.reader import INDOM, MAX_INSTANCES, FileRegions, MmvFile, MmvFormatError
+    from pmda_py.mmv.layout import INDOM, MAX_INSTANCES
+    from pmda_py.mmv.reader import FileRegions, MmvFile, MmvFormatError
 
     src = (MMV / "reg_v2_longnames.mmv").read_bytes()
     ind = MmvFile.from_buffer(src).indoms[0]

@@ -30,8 +30,9 @@ import trio
 
 from pmda_py.config import option_seconds
 from pmda_py.errors import PmdaError, PmErr
+from pmda_py.mmv.layout import MmvFormatError
 from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvScalar, build, packed_values, read_values
-from pmda_py.mmv.reader import FileRegions, MmvFormatError
+from pmda_py.mmv.regions import FileRegions
 from pmda_py.mmv.scanner import Loaded, Scanner, changed, load_file, open_mmv
 from pmda_py.mmv.table.state import PackedPlan, PackedSlots, ScanState, derive
 from pmda_py.mmv.watch import DirWatch
