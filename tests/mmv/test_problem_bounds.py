@@ -136,3 +136,25 @@ async def test_a_sparse_values_section_is_served(tmp_path: Path) -> None:
     _sparse_values_file(d / "app", 200_000)
     async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
         assert await pmda.fetch_values(["mmv.app.m0"]) == {"mmv.app.m0": {0: 7}}
+
+
+async def test_a_fetch_holds_one_values_section_at_a_time(tmp_path: Path) -> None:
+    """Metrics of four files, each with an 8 MiB values section: a fetch
+    reads one file's section, takes its metrics' values, and lets it go
+    before the next (it held every file's to the end of the fetch)."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    v = 1 << 18  # records: 8 MiB
+    for k in range(4):
+        _sparse_values_file(d / f"f{k}", v, cluster=20 + k)
+    async with open_table_pmda(MmvTable(dir=str(d), compat="1"), mount="mmv", domain=70) as pmda:
+        names = [f"mmv.f{k}.m0" for k in range(4)]
+        await pmda.fetch_values(names)
+        tracemalloc.start()
+        try:
+            got = await pmda.fetch_values(names)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert got == {name: {0: 7} for name in names}, got
+    assert peak < 32 * v + (4 << 20), f"{peak} bytes allocated to fetch from four {32 * v}-byte values sections"

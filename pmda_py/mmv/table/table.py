@@ -450,26 +450,32 @@ class MmvTable(Table):
                 return whole
         out: dict[Metric, _Answer] = {}
         by_metric, packed = self._by_metric, self._packed
+        # file by file, each file's image let go once its metrics are read:
+        # a fetch holds one values section at a time, not every file's
+        by_file: dict[str, list[tuple[Metric, ExportMetric]]] = {}
         for m in request.metrics:
             em = by_metric.get(id(m))
             if em is None:
                 out[m] = self._control_value(m)
-                continue
-            f = em.file
-            img = images[f] if f in images else images.setdefault(f, self._read(f, opened))
-            if img is None:
-                out[m] = PmdaError(code=PmErr.AGAIN)
-                continue
-            fast = packed.get(id(m))
-            words = None if fast is None else packed_values(img, em.values_offset, ((fast.first, fast.count),))
-            if fast is not None and words is not None:
-                out[m] = PackedColumns(fast.insts, words.tobytes(), fast.typecode)
             else:
-                try:
-                    out[m] = self._values(m, em, img)
-                except MmvFormatError as err:  # its records point at too much: this metric only
-                    self._note(f, str(err), "mmv_problem", section=err.section, offset=err.offset, problem=str(err))
-                    out[m] = PmdaError(code=PmErr.GENERIC)
+                by_file.setdefault(em.file, []).append((m, em))
+        for f, wanted in by_file.items():
+            img = images.pop(f) if f in images else self._read(f, opened)
+            for m, em in wanted:
+                if img is None:
+                    out[m] = PmdaError(code=PmErr.AGAIN)
+                    continue
+                fast = packed.get(id(m))
+                words = None if fast is None else packed_values(img, em.values_offset, ((fast.first, fast.count),))
+                if fast is not None and words is not None:
+                    out[m] = PackedColumns(fast.insts, words.tobytes(), fast.typecode)
+                else:
+                    try:
+                        out[m] = self._values(m, em, img)
+                    except MmvFormatError as err:  # its records point at too much: this metric only
+                        self._note(f, str(err), "mmv_problem", section=err.section, offset=err.offset, problem=str(err))
+                        out[m] = PmdaError(code=PmErr.GENERIC)
+            del img  # before the next file is read
         return out
 
     def _fetch_packed(
