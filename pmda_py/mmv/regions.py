@@ -69,6 +69,33 @@ class FileRegions:
             self._starts.insert(lo, offset)
             self._blocks.insert(lo, data)
 
+    def extract(self, windows: Iterable[tuple[int, int]]) -> FileRegions:
+        """A copy holding only the parts of ``windows`` (``(offset,
+        length)`` each) this one holds, to keep once the file is parsed:
+        the sections' bytes are let go.  It reads nothing (``read_at``
+        None); its size and ``read_bytes`` are this one's."""
+        out = FileRegions(None, self.size)
+        out.read_bytes = self.read_bytes
+        spans: list[list[int]] = []
+        for o, n in sorted(windows):
+            e = min(self.size, o + n)
+            if o < 0 or e <= o:
+                continue
+            if spans and o <= spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], e)
+            else:
+                spans.append([o, e])
+        starts, blocks = self._starts, self._blocks
+        for s, e in spans:
+            k = max(0, bisect.bisect_right(starts, s) - 1)
+            while k < len(starts) and starts[k] < e:
+                lo, hi = max(s, starts[k]), min(e, starts[k] + len(blocks[k]))
+                if lo < hi:
+                    out._starts.append(lo)
+                    out._blocks.append(blocks[k][lo - starts[k] : hi - starts[k]])
+                k += 1
+        return out
+
     def prefix(self) -> bytes:
         """The block read from offset 0 (b"" if none)."""
         return self._blocks[0] if self._starts and self._starts[0] == 0 else b""

@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from pmda_py.mmv.layout import HEADER, MmvFormatError
+from pmda_py.mmv.layout import HEADER, STRING_SIZE, MmvFormatError
 from pmda_py.mmv.model import FileImage
 from pmda_py.mmv.reader import MmvFile
 from pmda_py.mmv.regions import FileRegions
@@ -88,12 +88,10 @@ def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[File
             mf = MmvFile.from_buffer(img)
             # what build() reads besides the sections: help texts (read now,
             # the descriptor is closed below)
-            for ind in mf.indoms:
-                img.read(ind.shorttext, 256)
-                img.read(ind.helptext, 256)
-            for rec in mf.metrics:
-                img.read(rec.shorttext, 256)
-                img.read(rec.helptext, 256)
+            texts = [t for ind in mf.indoms for t in (ind.shorttext, ind.helptext)]
+            texts += [t for rec in mf.metrics for t in (rec.shorttext, rec.helptext)]
+            for t in texts:
+                img.read(t, STRING_SIZE)
         except MmvFormatError as err:  # kept without its traceback (frames that refer to the image)
             return FileImage(name, img, error=err.with_traceback(None)), None
         alive = not (mf.flags & 0x2 and mf.process and not _pid_alive(mf.process))
@@ -107,7 +105,10 @@ def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[File
             (st.st_dev, st.st_ino),
             (mf.values_offset, mf.values_count * 32),
         )
-        return FileImage(name, img, alive, parsed=mf), loaded
+        # only what build() reads is kept (the sections' bytes, up to 64 MiB
+        # a file, are let go: a scan holds one file's at a time)
+        kept = img.extract([(0, len(head)), *((t, STRING_SIZE) for t in texts)])
+        return FileImage(name, kept, alive, parsed=mf), loaded
     finally:
         img.read_at = None
         os.close(fd)

@@ -158,3 +158,23 @@ async def test_a_fetch_holds_one_values_section_at_a_time(tmp_path: Path) -> Non
             tracemalloc.stop()
     assert got == {name: {0: 7} for name in names}, got
     assert peak < 32 * v + (4 << 20), f"{peak} bytes allocated to fetch from four {32 * v}-byte values sections"
+
+
+def test_a_scan_holds_one_file_s_sections_at_a_time(tmp_path: Path) -> None:
+    """Four files with an 8 MiB values section each: a scan keeps of each
+    only what building the export reads (its help texts), not its sections
+    (it kept every file's until the scan's end)."""
+    d = tmp_path / "mmv"
+    d.mkdir()
+    v = 1 << 18  # records: 8 MiB
+    for k in range(4):
+        _sparse_values_file(d / f"f{k}", v, cluster=20 + k)
+    table = MmvTable(dir=str(d), compat="1")
+    tracemalloc.start()
+    try:
+        table._apply(table._scan_state())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sorted(m.name for m in table.metrics() if ".m0" in m.name) == [f"f{k}.m0" for k in range(4)]
+    assert peak < 32 * v + (4 << 20), f"{peak} bytes allocated to scan four {32 * v}-byte values sections"
