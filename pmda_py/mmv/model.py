@@ -16,7 +16,7 @@ import math
 import sys
 import time
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, Literal, Union, cast
 
 import attrs
@@ -422,6 +422,33 @@ def _section(image: Image, offset: int, length: int) -> memoryview:
     return memoryview(image)[offset : offset + length]
 
 
+def slot_runs(slots: Iterable[int], gap: int = 128) -> list[tuple[int, int]]:
+    """``(first, count)`` runs covering ``slots`` (value record indexes),
+    slots fewer than ``gap`` apart in one run (one read, not two)."""
+    runs: list[list[int]] = []
+    for s in sorted(set(slots)):
+        if runs and s <= runs[-1][1] + gap:
+            runs[-1][1] = max(runs[-1][1], s + 1)
+        else:
+            runs.append([s, s + 1])
+    return [(a, b - a) for a, b in runs]
+
+
+def needed_slots(m: ExportMetric) -> Iterable[int]:
+    """The value records a fetch of ``m`` reads."""
+    if m.strided is not None:
+        first, n = m.strided
+        return range(first, first + n)
+    return (s for _, s in m.slots)
+
+
+def _run(image: Image, values_offset: int, first: int, n: int) -> memoryview | None:
+    """Value records ``first`` to ``first + n`` as one view (None: the
+    image no longer holds them all, a file that shrank)."""
+    view = _section(image, values_offset + first * VALUE.size, n * VALUE.size)
+    return view if len(view) == n * VALUE.size else None
+
+
 def packed_values(image: Image, values_offset: int, runs: Sequence[tuple[int, int]]) -> array[int] | None:
     """The first 8 bytes of the value slots ``runs`` (``(first, count)``
     each, consecutive slots) of a file image, big-endian, in one array: the
@@ -429,15 +456,12 @@ def packed_values(image: Image, values_offset: int, runs: Sequence[tuple[int, in
     them (a file that shrank: :func:`read_values` says what is left)."""
     if values_offset < 0:
         return None
-    need = max((first + n for first, n in runs), default=0)
-    raw = _section(image, values_offset, need * VALUE.size)
-    nslots = len(raw) // VALUE.size
-    if any(first + n > nslots for first, n in runs):
-        return None
-    section = raw[: nslots * VALUE.size].cast("Q")
     out = array("Q")
     for first, n in runs:  # one strided slice per run
-        out.frombytes(section[first * 4 : (first + n) * 4 : 4].tobytes())
+        run = _run(image, values_offset, first, n)
+        if run is None:
+            return None
+        out.frombytes(run.cast("Q")[::4].tobytes())
     if sys.byteorder == "little":
         out.byteswap()
     return out
@@ -450,67 +474,52 @@ def read_values(
     now: float | None = None,
 ) -> tuple[Sequence[int], Sequence[MmvScalar]]:
     """The metric's current values from a file image (a private copy, or
-    the regions of the file read for this fetch).
+    the regions of the file read for this fetch: the records of
+    :func:`needed_slots`, at least).
 
     Returns ``(insts, values)`` in instance order (``order``: the indom's
-    instance order); instances whose value entry is missing or past the end
-    are left out; SENTINEL values are dropped.
+    instance order); instances whose value record is missing or past the
+    end are left out; SENTINEL values are dropped.
     """
     if m.values_offset < 0 or not m.slots:
         return [], []
     base = m.values_offset
-    need = max(sl for _, sl in m.slots) + 1
-    raw = _section(image, base, need * VALUE.size)
-    nslots = len(raw) // VALUE.size
-    whole = raw[: nslots * VALUE.size]
     t = m.type
-    if (
-        order is None
-        and m.strided is not None
-        and m.strided[0] + m.strided[1] <= nslots
-        and not (m.sentinel or m.elapsed or t == PmType.STRING)
-    ):
+    code, per = _COLUMNS.get(t, _OTHER_COLUMN)
+    if m.strided is not None and order is None and not (m.sentinel or m.elapsed or t == PmType.STRING):
         # the fast path: one strided cast, no per-value Python work
-        first, n = m.strided
-        code, per = _COLUMNS.get(t, _OTHER_COLUMN)
-        column: array[int] | array[float] = array(code)
-        column.frombytes(whole.cast(code)[first * per : (first + n) * per : per].tobytes())
-        return m.insts_u32, column
+        run = _run(image, base, *m.strided)
+        if run is not None:
+            column: array[int] | array[float] = array(code)
+            column.frombytes(run.cast(code)[::per].tobytes())
+            return m.insts_u32, column
     slots = m.slots
     if order is not None and m.indom is not None:
         pos = dict(slots)
         slots = [(i, pos[i]) for i in order if i in pos]
-    insts = [PM_IN_NULL_ if i is None else i for i, _ in slots]
-    t = m.type
-    section = whole
-    nums: Sequence[int | float]
-    if m.strided is not None and order is None and m.strided[0] + m.strided[1] <= nslots:
-        first, n = m.strided
-        nums = _column(section, t, first, n)
-    else:
-        idx = [s for _, s in slots]
-        keep = [k for k, s in enumerate(idx) if s < nslots]
-        if len(keep) != len(idx):
-            insts = [insts[k] for k in keep]
-            idx = [idx[k] for k in keep]
-        nums = [_column(section, t, s, 1)[0] for s in idx]
+    # each kept instance with its whole record (one that is cut off: left out)
+    kept: list[tuple[int, memoryview]] = []
+    for i, s in slots:
+        rec = _section(image, base + s * VALUE.size, VALUE.size)
+        if len(rec) == VALUE.size:
+            kept.append((PM_IN_NULL_ if i is None else i, rec))
+    insts = [i for i, _ in kept]
+    records = [rec for _, rec in kept]
+    nums: list[int | float] = [rec.cast(code)[0] for rec in records]
     if t == PmType.STRING:
-        return _present(m, insts, slots, _strings(image, section, slots, nslots), section)
+        return _present(m, insts, records, _strings(image, records))
     if m.elapsed:
-        extras = section.cast("q")
         now_usec = (time.time() if now is None else now) * 1e6
-        nums = [v + int(now_usec + extras[4 * s + 1]) if extras[4 * s + 1] < 0 else v for v, (_, s) in zip(nums, slots)]
+        extras = [rec.cast("q")[1] for rec in records]
+        nums = [v + int(now_usec + x) if x < 0 else v for v, x in zip(nums, extras)]
     if m.sentinel:
-        return _present(m, insts, slots, nums, section)
+        return _present(m, insts, records, nums)
     return insts, nums
 
 
-def _strings(
-    image: Image, section: memoryview, slots: Sequence[tuple[int | None, int]], nslots: int
-) -> list[str | None]:
+def _strings(image: Image, records: Sequence[memoryview]) -> list[str | None]:
     """STRING values: each record's second word is the offset of its text."""
-    extras = section.cast("q")
-    offsets = [extras[4 * s + 1] if s < nslots else -1 for _, s in slots]
+    offsets = [rec.cast("q")[1] for rec in records]
     if isinstance(image, FileRegions):  # every text in as few reads as it takes, within a budget
         image.read_texts([o for o in offsets if o > 0], STRING_SIZE - 1)
     vals: list[str | None] = []
@@ -525,18 +534,15 @@ def _strings(
 def _present(
     m: ExportMetric,
     insts: Sequence[int],
-    slots: Sequence[tuple[int | None, int]],
+    records: Sequence[memoryview],
     vals: Sequence[MmvScalar | None],
-    section: memoryview,
 ) -> tuple[list[int], list[MmvScalar]]:
     """The values a client sees: no string where none is written, and with
     SENTINEL set, no NaN, empty string or all-ones word."""
     t = m.type
     out_i: list[int] = []
     out_v: list[MmvScalar] = []
-    raw = section.cast("Q")
-    for k, v in enumerate(vals):
-        s = slots[k][1]
+    for inst, rec, v in zip(insts, records, vals):
         if v is None:
             continue
         if m.sentinel:
@@ -544,9 +550,9 @@ def _present(
                 continue
             if t == PmType.STRING and v == "":
                 continue
-            if t not in (PmType.FLOAT, PmType.DOUBLE, PmType.STRING) and raw[4 * s] == 0xFFFFFFFFFFFFFFFF:
+            if t not in (PmType.FLOAT, PmType.DOUBLE, PmType.STRING) and rec.cast("Q")[0] == 0xFFFFFFFFFFFFFFFF:
                 continue
-        out_i.append(insts[k])
+        out_i.append(inst)
         out_v.append(v)
     return out_i, out_v
 
@@ -561,8 +567,3 @@ _COLUMNS: Final[Mapping[int, tuple[_NumberCode, int]]] = {
     t: (cast(_NumberCode, info.code), VALUE.size // info.size) for t, info in TYPES.items() if info.code
 }
 _OTHER_COLUMN: Final[tuple[_NumberCode, int]] = ("q", VALUE.size // 8)
-
-
-def _column(section: memoryview, t: int, first: int, n: int) -> list[int] | list[float]:
-    code, per = _COLUMNS.get(t, _OTHER_COLUMN)
-    return section.cast(code)[first * per : (first + n) * per : per].tolist()

@@ -30,8 +30,18 @@ import trio
 
 from pmda_py.config import option_seconds
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.mmv.layout import MmvFormatError
-from pmda_py.mmv.model import Export, ExportMetric, FileImage, MmvScalar, build, packed_values, read_values
+from pmda_py.mmv.layout import VALUE, MmvFormatError
+from pmda_py.mmv.model import (
+    Export,
+    ExportMetric,
+    FileImage,
+    MmvScalar,
+    build,
+    needed_slots,
+    packed_values,
+    read_values,
+    slot_runs,
+)
 from pmda_py.mmv.regions import FileRegions
 from pmda_py.mmv.scanner import Loaded, Scanner, changed, load_file, open_mmv
 from pmda_py.mmv.table.state import PackedPlan, PackedSlots, ScanState, derive
@@ -460,7 +470,8 @@ class MmvTable(Table):
             else:
                 by_file.setdefault(em.file, []).append((m, em))
         for f, wanted in by_file.items():
-            img = images.pop(f) if f in images else self._read(f, opened)
+            runs = slot_runs(s for _, em in wanted for s in needed_slots(em))
+            img = images.pop(f) if f in images else self._read(f, opened, runs)
             for m, em in wanted:
                 if img is None:
                     out[m] = PmdaError(code=PmErr.AGAIN)
@@ -490,7 +501,7 @@ class MmvTable(Table):
             plan = self._plan = PackedPlan.make(metrics, self._by_metric, self._packed, self.generation)
         if plan.file is None:
             return None
-        img = images[plan.file] = self._read(plan.file, opened)
+        img = images[plan.file] = self._read(plan.file, opened, plan.runs)
         blob = None if img is None else packed_values(img, plan.values_offset, plan.runs)
         if blob is None:
             return None
@@ -507,9 +518,10 @@ class MmvTable(Table):
             return len(self._metrics)
         return PmdaError(code=PmErr.PMID)
 
-    def _read(self, name: str, opened: list[int]) -> FileRegions | None:
-        """The file's values section (and what its string values point at,
-        on demand) as it is now, through a descriptor opened without
+    def _read(self, name: str, opened: list[int], runs: Sequence[tuple[int, int]]) -> FileRegions | None:
+        """The file's value records ``runs`` (``(first, count)`` each: what
+        the fetch needs, not the whole section; what its string values point
+        at, on demand) as they are now, through a descriptor opened without
         blocking and checked (regular file, owner) on the descriptor; the
         descriptor goes into ``opened`` for the caller to close."""
         entry = self._files.get(name)
@@ -524,8 +536,10 @@ class MmvTable(Table):
         opened.append(fd)
         img = FileRegions(functools.partial(os.pread, fd), st.st_size)
         img.add(0, len(entry.head))
-        if entry.values[0] >= 0:
-            img.add(entry.values[0], entry.values[1])
+        base, size = entry.values
+        if base >= 0:
+            for first, n in runs:
+                img.add(base + first * VALUE.size, min(n * VALUE.size, size - first * VALUE.size))
         if img.read(0, len(entry.head)) != entry.head:
             # another layout, or another generation, under the name (a file
             # replaced by an identical one is read: the scanned offsets apply)
