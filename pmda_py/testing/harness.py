@@ -21,6 +21,7 @@ import trio
 import trio.testing
 
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
+from pmda_py.runtime.loader import shutdown_tables
 from pmda_py.runtime.pump import TrioRunner, serve_stream
 from pmda_py.session import Session
 from pmda_py.table import Table
@@ -56,6 +57,9 @@ async def open_table_pmda(
 
     A bare :class:`Table` mounts at ``mount`` (one table) or at its own
     ``name``; pass :class:`~pmda_py.dispatch.Mount` objects for more control.
+    With ``startup`` (the default) the tables are started before the client
+    connects and shut down when the block ends, as the daemon does (their
+    threads, descriptors and watches go with them).
     ``state_dir`` keeps the instance ids of persistent indoms, as the
     daemon's ``--state-dir`` does (None: they are not kept).
     """
@@ -85,3 +89,7 @@ async def open_table_pmda(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    finally:
+        if startup:
+            with trio.CancelScope(shield=True):  # (bounded: shutdown_tables gives them 2 s)
+                await shutdown_tables(dispatcher)
