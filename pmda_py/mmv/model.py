@@ -422,24 +422,24 @@ def _section(image: Image, offset: int, length: int) -> memoryview:
     return memoryview(image)[offset : offset + length]
 
 
-def slot_runs(slots: Iterable[int], gap: int = 128) -> list[tuple[int, int]]:
-    """``(first, count)`` runs covering ``slots`` (value record indexes),
-    slots fewer than ``gap`` apart in one run (one read, not two)."""
-    runs: list[list[int]] = []
-    for s in sorted(set(slots)):
-        if runs and s <= runs[-1][1] + gap:
-            runs[-1][1] = max(runs[-1][1], s + 1)
+def slot_runs(runs: Iterable[tuple[int, int]], gap: int = 128) -> list[tuple[int, int]]:
+    """``runs`` of value records (``(first, count)`` each) merged where
+    they overlap or are fewer than ``gap`` records apart (one read, not
+    two)."""
+    merged: list[list[int]] = []
+    for first, n in sorted(runs):
+        if merged and first <= merged[-1][1] + gap:
+            merged[-1][1] = max(merged[-1][1], first + n)
         else:
-            runs.append([s, s + 1])
-    return [(a, b - a) for a, b in runs]
+            merged.append([first, first + n])
+    return [(a, b - a) for a, b in merged]
 
 
-def needed_slots(m: ExportMetric) -> Iterable[int]:
-    """The value records a fetch of ``m`` reads."""
+def needed_runs(m: ExportMetric) -> list[tuple[int, int]]:
+    """The value records a fetch of ``m`` reads, as ``(first, count)`` runs."""
     if m.strided is not None:
-        first, n = m.strided
-        return range(first, first + n)
-    return (s for _, s in m.slots)
+        return [m.strided]
+    return [(s, 1) for _, s in m.slots]
 
 
 def _run(image: Image, values_offset: int, first: int, n: int) -> memoryview | None:
@@ -475,7 +475,7 @@ def read_values(
 ) -> tuple[Sequence[int], Sequence[MmvScalar]]:
     """The metric's current values from a file image (a private copy, or
     the regions of the file read for this fetch: the records of
-    :func:`needed_slots`, at least).
+    :func:`needed_runs`, at least).
 
     Returns ``(insts, values)`` in instance order (``order``: the indom's
     instance order); instances whose value record is missing or past the

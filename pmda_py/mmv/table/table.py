@@ -37,7 +37,7 @@ from pmda_py.mmv.model import (
     FileImage,
     MmvScalar,
     build,
-    needed_slots,
+    needed_runs,
     packed_values,
     read_values,
     slot_runs,
@@ -470,7 +470,7 @@ class MmvTable(Table):
             else:
                 by_file.setdefault(em.file, []).append((m, em))
         for f, wanted in by_file.items():
-            runs = slot_runs(s for _, em in wanted for s in needed_slots(em))
+            runs = slot_runs(r for _, em in wanted for r in needed_runs(em))
             img = images.pop(f) if f in images else self._read(f, opened, runs)
             for m, em in wanted:
                 if img is None:
