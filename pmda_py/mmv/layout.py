@@ -27,6 +27,7 @@ __all__ = [
     "MAX_LABELS",
     "MAX_METRICS",
     "MAX_NAMED",
+    "MAX_OWNER_INSTANCES",
     "MAX_READ",
     "MAX_TOCS",
     "METRIC1",
@@ -63,6 +64,9 @@ MAX_TOCS: Final = 1024  #: a TOC with more entries is refused (libpcp_mmv writes
 MAX_NAMED: Final = 64 << 20  #: sections naming more bytes than this: the file is refused
 #: indoms naming more bytes of instance records than this, together: the file is refused
 MAX_INSTANCES: Final = MAX_NAMED
+#: instance entries the indoms of one owner's files may have in all (what a
+#: scan keeps: about 160 bytes each); a file that would pass it is skipped
+MAX_OWNER_INSTANCES: Final = 1_000_000
 #: a file that would have more than this read (sections, then what their
 #: records point at, on demand) is refused at that read
 MAX_READ: Final = 2 * MAX_NAMED

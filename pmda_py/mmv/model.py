@@ -22,6 +22,7 @@ from typing import Final, Literal, Union, cast
 import attrs
 
 from pmda_py.errors import PmErr
+from pmda_py.mmv import layout
 from pmda_py.mmv.layout import MAX_DIAGNOSTICS
 from pmda_py.mmv.reader import (
     STRING_SIZE,
@@ -57,6 +58,7 @@ class FileImage:
     pid_alive: bool = True
     parsed: MmvFile | None = None  #: ``data`` already parsed
     error: MmvFormatError | None = None  #: ``data`` could not be read or parsed
+    owner: int = -1  #: the file's uid (-1: not known); see MAX_OWNER_INSTANCES
 
 
 @attrs.define
@@ -210,6 +212,7 @@ def _admit(
     loaded: list[tuple[FileImage, MmvFile, int]] = []
     reload = False
     used: set[int] = set()
+    per_owner: dict[int, int] = {}  # instance entries of each owner's files taken so far
     for img, mf, failed in parsed:
         if mf is None:
             assert failed is not None
@@ -220,9 +223,15 @@ def _admit(
         if _writer_gone(img, mf):
             diags.append((img.name, Diagnostic("header", 32, f"writer pid {mf.process} is gone: file skipped")))
             continue
+        entries = per_owner.get(img.owner, 0) + sum(len(ind.instances) for ind in mf.indoms)
+        if entries > layout.MAX_OWNER_INSTANCES:
+            why = f"its owner's files name more than {layout.MAX_OWNER_INSTANCES} instances in all: file skipped"
+            diags.append((img.name, Diagnostic("instances", 0, why)))
+            continue
         c = _cluster(img.name, mf.cluster, sticky, used, claimed, clusters, diags)
         if c is None:
             continue
+        per_owner[img.owner] = entries
         used.add(c)
         clusters[img.name] = c
         loaded.append((img, mf, c))

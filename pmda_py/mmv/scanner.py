@@ -108,7 +108,7 @@ def load_file(name: str, path: str, owners: frozenset[int] | None) -> tuple[File
         # only what build() reads is kept (the sections' bytes, up to 64 MiB
         # a file, are let go: a scan holds one file's at a time)
         kept = img.extract([(0, len(head)), *((t, STRING_SIZE) for t in texts)])
-        return FileImage(name, kept, alive, parsed=mf), loaded
+        return FileImage(name, kept, alive, parsed=mf, owner=st.st_uid), loaded
     finally:
         img.read_at = None
         os.close(fd)

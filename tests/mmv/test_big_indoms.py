@@ -144,3 +144,33 @@ async def test_instance_labels_cost_the_instances_they_name(tmp_path: Path) -> N
     (ind,) = st.export.indoms.values()
     assert sorted(ind.instance_labels) == list(range(255)), sorted(ind.instance_labels)
     assert ind.instance_labels[7].json == b'{"k7":7}', ind.instance_labels[7]
+
+
+def test_an_owner_s_files_have_a_bounded_number_of_instances(tmp_path: Path, monkeypatch: Any) -> None:
+    """The instance entries a scan keeps for one owner's files are bounded
+    (MAX_OWNER_INSTANCES; each costs about 160 bytes for as long as the
+    file is there: a sparse instance section of a million records kept
+    160 MB): the file
+    that would pass it is skipped, logged; the owner's others are served,
+    and another owner's files are not affected."""
+    import os
+
+    from pmda_py.mmv import layout
+
+    monkeypatch.setattr(layout, "MAX_OWNER_INSTANCES", 1000)
+    d = tmp_path / "mmv"
+    d.mkdir()
+    big_indom_file(d / "a", 600, 1, cluster=11)
+    big_indom_file(d / "b", 600, 1, cluster=12)
+    other = os.geteuid() == 0  # (only root can give a file to another user)
+    if other:
+        big_indom_file(d / "c", 600, 1, cluster=13)
+        os.chown(d / "c", 12345, 12345)
+    table = MmvTable(dir=str(d), compat="1")
+    table._apply(table._scan_state())
+    assert set(table.export.clusters) == ({"a", "c"} if other else {"a"}), table.export.clusters
+    why = [dg.reason for f, dg in table.export.diagnostics if f == "b"]
+    assert why == ["its owner's files name more than 1000 instances in all: file skipped"], why
+    (d / "a").unlink()
+    table._apply(table._scan_state())
+    assert "b" in table.export.clusters, table.export.clusters
