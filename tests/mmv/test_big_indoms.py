@@ -18,6 +18,7 @@ import trio
 
 from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.harness import open_table_pmda
+from tests.mmv.v2file import put_head, put_u64_metrics
 
 N = 40_000  #: instances
 M = 40  #: metrics
@@ -36,25 +37,17 @@ def big_indom_file(path: Path, n: int, m: int, labels: int = 0, cluster: int = 9
     off_labels = off_values + 32 * 2 * m
     off_strings = off_labels + 256 * labels
     buf = bytearray(off_strings + 256 * (m + n))
-    gen = 0x6E000000 + cluster
-    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
     toc = [(1, 1, off_indoms), (2, n, off_insts), (3, m, off_metrics), (4, 2 * m, off_values), (5, m + n, off_strings)]
     if labels:
         toc.append((6, labels, off_labels))
-    for t, (ttype, count, off) in enumerate(toc):
-        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    put_head(buf, toc, cluster)
     struct.pack_into("=IIQQQ", buf, off_indoms, 1, n, off_insts, 0, 0)
     for i in range(n):
         so = off_strings + 256 * (m + i)
         name = b"i%d" % i
         buf[so : so + len(name)] = name
         struct.pack_into("=QIiQ", buf, off_insts + 24 * i, off_indoms, 0, i, so)
-    for k in range(m):
-        so = off_strings + 256 * k
-        name = b"m%d" % k
-        buf[so : so + len(name)] = name
-        mo = off_metrics + 48 * k
-        struct.pack_into("=QIiIIiIQQ", buf, mo, so, k, 3, 3, 0, 1, 0, 0, 0)  # U64, instant, indom 1
+    for k, mo in enumerate(put_u64_metrics(buf, m, off_metrics, off_strings)):
         for j, inst in enumerate((1, 0)):
             struct.pack_into("=QqQQ", buf, off_values + 32 * (2 * k + j), 10 * k + inst, 0, mo, off_insts + 24 * inst)
     for k in range(labels):

@@ -17,6 +17,7 @@ from pmda_py.mmv.layout import MAX_DIAGNOSTICS
 from pmda_py.mmv.reader import MmvFile
 from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.harness import open_table_pmda
+from tests.mmv.v2file import put_head
 
 
 def bad_file(path: Path, bad_values: int, bad_metrics: int = 0, cluster: int = 9) -> None:
@@ -33,8 +34,6 @@ def bad_file(path: Path, bad_values: int, bad_metrics: int = 0, cluster: int = 9
     off_values = off_bad + 48 * bad_metrics
     off_strings = off_values + 32 * (bad_values + 1)
     buf = bytearray(off_strings + 3 * 256)
-    gen = 0x6E000000 + cluster
-    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
     toc = [
         (1, 1, off_indoms),
         (2, 1, off_insts),
@@ -44,8 +43,7 @@ def bad_file(path: Path, bad_values: int, bad_metrics: int = 0, cluster: int = 9
     ]
     for k in range(sections):
         toc.append((3, min(1000, bad_metrics - 1000 * k), off_bad + 48 * 1000 * k))
-    for t, (ttype, count, off) in enumerate(toc):
-        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    put_head(buf, toc, cluster)
     struct.pack_into("=IIQQQ", buf, off_indoms, 1, 1, off_insts, 0, 0)
     buf[off_strings : off_strings + 2] = b"m0"
     buf[off_strings + 256 : off_strings + 258] = b"i0"
@@ -98,11 +96,8 @@ def _sparse_values_file(path: Path, v: int, cluster: int = 9) -> None:
     off_strings = off_metrics + 48
     off_values = off_strings + 512
     buf = bytearray(off_values + 32)
-    gen = 0x6E000000 + cluster
-    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
     toc = [(1, 1, off_indoms), (2, 1, off_insts), (3, 1, off_metrics), (4, v, off_values), (5, 2, off_strings)]
-    for t, (ttype, count, off) in enumerate(toc):
-        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    put_head(buf, toc, cluster)
     struct.pack_into("=IIQQQ", buf, off_indoms, 1, 1, off_insts, 0, 0)
     buf[off_strings : off_strings + 2] = b"m0"
     buf[off_strings + 256 : off_strings + 258] = b"i0"

@@ -29,6 +29,7 @@ from pmda_py.testing.harness import open_table_pmda
 from pmda_py.testing.support import pmda_py_argv
 from tests.conftest import require
 from tests.mmv.corpus import MMV
+from tests.mmv.v2file import put_head, put_u64_metrics
 
 SIMPLE = (MMV / "qa_v1_simple.mmv").read_bytes()  # cluster 123, 208 bytes
 
@@ -409,11 +410,8 @@ def _strings_file(path: Path, n: int, gap: int, cluster: int = 9, tail: int = 0)
     off_strings = off_values + 32 * n
     size = off_strings + 256 * (n + 1)
     buf = bytearray(size)
-    gen = 0x6E000000 + cluster
-    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
     toc = [(1, 1, off_indoms), (2, n, off_insts), (3, 1, off_metrics), (4, n, off_values), (5, n + 1, off_strings)]
-    for t, (ttype, count, off) in enumerate(toc):
-        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    put_head(buf, toc, cluster)
     struct.pack_into("=IIQQQ", buf, off_indoms, 1, n, off_insts, 0, 0)
     buf[off_strings] = ord("s")
     struct.pack_into("=QIiIIiIQQ", buf, off_metrics, off_strings, 1, 6, 3, 0, 1, 0, 0, 0)  # STRING, instant
@@ -540,22 +538,14 @@ def _far_slots_file(path: Path, m: int, v: int, cluster: int = 9) -> None:
     off_values = off_metrics + 48 * m
     off_strings = off_values + 32 * v
     buf = bytearray(off_strings + 256 * (m + 2))
-    gen = 0x6E000000 + cluster
-    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, 0, 0, cluster)
     toc = [(1, 1, off_indoms), (2, 2, off_insts), (3, m, off_metrics), (4, v, off_values), (5, m + 2, off_strings)]
-    for t, (ttype, count, off) in enumerate(toc):
-        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    put_head(buf, toc, cluster)
     struct.pack_into("=IIQQQ", buf, off_indoms, 1, 2, off_insts, 0, 0)
     for i in range(2):
         so = off_strings + 256 * (m + i)
         buf[so : so + 2] = b"i%d" % i
         struct.pack_into("=QIiQ", buf, off_insts + 24 * i, off_indoms, 0, i, so)
-    for k in range(m):
-        so = off_strings + 256 * k
-        name = b"m%d" % k
-        buf[so : so + len(name)] = name
-        mo = off_metrics + 48 * k
-        struct.pack_into("=QIiIIiIQQ", buf, mo, so, k, 3, 3, 0, 1, 0, 0, 0)  # U64, instant, indom 1
+    for k, mo in enumerate(put_u64_metrics(buf, m, off_metrics, off_strings)):
         for slot, inst in ((k, 0), (v - m + k, 1)):
             struct.pack_into("=QqQQ", buf, off_values + 32 * slot, 1000 + k, 0, mo, off_insts + 24 * inst)
     path.write_bytes(bytes(buf))

@@ -12,6 +12,7 @@ import trio
 
 from pmda_py.mmv.table import MmvTable
 from pmda_py.testing.harness import open_table_pmda
+from tests.mmv.v2file import put_head
 
 STRING, U64 = 6, 3
 SENTINEL = 0x4
@@ -28,11 +29,8 @@ def reversed_file(path: Path, vtype: int, flags: int = 0, cluster: int = 9) -> t
     off_strings = off_metrics + 48
     off_values = off_strings + 256 * 5
     buf = bytearray(off_values + 64)
-    gen = 0x6E000000 + cluster
-    struct.pack_into("=4siQQiIii", buf, 0, b"MMV\0", 2, gen, gen, tocs, flags, 0, cluster)
     toc = [(1, 1, off_indoms), (2, 2, off_insts), (3, 1, off_metrics), (5, 5, off_strings), (4, 2, off_values)]
-    for t, (ttype, count, off) in enumerate(toc):
-        struct.pack_into("=IIQ", buf, 40 + 16 * t, ttype, count, off)
+    put_head(buf, toc, cluster, flags)
     struct.pack_into("=IIQQQ", buf, off_indoms, 1, 2, off_insts, 0, 0)
     for k, text in enumerate((b"m", b"i0", b"i1", b"text of 1", b"text of 0")):
         buf[off_strings + 256 * k : off_strings + 256 * k + len(text)] = text
