@@ -23,19 +23,9 @@ import attrs
 
 from pmda_py.errors import PmErr
 from pmda_py.mmv import layout
-from pmda_py.mmv.layout import MAX_DIAGNOSTICS
-from pmda_py.mmv.reader import (
-    STRING_SIZE,
-    VALUE,
-    Diagnostic,
-    FileRegions,
-    Image,
-    MmvFile,
-    MmvFlags,
-    MmvFormatError,
-    MmvMetric,
-    cstring,
-)
+from pmda_py.mmv.layout import MAX_DIAGNOSTICS, STRING_SIZE, VALUE, Diagnostic, MmvFlags, MmvFormatError
+from pmda_py.mmv.reader import Image, MmvFile, MmvMetric, cstring
+from pmda_py.mmv.regions import FileRegions
 from pmda_py.pcplabels import PcpLabelSet, instance_labels, level_labels
 from pmda_py.pmapi import TYPES, PmSem, PmType, PmUnits
 

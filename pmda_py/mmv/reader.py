@@ -39,34 +39,19 @@ from pmda_py.mmv.layout import (
     TOC,
     VALUE,
     Diagnostic,
-    MmvFlags,
     MmvFormatError,
     TocType,
 )
 from pmda_py.mmv.regions import FileRegions
 
 __all__ = [
-    "HEADER",
-    "INDOM",
-    "INSTANCE1",
-    "INSTANCE2",
-    "LABEL",
-    "METRIC1",
-    "METRIC2",
-    "STRING_SIZE",
-    "TOC",
-    "VALUE",
-    "Diagnostic",
-    "FileRegions",
+    "Image",
     "MmvFile",
-    "MmvFlags",
-    "MmvFormatError",
     "MmvIndom",
     "MmvInstance",
     "MmvLabel",
     "MmvMetric",
     "MmvValue",
-    "TocType",
     "cstring",
 ]
 

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pmda_py.mmv.layout import MmvFormatError
 from pmda_py.mmv.model import FileImage, build, read_values
-from pmda_py.mmv.reader import MmvFile, MmvFormatError
+from pmda_py.mmv.reader import MmvFile
 from tests.conftest import require
 from tests.mmv.corpus import corpus_files
 

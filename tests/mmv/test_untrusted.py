@@ -209,7 +209,9 @@ def test_the_sections_named_are_all_that_is_read(tmp_path: Path) -> None:
     """Every corpus file: the parse of what FileRegions read is the parse of
     the whole file, and no more than the file's named sections and the
     strings they point at are read."""
-    from pmda_py.mmv.reader import FileRegions, MmvFile, MmvFormatError
+    from pmda_py.mmv.layout import MmvFormatError
+    from pmda_py.mmv.reader import MmvFile
+    from pmda_py.mmv.regions import FileRegions
     from tests.mmv.corpus import corpus_files
 
     for path in corpus_files():
@@ -309,7 +311,8 @@ async def test_a_file_naming_too_much_is_refused_cheaply(tmp_path: Path) -> None
     the claimed sections is read."""
     from structlog.testing import capture_logs
 
-    from pmda_py.mmv.reader import HEADER, TOC, MmvFile
+    from pmda_py.mmv.layout import HEADER, TOC
+    from pmda_py.mmv.reader import MmvFile
 
     mf = MmvFile.from_buffer(SIMPLE)
     data = bytearray(SIMPLE)
@@ -581,8 +584,9 @@ def test_indoms_naming_too_many_instances_are_refused(tmp_path: Path, how: str) 
     limit counts (anywhere in the file, and shared by any number of
     indoms): more than 64 MiB of instance records in all refuse the file,
     before an indom's instances are read."""
-    from pmda_py.mmv.layout import INDOM, MAX_INSTANCES
-    from pmda_py.mmv.reader import FileRegions, MmvFile, MmvFormatError
+    from pmda_py.mmv.layout import INDOM, MAX_INSTANCES, MmvFormatError
+    from pmda_py.mmv.reader import MmvFile
+    from pmda_py.mmv.regions import FileRegions
 
     src = (MMV / "reg_v2_longnames.mmv").read_bytes()
     ind = MmvFile.from_buffer(src).indoms[0]
