@@ -49,10 +49,10 @@ class ScanState:
     indoms: dict[int, InDom] = attrs.field(factory=dict)
     metrics: list[Metric] = attrs.field(factory=list)
     by_metric: dict[int, ExportMetric] = attrs.field(factory=dict)
-    ordered: dict[int, bool] = attrs.field(factory=dict)
-    #: the instance ids a metric not in instance order is fetched along
-    #: (pmdammv's order: the indom's listing, else its instances), only
-    #: those it has values for, each as often as the order lists it
+    #: for each metric over an indom whose values are not in its order: the
+    #: instance ids it is fetched along (pmdammv's order: the indom's
+    #: listing, else its instances), only those it has values for, each as
+    #: often as the order lists it (a metric not here is in order)
     fetch_order: dict[int, list[int]] = attrs.field(factory=dict)
     packed: dict[int, PackedSlots] = attrs.field(factory=dict)
     #: each metric by what it was made of (see derive)
@@ -214,11 +214,11 @@ def _plan_fetch(st: ScanState, m: Metric, em: ExportMetric, ind: InDom, orders: 
     ids, where = index
     present = {i for i, _ in em.slots if i is not None}
     order = [ids[p] for p in sorted(p for i in present for p in where.get(i, ()))]
-    st.ordered[id(m)] = ind.listing is None and em.insts == order
-    if not st.ordered[id(m)]:
+    ordered = ind.listing is None and em.insts == order
+    if not ordered:
         st.fetch_order[id(m)] = order
     if (
-        st.ordered[id(m)]
+        ordered
         and em.strided is not None
         and not (em.sentinel or em.elapsed)
         and em.type in (PmType.I64, PmType.U64, PmType.DOUBLE)

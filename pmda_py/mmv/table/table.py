@@ -165,7 +165,6 @@ class MmvTable(Table):
         self._metrics: list[Metric] = []
         self._indoms: dict[int, InDom] = {}
         self._by_metric: dict[int, ExportMetric] = {}
-        self._ordered: dict[int, bool] = {}
         self._fetch_order: dict[int, list[int]] = {}
         self._packed: dict[int, PackedSlots] = {}
         self._plan: PackedPlan | None = None
@@ -306,7 +305,6 @@ class MmvTable(Table):
                 st.files,
                 st.indoms,
                 st.by_metric,
-                st.ordered,
                 st.fetch_order,
                 st.packed,
                 st.reuse,
@@ -432,7 +430,6 @@ class MmvTable(Table):
         self._indoms = st.indoms
         self._metrics = st.metrics
         self._by_metric = st.by_metric
-        self._ordered = st.ordered
         self._fetch_order = st.fetch_order
         self._packed = st.packed
         self.reload_flag = 1 if st.export.reload else 0
@@ -551,9 +548,7 @@ class MmvTable(Table):
     def _values(self, m: Metric, em: ExportMetric, img: FileRegions) -> _Answer:
         if em.type == PmType.NOSUPPORT:
             return PmdaError(code=PmErr.APPVERSION)
-        order = None
-        if m.indom is not None and not self._ordered.get(id(m), False):
-            order = self._fetch_order.get(id(m), [])
+        order = self._fetch_order.get(id(m)) if m.indom is not None else None
         insts, vals = read_values(em, img, order)
         if m.indom is None:
             if not em.slots:
