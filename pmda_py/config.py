@@ -37,6 +37,7 @@ from typing import Literal, TypedDict
 import attrs
 
 from pmda_py.pcpversion import pcp_conf
+from pmda_py.safefile import read_regular
 
 __all__ = [
     "DEFAULT_CREDS_TIMEOUT",
@@ -239,6 +240,18 @@ class _CaseParser(configparser.ConfigParser):
         return optionstr
 
 
+#: bytes a config file may have (a config naming a few hundred tables is a few tens of KB)
+MAX_CONFIG_FILE = 4 << 20
+
+
+def read_config_text(path: str) -> str:
+    """The text of the config file ``path``: a regular file of at most
+    :data:`MAX_CONFIG_FILE` bytes, so a FIFO or device put at the path
+    cannot stall the agent's start or a reload (OSError, including
+    :class:`~pmda_py.safefile.FileRefused`; UnicodeDecodeError)."""
+    return read_regular(path, MAX_CONFIG_FILE, whole=True).decode("utf-8")
+
+
 def load_file(path: str) -> _Fields:
     """Parse a config file into keyword arguments for :class:`Config`.
 
@@ -246,8 +259,7 @@ def load_file(path: str) -> _Fields:
         ConfigFileError: with file, line and key.
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_config_text(path)
     except OSError as err:
         raise ConfigFileError(path, f"cannot read: {err.strerror}") from err
     except UnicodeDecodeError as err:

@@ -5,7 +5,10 @@ off_text)``: a header (magic ``0x50635068`` "PcPh", version word
 ``0x3132xxxx``, entry count) then the entries, PMIDs first and indoms last
 with bit 31 set (libpcp_pmda ``help.c``).  ``NAME.pag`` holds the
 NUL-terminated texts at those offsets.  Every offset is bounds-checked; a
-malformed file raises ValueError.
+malformed file raises ValueError.  The files are read as regular files of at
+most :data:`MAX_HELP_FILE` bytes each (a FIFO, a device or a bigger file is
+refused with :class:`~pmda_py.safefile.FileRefused`, an OSError), so a help
+file path cannot stall or swell the agent at start.
 """
 
 from __future__ import annotations
@@ -15,8 +18,13 @@ import struct
 import attrs
 
 from pmda_py.pmapi import TextType
+from pmda_py.safefile import read_regular
 
-__all__ = ["HelpFile"]
+__all__ = ["MAX_HELP_FILE", "HelpFile"]
+
+#: bytes a help file (``.dir`` or ``.pag``) may have (newhelp's output for
+#: PCP's largest agents is a few hundred KB)
+MAX_HELP_FILE = 64 << 20
 
 _IDX = struct.Struct("=Iii")
 _MAGIC = 0x50635068
@@ -45,11 +53,10 @@ class HelpFile:
 
     @classmethod
     def open(cls, base: str) -> HelpFile:
-        """Read ``base.dir`` and ``base.pag``."""
-        with open(f"{base}.dir", "rb") as f:
-            dir_data = f.read()
-        with open(f"{base}.pag", "rb") as f:
-            pag_data = f.read()
+        """Read ``base.dir`` and ``base.pag`` (regular files of at most
+        :data:`MAX_HELP_FILE` bytes, else :class:`~pmda_py.safefile.FileRefused`)."""
+        dir_data = read_regular(f"{base}.dir", MAX_HELP_FILE, whole=True)
+        pag_data = read_regular(f"{base}.pag", MAX_HELP_FILE, whole=True)
         return cls.from_bytes(dir_data, pag_data)
 
     def text(self, ident: int, type_: int) -> str | None:

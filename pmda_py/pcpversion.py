@@ -16,6 +16,8 @@ import functools
 import os
 import re
 
+from pmda_py.safefile import read_regular
+
 __all__ = ["BASELINE", "PCP_CONF_DEFAULTS", "parse", "pcp_conf", "pcp_version"]
 
 BASELINE = (6, 0, 3)
@@ -33,6 +35,10 @@ PCP_CONF_DEFAULTS: dict[str, str] = {
 }
 
 
+#: bytes pcp.conf may have (PCP's is about 10 KB)
+MAX_CONF = 1 << 20
+
+
 def _conf_path() -> str:
     return os.environ.get("PCP_CONF", "/etc/pcp.conf")
 
@@ -40,18 +46,19 @@ def _conf_path() -> str:
 @functools.lru_cache(maxsize=4)
 def _read_conf(path: str) -> tuple[tuple[str, str], ...]:
     """The ``NAME=value`` lines of the file at ``path`` (quotes stripped),
-    in order; none when it cannot be read.  Cached by path
+    in order; none when it cannot be read (or is not a regular file of at
+    most :data:`MAX_CONF` bytes: a FIFO put at ``$PCP_CONF`` cannot stall).  Cached by path
     (``_read_conf.cache_clear()`` re-reads)."""
     items: list[tuple[str, str]] = []
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    k, _, v = line.partition("=")
-                    items.append((k.strip(), v.strip().strip('"')))
+        text = read_regular(path, MAX_CONF, whole=True).decode("utf-8", "replace")
     except OSError:
-        pass
+        return ()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, _, v = line.partition("=")
+            items.append((k.strip(), v.strip().strip('"')))
     return tuple(items)
 
 

@@ -33,7 +33,8 @@ _TRIES = 16
 
 class FileRefused(OSError):
     """A file that is not what a reader may safely take (not a regular
-    file, too large, or the wrong owner)."""
+    file, too large, or the wrong owner): ``strerror`` says which,
+    ``filename`` is the path."""
 
 
 def atomic_write(
@@ -103,15 +104,15 @@ def open_regular(path: str, *, follow: bool = True, owners: frozenset[int] | Non
     # device can have effects of its own); the check on the descriptor below
     # is the one that counts (the name may be swapped in between)
     if not stat.S_ISREG(os.stat(path, follow_symlinks=follow).st_mode):
-        raise FileRefused(errno.EINVAL, f"{path} is not a regular file")
+        raise FileRefused(errno.EINVAL, "not a regular file", path)
     flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | _NOCTTY | (0 if follow else _NOFOLLOW)
     fd = os.open(path, flags)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise FileRefused(errno.EINVAL, f"{path} is not a regular file")
+            raise FileRefused(errno.EINVAL, "not a regular file", path)
         if owners is not None and st.st_uid not in owners:
-            raise FileRefused(errno.EPERM, f"{path} is owned by uid {st.st_uid}")
+            raise FileRefused(errno.EPERM, f"owned by uid {st.st_uid}", path)
     except BaseException:
         os.close(fd)
         raise
@@ -127,7 +128,7 @@ def read_regular(
     fd = open_regular(path, follow=follow, owners=owners)
     try:
         if whole and os.fstat(fd).st_size > limit:
-            raise FileRefused(errno.EFBIG, f"{path} is larger than {limit} bytes")
+            raise FileRefused(errno.EFBIG, f"larger than {limit} bytes", path)
         chunks: list[bytes] = []
         left = limit + 1 if whole else limit
         while left > 0:
@@ -138,7 +139,7 @@ def read_regular(
             left -= len(chunk)
         data = b"".join(chunks)
         if whole and len(data) > limit:
-            raise FileRefused(errno.EFBIG, f"{path} is larger than {limit} bytes")
+            raise FileRefused(errno.EFBIG, f"larger than {limit} bytes", path)
         return data
     finally:
         os.close(fd)
@@ -176,9 +177,9 @@ def open_append(path: str, *, mode: int = 0o644) -> int:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise FileRefused(errno.EINVAL, f"{path} is not a regular file")
+            raise FileRefused(errno.EINVAL, "not a regular file", path)
         if st.st_nlink != 1:
-            raise FileRefused(errno.EMLINK, f"{path} has {st.st_nlink} names (a hard link)")
+            raise FileRefused(errno.EMLINK, f"{st.st_nlink} names (a hard link)", path)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

@@ -106,16 +106,22 @@ def run_pmda_py(args: list[str], cwd: Path, env: dict[str, str] | None = None) -
 
 
 def opens_of(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:
-    """Every open() of ``path`` from now on."""
+    """Every open() of ``path`` from now on (``builtins.open`` or ``os.open``)."""
     seen: list[str] = []
-    real = builtins.open
+    real, real_os = builtins.open, os.open
 
     def counting(file: Any, *args: Any, **kw: Any) -> Any:
         if os.fspath(file) == str(path):
             seen.append(str(file))
         return real(file, *args, **kw)
 
+    def counting_os(file: Any, *args: Any, **kw: Any) -> int:
+        if os.fspath(file) == str(path):
+            seen.append(str(file))
+        return real_os(file, *args, **kw)
+
     monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(os, "open", counting_os)
     return seen
 
 

@@ -27,7 +27,7 @@ PACKAGE = REPO / "pmda_py"
 #: module (or package prefix) -> layer; the longest matching prefix wins
 LAYERS: dict[str, int] = {
     "pmda_py.errors": 0,
-    "pmda_py.safefile": 0,  # how files are written and read (os only)
+    "pmda_py.safefile": -2,  # how files are written and read (os only; below pcpversion, which reads pcp.conf by it)
     "pmda_py.inotify": 0,  # inotify watches through ctypes (os only): MMV directory, socket file
     "pmda_py.malloc": 0,  # glibc's malloc through ctypes: tuned for big replies, trimmed after a burst
     "pmda_py.pcpversion": -1,  # which PCP is installed (pcp.conf): texts and behaviour follow it

@@ -33,7 +33,7 @@ import attrs
 import structlog
 import trio
 
-from pmda_py.config import Config, TableSpec, _line_of
+from pmda_py.config import Config, TableSpec, _line_of, read_config_text
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
 from pmda_py.runtime.pump import TrioRunner
 from pmda_py.stats import PmdaStats
@@ -254,9 +254,8 @@ def _where(spec: TableSpec, config: Config) -> str:
     if spec.source or not config.config_path:
         return spec.source
     try:
-        with open(config.config_path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
+        text = read_config_text(config.config_path)
+    except (OSError, UnicodeDecodeError):
         return ""
     section = f"table {spec.name}"
     line = _line_of(config.config_path, text, section, "table") or _line_of(config.config_path, text, section, None)

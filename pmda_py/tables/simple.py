@@ -9,7 +9,11 @@ sequence and store rules as ``pmdasimple.python`` (PCP 6.0.3):
   increments modulo 255 (from 0, 100, 200);
 * ``time.user``/``time.sys`` are this process's CPU times;
 * ``now`` gives seconds, minutes and hours of the local time for the
-  instances named in ``simple.conf`` (ids stable, persisted);
+  instances named in the first line of ``simple.conf`` (ids stable,
+  persisted); at most :data:`CONF_LINE` bytes of it are read, as PCP's C
+  pmdasimple reads them, and only from a regular file (a FIFO or device put
+  at the path cannot stall a FETCH): an unreadable file names no instance,
+  said once in the log until it is read again;
 * pmstore: ``numfetch`` (negative -> PM_ERR_BADSTORE and 0), ``color``
   (outside 0..255 -> PM_ERR_BADSTORE, clamped); others PM_ERR_PERMISSION.
 """
@@ -19,9 +23,12 @@ from __future__ import annotations
 import os
 import time
 
+import structlog
+
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcpversion import pcp_conf
 from pmda_py.pmapi import PmSem, PmType
+from pmda_py.safefile import read_regular
 from pmda_py.table import (
     FetchRequest,
     FetchResult,
@@ -79,6 +86,12 @@ The instance domain reflects each token present in the file, and the
 values reflect the time at which the PMDA processes the fetch."""
 
 
+log = structlog.get_logger("pmda_py.tables")
+
+#: bytes of simple.conf's first line read (C pmdasimple's ``fgets`` into 256 bytes)
+CONF_LINE = 255
+
+
 class SimpleTable(Table):
     """The simple PMDA's metrics (mount it at ``simple`` to stand in for pmdasimple)."""
 
@@ -88,6 +101,7 @@ class SimpleTable(Table):
     def __init__(self, config: str | None = None, **_options: str) -> None:
         self.domain_labels = {"role": "testing"}
         self.configfile = config or os.path.join(pcp_conf()["PCP_PMDAS_DIR"], "simple", "simple.conf")
+        self._conf_error = ""  # why simple.conf could not be read last time (logged once)
         self.colour = InDom(
             0,
             {0: "red", 1: "green", 2: "blue"},
@@ -164,10 +178,16 @@ class SimpleTable(Table):
 
     def _timenow_check(self) -> None:
         try:
-            with open(self.configfile, encoding="utf-8", errors="replace") as f:
-                line = f.readline().strip()
-        except OSError:
+            head = read_regular(self.configfile, CONF_LINE)
+        except OSError as err:
             line = ""
+            why = err.strerror or str(err)
+            if why != self._conf_error:
+                self._conf_error = why
+                log.warning("simple_conf_unreadable", path=self.configfile, error=why)
+        else:
+            self._conf_error = ""
+            line = head.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
         keys = [k for k in line.split(",") if k in ("sec", "min", "hour")]
         self.time.set_names(dict.fromkeys(keys))
 

@@ -68,7 +68,7 @@ MISTAKES = [
     (["-u", "{tmp}/no/such/dir/sock"], {}, "cannot open the unix channel ({tmp}/no/such/dir/sock): "),
     (["-U", "no-such-user"], {}, "pmda-py run: cannot run as no-such-user: no such user"),
     (["-n", "9lives"], {}, "pmda-py run: -n '9lives': bad PMDA name"),
-    (["-c", "{tmp}"], {}, "pmda-py run: bad config: {tmp}: cannot read: Is a directory"),
+    (["-c", "{tmp}"], {}, "pmda-py run: bad config: {tmp}: cannot read: not a regular file"),
     (["-c", "{tmp}/absent.conf"], {}, "{tmp}/absent.conf: cannot read: No such file or directory"),
     (["-c", "c.conf"], {"c.conf": "[pmda]\nlog_level = critical\n"}, "[pmda] log_level: unknown level 'critical'"),
     (
