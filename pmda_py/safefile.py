@@ -34,7 +34,10 @@ _TRIES = 16
 class FileRefused(OSError):
     """A file that is not what a reader may safely take (not a regular
     file, too large, or the wrong owner): ``strerror`` says which,
-    ``filename`` is the path."""
+    ``filename`` is the path, :attr:`uid` the owner of a file refused for it."""
+
+    #: the owner of a file refused for its owner (else None)
+    uid: int | None = None
 
 
 def atomic_write(
@@ -112,7 +115,9 @@ def open_regular(path: str, *, follow: bool = True, owners: frozenset[int] | Non
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused(errno.EINVAL, "not a regular file", path)
         if owners is not None and st.st_uid not in owners:
-            raise FileRefused(errno.EPERM, f"owned by uid {st.st_uid}", path)
+            refused = FileRefused(errno.EPERM, f"owned by uid {st.st_uid}", path)
+            refused.uid = st.st_uid
+            raise refused
     except BaseException:
         os.close(fd)
         raise

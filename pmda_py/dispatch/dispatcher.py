@@ -17,6 +17,7 @@ from pmda_py.dispatch.coerce import store_value
 from pmda_py.dispatch.fetch import FetchPlanner
 from pmda_py.dispatch.meta import MetaRequests
 from pmda_py.dispatch.mounts import ConfigError, Mount, MountIndex
+from pmda_py.dispatch.problems import ProblemLog, cut
 from pmda_py.dispatch.replies import ReplyCache
 from pmda_py.errors import PmdaError, PmErr, codename, errstr
 from pmda_py.pmapi import (
@@ -144,6 +145,8 @@ class Dispatcher:
         self.replies = ReplyCache()
         #: the one way a FETCH is answered (see :mod:`.fetch`)
         self.planner = FetchPlanner(self)
+        #: tables' problems, each logged once an hour at most
+        self.problems = ProblemLog()
         #: the other requests' replies (see :mod:`.meta`)
         self.meta = MetaRequests(self)
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
@@ -360,20 +363,18 @@ class Dispatcher:
         return (0x10 if self.names_changed else 0) | (0x8 if self.labels_changed else 0)
 
     def table_failed(self, tname: str, what: str, exc: BaseException) -> int:
+        """Count and log (see :class:`~pmda_py.dispatch.problems.ProblemLog`)
+        what a table's call raised; the PCP error code to answer with."""
         if isinstance(exc, TableTimeout):
             self.stats.table_timeouts[tname] = self.stats.table_timeouts.get(tname, 0) + 1
-            log.warning("table_timeout", table=tname, call=what, code=codename(PmErr.AGAIN), detail=str(exc))
+            self.problems.warning(tname, "table_timeout", call=what, code=codename(PmErr.AGAIN), detail=str(exc))
             return PmErr.AGAIN
         if isinstance(exc, PmdaError):  # the table's own answer, not a failure
-            log.debug("table_refused", table=tname, call=what, code=codename(exc.pm_code), error=str(exc))
+            log.debug("table_refused", table=tname, call=what, code=codename(exc.pm_code), error=cut(str(exc)))
             return exc.pm_code
         self.stats.table_errors[tname] = self.stats.table_errors.get(tname, 0) + 1
-        log.error(
-            "table_exception",
-            table=tname,
-            call=what,
-            error=f"{type(exc).__name__}: {exc}",
-            code=codename(PmErr.AGAIN),
+        self.problems.error(
+            tname, "table_exception", call=what, error=cut(f"{type(exc).__name__}: {exc}"), code=codename(PmErr.AGAIN)
         )
         return PmErr.AGAIN
 

@@ -27,6 +27,7 @@ import structlog
 from pmda_py.dispatch.coerce import PACKED_SIZE, check_range, columns, event_arrays, includes_all
 from pmda_py.dispatch.fast import FastFetch
 from pmda_py.dispatch.mounts import Mount
+from pmda_py.dispatch.problems import cut
 from pmda_py.errors import PmdaError, PmdaNotReady, PmErr, codename
 from pmda_py.pmapi import PM_IN_NULL, PmType
 from pmda_py.session import Request
@@ -289,7 +290,8 @@ class FetchPlanner:
                 cache=cache,
             )
         except (ValueError, TypeError, OverflowError) as err:  # a table bug: the general path reports it per metric
-            log.error("table_bad_packed_fetch", error=str(err))
+            mount = next(iter(plan.wanted.values()))[0]
+            self.dispatcher.problems.error(mount.label, "table_bad_packed_fetch", error=cut(str(err)))
             return None
         cache.pmids = pdu.pmids
         return data, cache.total
@@ -360,12 +362,12 @@ class FetchPlanner:
             tname = mount.label
             stats = self.dispatcher.stats
             stats.table_errors[tname] = stats.table_errors.get(tname, 0) + 1
-            log.error(
+            self.dispatcher.problems.error(
+                tname,
                 "table_bad_value",
-                table=tname,
                 metric=mount.full(metric),
                 type=PmType(metric.type).name,
-                error=f"{type(err).__name__}: {err}",
+                error=cut(f"{type(err).__name__}: {err}"),
                 code=codename(PmErr.TYPE),
             )
             builder.add_error(p, PmErr.TYPE)

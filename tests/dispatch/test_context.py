@@ -11,7 +11,7 @@ from pmda_py.pmapi import PmType
 from pmda_py.runtime.loader import build_dispatcher
 from pmda_py.table import FetchRequest, FetchResult, Metric, Table, TableContext
 from pmda_py.tables.control import ControlTable
-from pmda_py.testing.harness import open_table_pmda
+from pmda_py.testing.harness import dispatcher_of, open_table_pmda
 
 SEEN: list[TableContext] = []
 
@@ -92,8 +92,11 @@ async def test_a_closed_client_context_is_told_to_every_table() -> None:
             await pmda.end_context(from_=7)
             await pmda.end_context(from_=9)
             assert (await pmda.fetch_values(["first.m"]))["first.m"] == pmda.from_  # still serving
+            counted = dispatcher_of(pmda).stats.table_errors
     assert first.ended == second.ended == [7, 9]
-    assert [e["call"] for e in logs if e["event"] == "table_exception"] == ["end_context", "end_context"]
+    # both failures counted; the same failure logged once (again in an hour: ProblemLog)
+    assert counted == {"first": 2}
+    assert [e["call"] for e in logs if e["event"] == "table_exception"] == ["end_context"]
 
 
 def test_a_sections_deadline_is_the_tables_and_not_an_option(tmp_path: Path) -> None:

@@ -377,9 +377,8 @@ class MmvTable(Table):
                 img, loaded = load_file(name, path, self.allowed_uids)
             except FileRefused as err:
                 if err.errno == errno.EPERM:  # an owner not allowed (checked on the opened file)
-                    uid = int(str(err).rsplit(" ", 1)[-1])
                     allowed = sorted(self.allowed_uids or ())
-                    self._note(name, str(err), "mmv_file_owner_refused", uid=uid, allowed=allowed)
+                    self._note(name, str(err), "mmv_file_owner_refused", uid=err.uid, allowed=allowed)
                 continue  # not a regular file: not a candidate, as for pmdammv
             except OSError as err:
                 self._note(name, str(err), "mmv_file_unreadable", error=err.strerror or str(err))
