@@ -254,7 +254,10 @@ async def serve_session(
             if session.refused_reply is not None:
                 kind, size = session.refused_reply
                 session.refused_reply = None
-                log.warning("reply_too_big", type=PduType.name_of(kind), bytes=size, limit=session.max_length)
+                # as like as not a table's answer at every request: logged as a table's problem (ProblemLog)
+                active.dispatcher.problems.warning(
+                    "(reply)", "reply_too_big", type=PduType.name_of(kind), limit=session.max_length, bytes=size
+                )
             try:
                 # a reply in shared memory goes as a view of it, which the pipe end splices
                 await stream.send_all(memoryview(data) if isinstance(data, SharedReply) else data)
