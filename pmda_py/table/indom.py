@@ -11,13 +11,18 @@ import structlog
 
 from pmda_py.errors import UnknownInstance
 from pmda_py.pmapi import PM_INDOM_NULL, indom
-from pmda_py.pmdacache import PmdaCache
+from pmda_py.pmdacache import PmdaCache, State
 from pmda_py.table.values import Labels, check_labels
 
-__all__ = ["InDom", "InstanceCache"]
+__all__ = ["INACTIVE_KEPT", "InDom", "InstanceCache"]
 
 #: the persistent cache of an indom: libpcp_pmda's pmdaCache format (see pmda_py.pmdacache)
 InstanceCache = PmdaCache
+
+#: names gone from an indom whose ids :meth:`InDom.set_names` keeps (the ones gone longest go first)
+INACTIVE_KEPT = 10_000
+#: refused instance names an indom logs (each once)
+REFUSED_KEPT = 1024
 
 
 #: the labels of a metric or indom that has none: one read-only mapping shared by
@@ -70,6 +75,11 @@ class InDom:
     #: since; tables make 100 000s of indoms that are never looked up by name)
     _by_name: dict[str, int] | None = attrs.field(default=None, init=False, repr=False)
     _refused: set[str] | None = attrs.field(default=None, init=False, repr=False)  #: names logged as refused
+    #: what set_names left in :attr:`cache`: the ids it made active ({id: name}), and the names it
+    #: made inactive, oldest first (None: not known yet, or the cache object was replaced since)
+    _active: dict[int, str] | None = attrs.field(default=None, init=False, repr=False)
+    _inactive: dict[int, str] = attrs.field(factory=dict, init=False, repr=False)
+    _tracked: PmdaCache | None = attrs.field(default=None, init=False, repr=False)
 
     def _new_map(self, value: Mapping[int, str]) -> Mapping[int, str]:
         new = dict(value)
@@ -110,23 +120,56 @@ class InDom:
         names given are active, the others inactive and their ids kept) and
         are persisted when the indom is ``persistent``.  A name the cache
         refuses (empty, or the same as another up to the first space but
-        not after it) is left out and logged once."""
-        self.cache.inactivate_all()
+        not after it) is left out and logged once.
+
+        The names that went away are remembered, for their ids, up to
+        :data:`INACTIVE_KEPT` of them: past that the ones gone longest are
+        forgotten (culled, and dropped from the persistent file at its next
+        save), so an indom whose names keep changing (processes, containers)
+        holds and costs no more than that; each call costs the names given
+        and those active before, not every name ever seen."""
+        cache = self.cache
+        active = self._active
+        if active is None or self._tracked is not cache:
+            # first call on this cache: whatever it holds (loaded from a file) goes inactive, oldest ids first
+            cache.inactivate_all()
+            self._tracked, self._inactive = cache, {e.inst: e.name for e in cache.entries()}
+            active = {}
+        inactive = self._inactive
         new: dict[int, str] = {}
         for n in names:
             try:
-                new[self.cache.lookup(n)] = n
+                inst = cache.lookup(n)
             except ValueError as err:  # NameClash, CacheFull, an empty name
-                if self._refused is None:
-                    self._refused = set()
-                if n not in self._refused:
-                    self._refused.add(n)
-                    structlog.get_logger("pmda_py.table").warning(
-                        "instance_refused", indom=self.serial, name=n[:80], reason=str(err)
-                    )
+                self._refuse(n, err)
+                continue
+            new[inst] = n
+            inactive.pop(inst, None)
+        for inst, n in active.items():
+            if inst not in new and cache.hide(n):
+                inactive[inst] = n
+        while len(inactive) > INACTIVE_KEPT:
+            inst = next(iter(inactive))
+            n = inactive.pop(inst)
+            if cache.state_of(inst) is State.INACTIVE:  # (the table may have made it active itself)
+                cache.cull(n)
+        self._active = new
         self.set(new)
-        self.cache.save()
+        cache.save()
         return new
+
+    def _refuse(self, name: str, err: ValueError) -> None:
+        """Log a refused name once (up to :data:`REFUSED_KEPT` names remembered)."""
+        if self._refused is None:
+            self._refused = set()
+        if name in self._refused or len(self._refused) > REFUSED_KEPT:
+            return
+        self._refused.add(name)
+        log = structlog.get_logger("pmda_py.table")
+        if len(self._refused) > REFUSED_KEPT:
+            log.warning("instance_refusals_not_logged", indom=self.serial, detail=f"{REFUSED_KEPT} names logged")
+        else:
+            log.warning("instance_refused", indom=self.serial, name=name[:80], reason=str(err))
 
     def name_of(self, inst: int) -> str:
         try:
