@@ -70,10 +70,6 @@ def listen_address(config: Config) -> tuple[str, int]:
     return config.bind_address or loopback, port
 
 
-#: the size of a unix socket address's path (with its terminating NUL), Linux's
-_SUN_PATH = 108
-
-
 async def _bind_unix(path: str, username: str | None) -> Listener:
     """A listening unix socket at ``path``, with the file's (dev, ino).
 
@@ -86,7 +82,10 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
     ``path``, given its mode and owner there, and renamed into place: the
     directory of ``path`` may be writable by others, who could otherwise
     swap the new name for a link between the ``bind`` and the ``chmod`` and
-    ``chown`` that follow it (and have root give them any file)."""
+    ``chown`` that follow it (and have root give them any file).  They can
+    also rename the private directory itself and plant another of its name,
+    so after ``mkdtemp`` it is reached only through a descriptor, checked
+    to be ours, never by its name again."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -95,16 +94,23 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
         if not stat.S_ISSOCK(st.st_mode):
             raise OSError(errno.EEXIST, "exists and is not a socket (left alone)", path)
     private = tempfile.mkdtemp(prefix=".", dir=os.path.dirname(path) or ".")
-    made = os.path.join(private, "s")
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dirfd = -1
+    bound = False
     try:
-        if len(os.fsencode(made)) < _SUN_PATH:
-            await sock.bind(made)
-        else:  # a path that fits where the private directory's longer name would not
-            dirfd = os.open(private, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-            await sock.bind(f"/proc/self/fd/{dirfd}/s")
-        os.chmod(made, 0o660)
+        dirfd = os.open(private, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+        own = os.fstat(dirfd)
+        if own.st_uid != os.geteuid() or stat.S_IMODE(own.st_mode) != 0o700:
+            raise OSError(errno.EPERM, "the private directory made for the socket was replaced", private)
+        if _names_descriptors():  # through the descriptor: whatever now has the directory's name
+            await sock.bind(f"{_PROC_FD}/{dirfd}/s")
+        else:
+            await sock.bind(os.path.join(private, "s"))
+        bound = True
+        st = os.stat("s", dir_fd=dirfd, follow_symlinks=False)
+        if not stat.S_ISSOCK(st.st_mode):  # (bound by name in a directory swapped for ours)
+            raise OSError(errno.EPERM, "the private directory made for the socket was replaced", private)
+        os.chmod("s", 0o660, dir_fd=dirfd)  # (in our 0700 directory: no one else can put a link there)
         if os.geteuid() == 0:
             # as libpcp_pmda does: the socket belongs to the PCP user (or -U's)
             owner = username or pcp_conf().get("PCP_USER", "pcp")
@@ -112,23 +118,49 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
                 import pwd
 
                 pw = pwd.getpwnam(owner)
-                os.chown(made, pw.pw_uid, pw.pw_gid, follow_symlinks=False)
+                os.chown("s", pw.pw_uid, pw.pw_gid, dir_fd=dirfd, follow_symlinks=False)
             except (KeyError, OSError) as err:
                 log.warning("chown_failed", path=path, user=owner, error=str(err))
         sock.listen(16)
-        st = os.lstat(made)
-        os.rename(made, path)  # (replaces a stale socket; never follows a link)
+        st = os.stat("s", dir_fd=dirfd, follow_symlinks=False)
+        os.rename("s", path, src_dir_fd=dirfd)  # (replaces a stale socket; never follows a link)
     except BaseException:
         sock.close()
-        with contextlib.suppress(OSError):
-            os.unlink(made)
+        if bound and dirfd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink("s", dir_fd=dirfd)
         raise
     finally:
         if dirfd >= 0:
+            _remove_private(private, dirfd)
             os.close(dirfd)
-        with contextlib.suppress(OSError):
-            os.rmdir(private)
+        else:
+            with contextlib.suppress(OSError):
+                os.rmdir(private)
     return Listener(sock, (st.st_dev, st.st_ino))
+
+
+#: where a descriptor on a directory can be named as a path (Linux)
+_PROC_FD = "/proc/self/fd"
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _names_descriptors() -> bool:
+    """Whether a descriptor can be named by a path (``/proc/self/fd/N``)."""
+    return os.path.isdir(_PROC_FD)
+
+
+def _remove_private(private: str, dirfd: int) -> None:
+    """Remove the private directory if the name still has it (someone may
+    have renamed it away and put another of the same name there)."""
+    try:
+        here, ours = os.stat(private, follow_symlinks=False), os.fstat(dirfd)
+        if (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino):
+            os.rmdir(private)
+    except OSError:
+        pass
 
 
 async def _listen(config: Config) -> Listener:
