@@ -213,6 +213,9 @@ class SocketServer:
     """
 
     max_pending = 8
+    #: connections accepted and not yet through the peer check (a uid lookup in
+    #: /proc/net/tcp on -i/-6) at most; past it the listen queue holds the next ones
+    max_checking = 32
     takeover_grace = 1.0
     socket_check_interval = 1.0
     #: seconds between two lines about the same kind of refusal of the same peer
@@ -240,6 +243,9 @@ class SocketServer:
         self.refusals = RefusalLog(self.refusal_log_interval)
         #: one /proc/net/tcp lookup at a time (a flood of connections costs one thread)
         self._lookups = trio.CapacityLimiter(1)
+        #: connections accepted and still in the peer check (at most ``max_checking``)
+        self.checking = 0
+        self._check_done = trio.Event()
 
     async def open(self) -> None:
         """Bind and listen (before privileges are dropped)."""
@@ -265,6 +271,7 @@ class SocketServer:
                 nursery.start_soon(self._keep_socket_file)
             nursery.start_soon(self._flush_refusals)
             while True:
+                await self._room_to_check()
                 sock = self._sock
                 assert sock is not None
                 try:
@@ -278,7 +285,28 @@ class SocketServer:
                         log.error("accept_failed", error=str(err), action="retrying in 0.1 s")
                         await trio.sleep(0.1)
                     continue
+                self.checking += 1
                 nursery.start_soon(self._admit, conn, addr)
+
+    async def _room_to_check(self) -> None:
+        """Wait until fewer than ``max_checking`` connections are in the
+        peer check: a flood of connections costs the agent that many
+        descriptors, and waits in the kernel's listen queue meanwhile
+        (logged once per interval, as refusals are)."""
+        while self.checking >= self.max_checking:
+            self.refusals.refused(
+                "accept_paused",
+                "*",
+                f"{self.checking} connections are waiting for their peer check",
+                transport=self.config.transport,
+                max_checking=self.max_checking,
+            )
+            self._check_done = trio.Event()
+            await self._check_done.wait()
+
+    def _checked(self) -> None:
+        self.checking -= 1
+        self._check_done.set()
 
     async def _flush_refusals(self) -> None:
         while True:
@@ -326,7 +354,10 @@ class SocketServer:
         transport = self.config.transport
         refusals = self.refusals
         try:
-            check = await self._peer(conn, addr)
+            try:
+                check = await self._peer(conn, addr)
+            finally:
+                self._checked()
             peer, who = check.peer, check.who
             if check.refusal is not None:
                 refusals.refused("peer_refused", who, check.refusal, transport=transport, peer=peer)

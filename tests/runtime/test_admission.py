@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog.testing
 import trio
 import trio.testing
 
@@ -610,3 +611,64 @@ async def test_refusal_lines_carry_no_bytes_from_the_peer(root: Path, daemons: l
     for spelling in (marker, marker[:5], marker.hex().encode(), marker[:5].hex().encode(), repr(marker[:5]).encode()):
         for form in (spelling.decode(), spelling.decode().lower(), spelling.decode().upper()):
             assert form not in text, (form, text)
+
+
+async def test_connections_awaiting_their_peer_check_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On -i/-6 a connection's uid is looked up in /proc/net/tcp before any
+    PDU, one lookup at a time.  Connections arriving faster than that must
+    not each hold a descriptor while they wait (a local user's flood would
+    exhaust the agent's descriptors and shut pmcd out): at most
+    ``max_checking`` are accepted and unchecked at once; the others wait in
+    the listen queue."""
+    import threading
+
+    from pmda_py.config import Config
+    from pmda_py.dispatch import Dispatcher
+    from pmda_py.runtime import sockets
+    from pmda_py.runtime.pump import Active, TrioRunner
+
+    release = threading.Event()
+
+    def blocked_lookup(*_args: object) -> int | None:
+        release.wait(30)
+        return None
+
+    monkeypatch.setattr(sockets, "tcp_peer_uid", blocked_lookup)
+    server = sockets.SocketServer(Config(transport="inet", address="0"), Active(Dispatcher(253, [], TrioRunner())))
+    server.max_checking = 4
+    await server.open()
+    assert server._sock is not None
+    where = server._sock.getsockname()
+    before = set(os.listdir("/proc/self/fd"))
+    clients: list[socket.socket] = []
+    try:
+        with structlog.testing.capture_logs() as logs:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(server.serve)
+                for _ in range(12):
+                    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    c.setblocking(False)
+                    c.connect_ex(where)
+                    clients.append(c)
+                try:
+                    await trio.testing.wait_all_tasks_blocked(0.2)
+                    ours = {str(c.fileno()) for c in clients}
+                    accepted = {f for f in set(os.listdir("/proc/self/fd")) - before - ours if _is_socket(f)}
+                finally:
+                    release.set()
+                nursery.cancel_scope.cancel()
+    finally:
+        release.set()
+        for c in clients:
+            c.close()
+        server.close()
+    assert len(accepted) <= server.max_checking, f"{len(accepted)} connections held unchecked: {accepted}"
+    # the limit reached is one line, not one per connection held back
+    assert [e["event"] for e in logs].count("accept_paused") == 1, logs
+
+
+def _is_socket(fd: str) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    except OSError:
+        return False
