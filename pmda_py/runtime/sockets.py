@@ -93,6 +93,8 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
     else:
         if not stat.S_ISSOCK(st.st_mode):
             raise OSError(errno.EEXIST, "exists and is not a socket (left alone)", path)
+        if _listened_on(path):
+            raise OSError(errno.EADDRINUSE, "in use: a running process listens on it (left alone)", path)
     private = tempfile.mkdtemp(prefix=".", dir=os.path.dirname(path) or ".")
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dirfd = -1
@@ -145,6 +147,31 @@ _PROC_FD = "/proc/self/fd"
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _listened_on(path: str) -> bool:
+    """Whether a process listens on the unix socket at ``path`` (a
+    connection is taken, or its queue is full), not a socket a previous
+    run left there (refused)."""
+    parent = -1
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        where = path
+        if len(os.fsencode(path)) >= 108 and _names_descriptors():  # (too long for an address)
+            parent = os.open(os.path.dirname(path) or ".", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+            where = f"{_PROC_FD}/{parent}/{os.path.basename(path)}"
+        probe.connect(where)
+    except (BlockingIOError, InterruptedError):
+        return True  # its queue is full: somebody listens
+    except OSError:
+        return False  # ECONNREFUSED: nobody listens there any more
+    else:
+        return True
+    finally:
+        probe.close()
+        if parent >= 0:
+            os.close(parent)
 
 
 def _names_descriptors() -> bool:

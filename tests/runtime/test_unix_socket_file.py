@@ -179,3 +179,25 @@ def test_a_private_directory_swapped_after_the_bind_costs_no_other_file(
     assert stat.S_IMODE(after.st_mode) == 0o600, "the planted link's target got the socket's mode"
     assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
     assert victim.read_text() == "secret\n"
+
+
+def test_a_socket_another_agent_listens_on_is_not_taken(tmp_path: Path) -> None:
+    """A socket left at ``-u PATH`` by an earlier run is replaced; one that a
+    running agent still listens on (a second copy started by mistake: the
+    systemd unit and a pmcd.conf line with a command) is not: taking its
+    name would cut the running agent off from pmcd."""
+    path = tmp_path / "pmda.sock"
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    live.bind(str(path))
+    live.listen(1)
+    before = os.lstat(path)
+
+    async def main() -> None:
+        with pytest.raises(OSError, match="in use"):
+            await sockets._bind_unix(str(path), None)
+
+    with live:
+        trio.run(main)
+        after = os.lstat(path)
+        assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pmda.sock"]
