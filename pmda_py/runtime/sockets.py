@@ -35,7 +35,7 @@ from pmda_py.runtime.admission import (
     allowed_uids,
     await_creds,
     peer_credentials,
-    tcp_peer_uid,
+    tcp_peer_uids,
     user_name,
 )
 from pmda_py.runtime.pump import Active, serve_session
@@ -209,6 +209,16 @@ async def _listen(config: Config) -> Listener:
 
 
 @attrs.define(eq=False)
+class _Lookup:
+    """A connection waiting for its peer's uid (/proc/net/tcp)."""
+
+    peer: tuple[object, ...]
+    local: tuple[object, ...]
+    uid: int | None = None
+    done: bool = False
+
+
+@attrs.define(eq=False)
 class _Handshake:
     """A connection waiting for pmcd's CREDS."""
 
@@ -268,8 +278,10 @@ class SocketServer:
         self._live: _Live | None = None
         #: refused connections, logged once per (event, peer, reason) then counted
         self.refusals = RefusalLog(self.refusal_log_interval)
-        #: one /proc/net/tcp lookup at a time (a flood of connections costs one thread)
-        self._lookups = trio.CapacityLimiter(1)
+        #: one /proc/net/tcp read at a time (a flood of connections costs one thread),
+        #: for all the connections waiting when it starts
+        self._lookups = trio.Lock()
+        self._wanted: list[_Lookup] = []
         #: connections accepted and still in the peer check (at most ``max_checking``)
         self.checking = 0
         self._check_done = trio.Event()
@@ -358,7 +370,7 @@ class SocketServer:
                 return PeerCheck(peer, host, "its connection is gone")
             uid = None
             if isinstance(addr, tuple):
-                uid = await trio.to_thread.run_sync(tcp_peer_uid, conn.family, addr, local, limiter=self._lookups)
+                uid = await self._peer_uid(conn.family, addr, local)
             if uid is None:
                 return PeerCheck(
                     peer, host, "no local socket owns the connection (/proc/net/tcp): not pmcd on this host"
@@ -375,6 +387,24 @@ class SocketServer:
             names = ", ".join(sorted(set(allowed.values())))
             return PeerCheck(peer, f"uid={uid}", f"uid {uid} ({user_name(uid)}) is not one of {names}")
         return PeerCheck(peer, f"uid={uid}", None)
+
+    async def _peer_uid(self, family: int, peer: tuple[object, ...], local: tuple[object, ...]) -> int | None:
+        """The uid owning the connecting socket (:func:`tcp_peer_uids`): the
+        connections that wait while a read of /proc/net/tcp runs are all
+        answered by the next one."""
+        want = _Lookup(peer, local)
+        self._wanted.append(want)
+        async with self._lookups:
+            if not want.done:
+                batch, self._wanted = self._wanted, []
+                try:
+                    found = await trio.to_thread.run_sync(tcp_peer_uids, family, [(w.peer, w.local) for w in batch])
+                    for w, uid in zip(batch, found):
+                        w.uid = uid
+                finally:
+                    for w in batch:
+                        w.done = True
+        return want.uid
 
     async def _admit(self, conn: trio.socket.SocketType, addr: object) -> None:
         stream = trio.SocketStream(conn)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 import structlog.testing
 import trio
@@ -516,7 +517,7 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
         check = await server._peer(conn, addr)
         peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is None and who == f"uid={os.geteuid()}" and peer.endswith(f",uid={os.geteuid()}")
-        monkeypatch.setattr(sockets, "tcp_peer_uid", lambda *_args: None)
+        monkeypatch.setattr(sockets, "tcp_peer_uids", lambda _family, wanted: [None] * len(wanted))
         check = await server._peer(conn, addr)
         peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is not None and "not pmcd on this host" in refusal and who == "127.0.0.1"
@@ -629,11 +630,11 @@ async def test_connections_awaiting_their_peer_check_are_bounded(monkeypatch: py
 
     release = threading.Event()
 
-    def blocked_lookup(*_args: object) -> int | None:
+    def blocked_lookup(_family: int, wanted: list[object]) -> list[int | None]:
         release.wait(30)
-        return None
+        return [None] * len(wanted)
 
-    monkeypatch.setattr(sockets, "tcp_peer_uid", blocked_lookup)
+    monkeypatch.setattr(sockets, "tcp_peer_uids", blocked_lookup)
     server = sockets.SocketServer(Config(transport="inet", address="0"), Active(Dispatcher(253, [], TrioRunner())))
     server.max_checking = 4
     await server.open()
@@ -672,3 +673,58 @@ def _is_socket(fd: str) -> bool:
         return os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
     except OSError:
         return False
+
+
+async def test_connections_waiting_for_a_lookup_share_the_next_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each uid lookup reads the whole of /proc/net/tcp, which a local user
+    can make long (connections in TIME_WAIT are in it), one lookup at a time:
+    connections that arrive while one runs are all answered by the next
+    read, not by a read each, so pmcd's connection waits for at most two
+    reads behind a flood, not for one per connection ahead of it."""
+    import builtins
+    import threading
+
+    from pmda_py.config import Config
+    from pmda_py.dispatch import Dispatcher
+    from pmda_py.runtime import sockets
+    from pmda_py.runtime.pump import Active, TrioRunner
+
+    gate = threading.Event()
+    reads: list[str] = []
+    real_open = builtins.open
+
+    def gated_open(file: object, *args: object, **kw: object) -> object:
+        if file == "/proc/net/tcp":
+            reads.append(str(file))
+            gate.wait(30)
+        return real_open(file, *args, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(builtins, "open", gated_open)
+    server = sockets.SocketServer(Config(transport="inet", address="0"), Active(Dispatcher(253, [], TrioRunner())))
+    server.config = attrs.evolve(server.config, creds_timeout=0.01)
+    await server.open()
+    assert server._sock is not None
+    where = server._sock.getsockname()
+    clients: list[socket.socket] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.serve)
+            try:
+                for _ in range(6):
+                    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    c.setblocking(False)
+                    c.connect_ex(where)
+                    clients.append(c)
+                await trio.testing.wait_all_tasks_blocked(0.2)  # one read runs (held), five wait
+            finally:
+                gate.set()
+            with trio.fail_after(20):
+                while server.checking or len(reads) == 0:  # noqa: ASYNC110 -- the peer checks end
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    finally:
+        gate.set()
+        for c in clients:
+            c.close()
+        server.close()
+    assert len(reads) <= 2, f"{len(reads)} reads of /proc/net/tcp for 6 connections"
