@@ -398,6 +398,23 @@ async def test_reload_keeps_the_listener_settings(root: Path, daemons: list[Daem
     assert "not_applied=['creds_timeout']" in d.wait_log("reload_partial", count=2)
 
 
+async def test_reload_says_the_user_and_log_it_cannot_change(root: Path, daemons: list[Daemon]) -> None:
+    """The user the daemon dropped to and its log were fixed at the start
+    (root is gone): a SIGHUP after the config names another user or log
+    says they are not applied, rather than a plain "reloaded" while the
+    daemon runs on as before."""
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    cfg = root / "pypmda.conf"
+    base = f"[pmda]\nname = pypmda\ndomain = 253\nuser = {me}\n"
+    cfg.write_text(base)
+    d = Daemon(root, "-c", str(cfg), "-i", str(free_port()), "--standalone")
+    daemons.append(d)
+    cfg.write_text(base.replace(f"user = {me}", "user = nobody"))
+    d.proc.send_signal(signal.SIGHUP)
+    text = d.wait_log("reload_partial")
+    assert "username" in text.split(" reload_partial ")[1].splitlines()[0], text
+
+
 # ------------------------------------------------ inet peers: who owns the socket
 
 
