@@ -5,7 +5,8 @@ Logs go where pmcd expects a PMDA's log: the ``-l`` file (default
 tracebacks land there too.  Never stdout: in pipe mode stdout is the PDU
 channel.  If the log file cannot be opened, logging falls back to stderr;
 a symlink, FIFO or hard link at the log's name is refused (it is opened as
-root, in a directory the PCP user may own).
+root, in a directory the PCP user may own), and so is a symlink on the way
+to it in a directory others can write.
 """
 
 from __future__ import annotations
@@ -79,10 +80,10 @@ def configure(logfile: str | None, fmt: str = "console", level: str = "info", *,
     where = "<stderr>"
     if logfile and logfile != "-":
         try:
-            os.makedirs(os.path.dirname(os.path.abspath(logfile)), exist_ok=True)
-            # the log's directory may belong to the PCP user while we are root: a
-            # symlink, FIFO or hard link planted at the name is refused, not followed
-            fd = open_append(logfile)
+            # the log's directory (and its parent) may belong to the PCP user while
+            # we are root: a symlink, FIFO or hard link planted at the name, or a
+            # symlink planted for a directory on the way, is refused, not followed
+            fd = open_append(logfile, makedirs=True)
             f = open(fd, "a", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
         except OSError as err:
             why = err.strerror or str(err)

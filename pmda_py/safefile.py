@@ -22,7 +22,15 @@ import secrets
 import stat
 from typing import Callable
 
-__all__ = ["FileRefused", "atomic_write", "move_aside", "open_append", "open_regular", "read_regular"]
+__all__ = [
+    "FileRefused",
+    "atomic_write",
+    "move_aside",
+    "open_append",
+    "open_directory",
+    "open_regular",
+    "read_regular",
+]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -172,13 +180,21 @@ def move_aside(path: str, suffix: str = "bad") -> str:
     raise OSError(errno.EEXIST, f"no free name to move {path} aside")
 
 
-def open_append(path: str, *, mode: int = 0o644) -> int:
+def open_append(path: str, *, mode: int = 0o644, makedirs: bool = False) -> int:
     """A write-only ``O_APPEND`` descriptor on ``path`` (created with
     ``mode`` if missing) for a log: a symlink at ``path`` is refused
-    (``O_NOFOLLOW``), the open cannot block on a FIFO, and the descriptor is
-    checked to be a regular file with no other name (a hard link planted
-    to another file is refused).  The caller closes the descriptor."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC, mode)
+    (``O_NOFOLLOW``), and so is one on the way to it in a directory others
+    can write (:func:`open_directory`; ``makedirs`` makes the missing
+    directories on that way); the open cannot block on a FIFO, and the
+    descriptor is checked to be a regular file with no other name (a hard
+    link planted to another file is refused).  The caller closes the
+    descriptor."""
+    dirfd = open_directory(os.path.dirname(os.path.abspath(path)), makedirs=makedirs)
+    try:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+        fd = os.open(os.path.basename(path), flags, mode, dir_fd=dirfd)
+    finally:
+        os.close(dirfd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -186,6 +202,53 @@ def open_append(path: str, *, mode: int = 0o644) -> int:
         if st.st_nlink != 1:
             raise FileRefused(errno.EMLINK, f"{st.st_nlink} names (a hard link)", path)
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _others_can_write(st: os.stat_result) -> bool:
+    """Whether a directory may be written by someone other than root and us
+    (its owner, its group, anyone)."""
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & stat.S_IWOTH:
+        return True
+    return bool(st.st_mode & stat.S_IWGRP) and st.st_gid != 0
+
+
+def open_directory(path: str, *, makedirs: bool = False) -> int:
+    """A descriptor on the directory ``path`` (absolute), reached from
+    ``/`` one name at a time: a symlink is followed only in a directory
+    that no one but root and this process's user can write (the site's
+    own, e.g. ``/var/log`` on another disk); one in a directory others can
+    write (``/var/log/pcp`` is the PCP user's, ``/tmp`` anyone's) is
+    refused (:class:`FileRefused`), as it may have been planted to send
+    root's files elsewhere.  ``makedirs`` makes missing directories (mode
+    0755).  The caller closes the descriptor."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+    fd = os.open("/", flags)
+    try:
+        for name in [p for p in path.split("/") if p]:
+            careful = _others_can_write(os.fstat(fd))
+            try:
+                try:
+                    nfd = os.open(name, flags | (_NOFOLLOW if careful else 0), dir_fd=fd)
+                except FileNotFoundError:
+                    if not makedirs:
+                        raise
+                    try:
+                        os.mkdir(name, 0o755, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    nfd = os.open(name, flags | _NOFOLLOW, dir_fd=fd)
+            except OSError as err:
+                if careful and err.errno == errno.ELOOP:  # (O_NOFOLLOW met a symlink)
+                    raise FileRefused(
+                        errno.ELOOP, f"{name} is a symlink in a directory others can write", path
+                    ) from None
+                raise
+            os.close(fd)
+            fd = nfd
     except BaseException:
         os.close(fd)
         raise

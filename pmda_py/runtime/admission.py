@@ -24,6 +24,7 @@ import re
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from typing import Callable
 
 import attrs
@@ -42,6 +43,7 @@ __all__ = [
     "peer_credentials",
     "reason_kind",
     "tcp_peer_uid",
+    "tcp_peer_uids",
     "user_name",
 ]
 
@@ -67,14 +69,27 @@ def tcp_peer_uid(
     """The uid owning the socket at the other end of the TCP connection
     from ``peer`` to ``local`` (both as accept()/getsockname() give them),
     or None when it is not on this host (or not found)."""
-    try:
-        (peer_host, peer_port), (local_host, local_port) = peer[:2], local[:2]
-        if not isinstance(peer_port, int) or not isinstance(local_port, int):
-            return None
-        want_local = _proc_address(family, str(peer_host), peer_port)
-        want_remote = _proc_address(family, str(local_host), local_port)
-    except (OSError, ValueError, TypeError, IndexError):
-        return None
+    return tcp_peer_uids(family, [(peer, local)], proc=proc)[0]
+
+
+def tcp_peer_uids(
+    family: int, connections: Sequence[tuple[tuple[object, ...], tuple[object, ...]]], *, proc: str = "/proc/net"
+) -> list[int | None]:
+    """:func:`tcp_peer_uid` of each (peer, local) of ``connections``, in
+    one read of /proc/net/tcp (or tcp6) for all of them."""
+    wanted: dict[tuple[bytes, bytes], list[int]] = {}
+    for i, (peer, local) in enumerate(connections):
+        try:
+            (peer_host, peer_port), (local_host, local_port) = peer[:2], local[:2]
+            if not isinstance(peer_port, int) or not isinstance(local_port, int):
+                continue
+            key = (_proc_address(family, str(peer_host), peer_port), _proc_address(family, str(local_host), local_port))
+        except (OSError, ValueError, TypeError, IndexError):
+            continue
+        wanted.setdefault(key, []).append(i)
+    found: list[int | None] = [None] * len(connections)
+    if not wanted:
+        return found
     path = os.path.join(proc, "tcp6" if family == socket.AF_INET6 else "tcp")
     try:
         with open(path, "rb") as f:
@@ -83,14 +98,22 @@ def tcp_peer_uid(
                 if n >= MAX_PROC_LINES:
                     break
                 fields = line.split()
-                if len(fields) < 8 or fields[1] != want_local or fields[2] != want_remote:
+                if len(fields) < 8 or fields[3] in (_TIME_WAIT, _LISTEN):
                     continue
-                if fields[3] in (_TIME_WAIT, _LISTEN):
+                which = wanted.pop((fields[1], fields[2]), None)
+                if which is None:
                     continue
-                return int(fields[7])
-    except (OSError, ValueError):
-        return None
-    return None
+                try:
+                    uid = int(fields[7])
+                except ValueError:
+                    continue
+                for i in which:
+                    found[i] = uid
+                if not wanted:
+                    break
+    except OSError:
+        pass
+    return found
 
 
 def reason_kind(reason: str) -> str:

@@ -29,7 +29,7 @@ from pmda_py.config import Config, ConfigFileError, parse_args
 from pmda_py.dispatch import ConfigError, Dispatcher
 from pmda_py.malloc import tune_malloc
 from pmda_py.runtime.loader import Say, TableLoadError, load_dispatcher, shutdown_tables, start_tables
-from pmda_py.runtime.pipe import PipeStream, protect_stdio, share_replies
+from pmda_py.runtime.pipe import PipeStream, protect_stdio, share_replies, stdout_to_log
 from pmda_py.runtime.privileges import drop_privileges
 from pmda_py.runtime.pump import Active, TrioRunner, serve_stream
 from pmda_py.runtime.reload import reload
@@ -79,6 +79,9 @@ async def run(
             # imported only where it is used, not by every pipe agent
             from pmda_py.runtime.sockets import SocketServer, listen_address
 
+            # stdout is no PDU channel here, but pmcd's log (or the journal): a
+            # table's print() goes to our log, as in pipe mode
+            stdout_to_log()
             server = SocketServer(config, active, on_ready=active.loaded.wait)
             try:
                 await server.open()

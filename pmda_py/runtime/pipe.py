@@ -37,7 +37,7 @@ if sys.platform != "win32":
     from fcntl import ioctl
     from termios import FIONREAD
 
-__all__ = ["PipeStream", "protect_stdio", "share_replies"]
+__all__ = ["PipeStream", "protect_stdio", "share_replies", "stdout_to_log"]
 
 
 class PipeStream(trio.abc.Stream):
@@ -232,3 +232,13 @@ def protect_stdio() -> tuple[int, int]:
     os.dup2(devnull, 0)
     os.close(devnull)
     return rfd, wfd
+
+
+def stdout_to_log() -> None:
+    """Socket modes: point fd 1 at stderr (the log), so a table's print()
+    lands there, as in pipe mode (best effort)."""
+    try:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+    except (OSError, ValueError):
+        pass

@@ -17,6 +17,9 @@ __all__ = ["reload"]
 
 log = structlog.get_logger("pmda_py.runtime")
 
+#: settings a reload cannot apply: the daemon keeps the start's (and says so)
+_FIXED_AT_START = ("creds_timeout", "standalone", "bind_address", "username", "logfile")
+
 
 async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
     """SIGHUP: re-read the command line's config and swap in new tables
@@ -46,11 +49,14 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
         dispatcher.names_changed = True
     active.dispatcher = dispatcher
     log.info("reloaded", config=new.config_path, tables=[m.name for m in dispatcher.mounts])
-    kept = [k for k in ("creds_timeout", "standalone", "bind_address") if getattr(new, k) != getattr(config, k)]
+    # the listener's settings, the user dropped to and the log (opened as root) are the start's
+    kept = [k for k in _FIXED_AT_START if getattr(new, k) != getattr(config, k)]
     if kept:
-        log.warning("reload_partial", not_applied=kept, detail="the listener's settings change on restart only")
-        new = attrs.evolve(
-            new, creds_timeout=config.creds_timeout, standalone=config.standalone, bind_address=config.bind_address
+        log.warning(
+            "reload_partial",
+            not_applied=kept,
+            detail="the listener's settings, the user and the log change on restart only",
         )
+        new = attrs.evolve(new, **{k: getattr(config, k) for k in _FIXED_AT_START})
     await shutdown_tables(old)
     return new

@@ -35,7 +35,7 @@ from pmda_py.runtime.admission import (
     allowed_uids,
     await_creds,
     peer_credentials,
-    tcp_peer_uid,
+    tcp_peer_uids,
     user_name,
 )
 from pmda_py.runtime.pump import Active, serve_session
@@ -70,10 +70,6 @@ def listen_address(config: Config) -> tuple[str, int]:
     return config.bind_address or loopback, port
 
 
-#: the size of a unix socket address's path (with its terminating NUL), Linux's
-_SUN_PATH = 108
-
-
 async def _bind_unix(path: str, username: str | None) -> Listener:
     """A listening unix socket at ``path``, with the file's (dev, ino).
 
@@ -86,7 +82,10 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
     ``path``, given its mode and owner there, and renamed into place: the
     directory of ``path`` may be writable by others, who could otherwise
     swap the new name for a link between the ``bind`` and the ``chmod`` and
-    ``chown`` that follow it (and have root give them any file)."""
+    ``chown`` that follow it (and have root give them any file).  They can
+    also rename the private directory itself and plant another of its name,
+    so after ``mkdtemp`` it is reached only through a descriptor, checked
+    to be ours, never by its name again."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -94,17 +93,26 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
     else:
         if not stat.S_ISSOCK(st.st_mode):
             raise OSError(errno.EEXIST, "exists and is not a socket (left alone)", path)
+        if _listened_on(path):
+            raise OSError(errno.EADDRINUSE, "in use: a running process listens on it (left alone)", path)
     private = tempfile.mkdtemp(prefix=".", dir=os.path.dirname(path) or ".")
-    made = os.path.join(private, "s")
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dirfd = -1
+    bound = False
     try:
-        if len(os.fsencode(made)) < _SUN_PATH:
-            await sock.bind(made)
-        else:  # a path that fits where the private directory's longer name would not
-            dirfd = os.open(private, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-            await sock.bind(f"/proc/self/fd/{dirfd}/s")
-        os.chmod(made, 0o660)
+        dirfd = os.open(private, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+        own = os.fstat(dirfd)
+        if own.st_uid != os.geteuid() or stat.S_IMODE(own.st_mode) != 0o700:
+            raise OSError(errno.EPERM, "the private directory made for the socket was replaced", private)
+        if _names_descriptors():  # through the descriptor: whatever now has the directory's name
+            await sock.bind(f"{_PROC_FD}/{dirfd}/s")
+        else:
+            await sock.bind(os.path.join(private, "s"))
+        bound = True
+        st = os.stat("s", dir_fd=dirfd, follow_symlinks=False)
+        if not stat.S_ISSOCK(st.st_mode):  # (bound by name in a directory swapped for ours)
+            raise OSError(errno.EPERM, "the private directory made for the socket was replaced", private)
+        os.chmod("s", 0o660, dir_fd=dirfd)  # (in our 0700 directory: no one else can put a link there)
         if os.geteuid() == 0:
             # as libpcp_pmda does: the socket belongs to the PCP user (or -U's)
             owner = username or pcp_conf().get("PCP_USER", "pcp")
@@ -112,23 +120,74 @@ async def _bind_unix(path: str, username: str | None) -> Listener:
                 import pwd
 
                 pw = pwd.getpwnam(owner)
-                os.chown(made, pw.pw_uid, pw.pw_gid, follow_symlinks=False)
+                os.chown("s", pw.pw_uid, pw.pw_gid, dir_fd=dirfd, follow_symlinks=False)
             except (KeyError, OSError) as err:
                 log.warning("chown_failed", path=path, user=owner, error=str(err))
         sock.listen(16)
-        st = os.lstat(made)
-        os.rename(made, path)  # (replaces a stale socket; never follows a link)
+        st = os.stat("s", dir_fd=dirfd, follow_symlinks=False)
+        os.rename("s", path, src_dir_fd=dirfd)  # (replaces a stale socket; never follows a link)
     except BaseException:
         sock.close()
-        with contextlib.suppress(OSError):
-            os.unlink(made)
+        if bound and dirfd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink("s", dir_fd=dirfd)
         raise
     finally:
         if dirfd >= 0:
+            _remove_private(private, dirfd)
             os.close(dirfd)
-        with contextlib.suppress(OSError):
-            os.rmdir(private)
+        else:
+            with contextlib.suppress(OSError):
+                os.rmdir(private)
     return Listener(sock, (st.st_dev, st.st_ino))
+
+
+#: where a descriptor on a directory can be named as a path (Linux)
+_PROC_FD = "/proc/self/fd"
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _listened_on(path: str) -> bool:
+    """Whether a process listens on the unix socket at ``path`` (a
+    connection is taken, or its queue is full), not a socket a previous
+    run left there (refused)."""
+    parent = -1
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        where = path
+        if len(os.fsencode(path)) >= 108 and _names_descriptors():  # (too long for an address)
+            parent = os.open(os.path.dirname(path) or ".", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+            where = f"{_PROC_FD}/{parent}/{os.path.basename(path)}"
+        probe.connect(where)
+    except (BlockingIOError, InterruptedError):
+        return True  # its queue is full: somebody listens
+    except OSError:
+        return False  # ECONNREFUSED: nobody listens there any more
+    else:
+        return True
+    finally:
+        probe.close()
+        if parent >= 0:
+            os.close(parent)
+
+
+def _names_descriptors() -> bool:
+    """Whether a descriptor can be named by a path (``/proc/self/fd/N``)."""
+    return os.path.isdir(_PROC_FD)
+
+
+def _remove_private(private: str, dirfd: int) -> None:
+    """Remove the private directory if the name still has it (someone may
+    have renamed it away and put another of the same name there)."""
+    try:
+        here, ours = os.stat(private, follow_symlinks=False), os.fstat(dirfd)
+        if (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino):
+            os.rmdir(private)
+    except OSError:
+        pass
 
 
 async def _listen(config: Config) -> Listener:
@@ -147,6 +206,16 @@ async def _listen(config: Config) -> Listener:
         sock.close()
         raise
     return Listener(sock)
+
+
+@attrs.define(eq=False)
+class _Lookup:
+    """A connection waiting for its peer's uid (/proc/net/tcp)."""
+
+    peer: tuple[object, ...]
+    local: tuple[object, ...]
+    uid: int | None = None
+    done: bool = False
 
 
 @attrs.define(eq=False)
@@ -181,6 +250,9 @@ class SocketServer:
     """
 
     max_pending = 8
+    #: connections accepted and not yet through the peer check (a uid lookup in
+    #: /proc/net/tcp on -i/-6) at most; past it the listen queue holds the next ones
+    max_checking = 32
     takeover_grace = 1.0
     socket_check_interval = 1.0
     #: seconds between two lines about the same kind of refusal of the same peer
@@ -206,8 +278,13 @@ class SocketServer:
         self._live: _Live | None = None
         #: refused connections, logged once per (event, peer, reason) then counted
         self.refusals = RefusalLog(self.refusal_log_interval)
-        #: one /proc/net/tcp lookup at a time (a flood of connections costs one thread)
-        self._lookups = trio.CapacityLimiter(1)
+        #: one /proc/net/tcp read at a time (a flood of connections costs one thread),
+        #: for all the connections waiting when it starts
+        self._lookups = trio.Lock()
+        self._wanted: list[_Lookup] = []
+        #: connections accepted and still in the peer check (at most ``max_checking``)
+        self.checking = 0
+        self._check_done = trio.Event()
 
     async def open(self) -> None:
         """Bind and listen (before privileges are dropped)."""
@@ -233,6 +310,7 @@ class SocketServer:
                 nursery.start_soon(self._keep_socket_file)
             nursery.start_soon(self._flush_refusals)
             while True:
+                await self._room_to_check()
                 sock = self._sock
                 assert sock is not None
                 try:
@@ -246,7 +324,28 @@ class SocketServer:
                         log.error("accept_failed", error=str(err), action="retrying in 0.1 s")
                         await trio.sleep(0.1)
                     continue
+                self.checking += 1
                 nursery.start_soon(self._admit, conn, addr)
+
+    async def _room_to_check(self) -> None:
+        """Wait until fewer than ``max_checking`` connections are in the
+        peer check: a flood of connections costs the agent that many
+        descriptors, and waits in the kernel's listen queue meanwhile
+        (logged once per interval, as refusals are)."""
+        while self.checking >= self.max_checking:
+            self.refusals.refused(
+                "accept_paused",
+                "*",
+                f"{self.checking} connections are waiting for their peer check",
+                transport=self.config.transport,
+                max_checking=self.max_checking,
+            )
+            self._check_done = trio.Event()
+            await self._check_done.wait()
+
+    def _checked(self) -> None:
+        self.checking -= 1
+        self._check_done.set()
 
     async def _flush_refusals(self) -> None:
         while True:
@@ -271,7 +370,7 @@ class SocketServer:
                 return PeerCheck(peer, host, "its connection is gone")
             uid = None
             if isinstance(addr, tuple):
-                uid = await trio.to_thread.run_sync(tcp_peer_uid, conn.family, addr, local, limiter=self._lookups)
+                uid = await self._peer_uid(conn.family, addr, local)
             if uid is None:
                 return PeerCheck(
                     peer, host, "no local socket owns the connection (/proc/net/tcp): not pmcd on this host"
@@ -289,12 +388,33 @@ class SocketServer:
             return PeerCheck(peer, f"uid={uid}", f"uid {uid} ({user_name(uid)}) is not one of {names}")
         return PeerCheck(peer, f"uid={uid}", None)
 
+    async def _peer_uid(self, family: int, peer: tuple[object, ...], local: tuple[object, ...]) -> int | None:
+        """The uid owning the connecting socket (:func:`tcp_peer_uids`): the
+        connections that wait while a read of /proc/net/tcp runs are all
+        answered by the next one."""
+        want = _Lookup(peer, local)
+        self._wanted.append(want)
+        async with self._lookups:
+            if not want.done:
+                batch, self._wanted = self._wanted, []
+                try:
+                    found = await trio.to_thread.run_sync(tcp_peer_uids, family, [(w.peer, w.local) for w in batch])
+                    for w, uid in zip(batch, found):
+                        w.uid = uid
+                finally:
+                    for w in batch:
+                        w.done = True
+        return want.uid
+
     async def _admit(self, conn: trio.socket.SocketType, addr: object) -> None:
         stream = trio.SocketStream(conn)
         transport = self.config.transport
         refusals = self.refusals
         try:
-            check = await self._peer(conn, addr)
+            try:
+                check = await self._peer(conn, addr)
+            finally:
+                self._checked()
             peer, who = check.peer, check.who
             if check.refusal is not None:
                 refusals.refused("peer_refused", who, check.refusal, transport=transport, peer=peer)

@@ -280,8 +280,23 @@ def pmcdconf_main(argv: Sequence[str]) -> int:
             out.append(ln)
     if not done:
         out.append(new)
-    atomic_write(path, ("\n".join(out) + "\n").encode(), mode=stat.S_IMODE(os.stat(path).st_mode))
+    # a pmcd.conf kept as a link to a site's managed file is changed where it
+    # points (as pmdaproc.sh's cp writes through it), keeping its mode, owner
+    # and group: Install then Remove leaves the site as it found it
+    target = os.path.realpath(path)
+    st = os.stat(target)
+    atomic_write(target, ("\n".join(out) + "\n").encode(), mode=stat.S_IMODE(st.st_mode), owner=_owner_kept(st))
     return 0
+
+
+def _owner_kept(st: os.stat_result) -> tuple[int, int] | None:
+    """The owner and group to give a rewritten file: its own, where this
+    process may give them (root, or its own file in one of its groups)."""
+    if os.geteuid() == 0:
+        return st.st_uid, st.st_gid
+    if st.st_uid == os.geteuid() and st.st_gid in (os.getegid(), *os.getgroups()):
+        return st.st_uid, st.st_gid
+    return None
 
 
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")

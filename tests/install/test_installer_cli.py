@@ -107,6 +107,33 @@ def test_pmcdconf_replaces_or_adds_before_access(tmp_path: Path) -> None:
     assert no_access.read_text() == "pmcd 2 dso pmcd_init /x\npypmda 310 pipe binary /y\n"
 
 
+def test_pmcdconf_keeps_a_symlinked_conf_a_symlink_and_its_group(tmp_path: Path) -> None:
+    """A site may keep pmcd.conf as a link to a managed file, and give it a
+    group: the line is changed where the link points (pmdaproc.sh's own
+    ``cp`` writes through it), and the file keeps its owner and group, so
+    Install then Remove leaves the site as it found it."""
+    managed = tmp_path / "site" / "pmcd.conf"
+    managed.parent.mkdir()
+    managed.write_text(CONF)
+    managed.chmod(0o640)
+    groups = [g for g in os.getgroups() if g != os.getegid()]
+    if os.geteuid() == 0:
+        groups.append(65534)
+    group = groups[0] if groups else os.getegid()
+    os.chown(managed, -1, group)
+    link = tmp_path / "pmcd.conf"
+    link.symlink_to(managed)
+    mmv = "mmv\t70\tpipe\tbinary\t/var/lib/pcp/pmdas/mmv/pmdammv -d 70"
+    assert pmcdconf_main([str(link), "mmv", "70", "mmv 70 pipe binary /x"]) == 0
+    assert link.is_symlink(), "the link was replaced by a file"
+    assert managed.read_text() == CONF.replace(mmv, "mmv 70 pipe binary /x")
+    assert pmcdconf_main([str(link), "mmv", "70", mmv]) == 0
+    assert link.is_symlink() and managed.read_text() == CONF
+    st = managed.stat()
+    assert (st.st_mode & 0o777, st.st_gid) == (0o640, group)
+    assert sorted(p.name for p in managed.parent.iterdir()) == ["pmcd.conf"]
+
+
 def test_pmcdconf_refuses_a_domain_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     conf = _conf(tmp_path)
     assert pmcdconf_main([str(conf), "pypmda", "70", "pypmda 70 pipe binary /y"]) == 3

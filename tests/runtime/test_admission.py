@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog.testing
 import trio
 import trio.testing
 
@@ -396,6 +397,23 @@ async def test_reload_keeps_the_listener_settings(root: Path, daemons: list[Daem
     assert "not_applied=['creds_timeout']" in d.wait_log("reload_partial", count=2)
 
 
+async def test_reload_says_the_user_and_log_it_cannot_change(root: Path, daemons: list[Daemon]) -> None:
+    """The user the daemon dropped to and its log were fixed at the start
+    (root is gone): a SIGHUP after the config names another user or log
+    says they are not applied, rather than a plain "reloaded" while the
+    daemon runs on as before."""
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    cfg = root / "pypmda.conf"
+    base = f"[pmda]\nname = pypmda\ndomain = 253\nuser = {me}\n"
+    cfg.write_text(base)
+    d = Daemon(root, "-c", str(cfg), "-i", str(free_port()), "--standalone")
+    daemons.append(d)
+    cfg.write_text(base.replace(f"user = {me}", "user = nobody"))
+    d.proc.send_signal(signal.SIGHUP)
+    text = d.wait_log("reload_partial")
+    assert "username" in text.split(" reload_partial ")[1].splitlines()[0], text
+
+
 # ------------------------------------------------ inet peers: who owns the socket
 
 
@@ -469,7 +487,6 @@ def test_tcp_peer_uid_finds_the_owner_of_the_other_end(tmp_path: Path) -> None:
 def test_refusals_are_logged_once_then_counted() -> None:
     """Issue 19, case 10: a flood of refusals is a line per peer and kind of
     reason, then a counted summary at most every interval."""
-    import structlog.testing
 
     from pmda_py.runtime.admission import RefusalLog
 
@@ -515,7 +532,7 @@ async def test_a_peer_no_local_socket_owns_is_refused(monkeypatch: pytest.Monkey
         check = await server._peer(conn, addr)
         peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is None and who == f"uid={os.geteuid()}" and peer.endswith(f",uid={os.geteuid()}")
-        monkeypatch.setattr(sockets, "tcp_peer_uid", lambda *_args: None)
+        monkeypatch.setattr(sockets, "tcp_peer_uids", lambda _family, wanted: [None] * len(wanted))
         check = await server._peer(conn, addr)
         peer, who, refusal = check.peer, check.who, check.refusal
         assert refusal is not None and "not pmcd on this host" in refusal and who == "127.0.0.1"

@@ -81,6 +81,26 @@ def test_print_at_load_never_reaches_the_pdu_pipe(tmp_path: Path, where: str) ->
     assert f"careless {where}" in (tmp_path / "pmda.log").read_text()  # it went to the log
 
 
+def test_print_at_load_in_socket_mode_goes_to_the_log(tmp_path: Path) -> None:
+    """In socket mode stdout is no PDU channel, but it is pmcd's log (or
+    the journal) all the same: a table's print() lands in the agent's log
+    there too, as in pipe mode."""
+    _module(tmp_path, "loud", at_import="print('careless import')", at_startup="print('careless startup')")
+    path = tmp_path / "pmda.sock"
+    cmd = _cmd(tmp_path, "loud:T=loud", extra=("-u", str(path)))
+    out = tmp_path / "stdout"
+
+    async def go() -> None:
+        with out.open("wb") as stdout:
+            async with open_socket_pmda(unix=str(path), command=cmd, env=_env(tmp_path), stderr=stdout) as pmda:
+                assert (await pmda.fetch_values(["loud.x"])) == {"loud.x": 5}
+
+    trio.run(go)
+    log = (tmp_path / "pmda.log").read_text()
+    assert "careless import" in log and "careless startup" in log, log
+    assert "careless" not in out.read_text()
+
+
 @pytest.mark.parametrize(
     ("raise_", "shown"),
     [
