@@ -411,8 +411,55 @@ def configure_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def shared_directory(path: str) -> str | None:
+    """Why others than its owner may write the directory ``path`` (None:
+    they cannot): anyone (mode o+w, ``/tmp`` included), or a group that is
+    not its owner's own."""
+    st = os.stat(path)
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & stat.S_IWOTH:
+        return f"anyone can write it (mode {mode:04o})"
+    if mode & stat.S_IWGRP:
+        import grp
+        import pwd
+
+        try:
+            own = pwd.getpwuid(st.st_uid).pw_gid
+        except KeyError:
+            own = -1
+        if st.st_gid != own:
+            try:
+                group = grp.getgrgid(st.st_gid).gr_name
+            except KeyError:
+                group = str(st.st_gid)
+            return f"group {group} can write it (mode {mode:04o})"
+    return None
+
+
+def source_main(argv: Sequence[str]) -> int:
+    """``python -m pmda_py.tools.installer source DIR``: exit 1 with one line
+    if DIR, where Install takes a config and the tables beside it (copied,
+    then imported as root to check them), may be written by others than
+    its owner: a ``*.py`` planted there would run as root."""
+    if len(argv) != 1:
+        print("usage: pmda-py install: source DIR", file=sys.stderr)
+        return 2
+    try:
+        why = shared_directory(argv[0])
+    except OSError as err:
+        why = err.strerror or str(err)
+    if why:
+        print(
+            f"pmda-py install: {argv[0]}: {why}; its *.py files would be copied and run as root: "
+            "put the config and its tables in a directory only its owner can write",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Dispatch for ``python -m pmda_py.tools.installer pmns|help|pmcdconf|configure``."""
+    """Dispatch for ``python -m pmda_py.tools.installer pmns|help|pmcdconf|configure|source``."""
     args = list(sys.argv[1:] if argv is None else argv)
     commands: dict[str, Callable[[Sequence[str]], int]] = {
         "pmns": pmns_main,
@@ -420,6 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pmlogconf": pmlogconf_main,
         "pmcdconf": pmcdconf_main,
         "configure": configure_main,
+        "source": source_main,
     }
     if not args or args[0] not in commands:
         print(f"usage: python -m pmda_py.tools.installer {'|'.join(commands)} ...", file=sys.stderr)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pmda_py.testing.support import pmda_py_argv
+from pmda_py.tools.installer import main as installer_main
 from pmda_py.tools.installer import pmcdconf_main, pmlogconf_main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,3 +202,49 @@ def test_pmcdconf_refuses_bad_arguments(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("pmda-py pmcdconf: ") and why in err[0], err
     assert conf.read_text() == CONF
+
+
+@pytest.mark.parametrize(
+    ("mode", "refused"),
+    [(0o755, None), (0o700, None), (0o777, "anyone can write it"), (0o1777, "anyone can write it")],
+)
+def test_install_takes_tables_only_from_a_directory_others_cannot_write(
+    mode: int, refused: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Install copies the *.py beside PYPMDA_CONFIG and imports them as root to
+    check the config: from /tmp (or any directory others may write), a
+    planted table would run as root.  The check Install runs first."""
+    source = tmp_path / "src"
+    source.mkdir()
+    source.chmod(mode)
+    rc = installer_main(["source", str(source)])
+    err = capsys.readouterr().err
+    if refused is None:
+        assert rc == 0 and err == ""
+    else:
+        assert rc == 1 and len(err.splitlines()) == 1 and refused in err and "run as root" in err
+
+
+def test_install_checks_the_source_directory_before_copying_its_tables() -> None:
+    """The Install script runs that check before its copy of the *.py files."""
+    text = (REPO / "pmda_py" / "pcp" / "Install").read_text()
+    check = text.index("pmda_py.tools.installer source")
+    assert check < text.index("/*.py", check) and check < text.index("installer configure")
+
+
+def test_a_group_others_share_may_not_write_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import grp
+    import pwd
+
+    source = tmp_path / "src"
+    source.mkdir()
+    own = pwd.getpwuid(os.getuid()).pw_gid
+    other = next((g.gr_gid for g in grp.getgrall() if g.gr_gid != own), None)
+    if other is None or os.getuid() != 0:
+        pytest.skip("needs root and a second group to give the directory to")
+    os.chown(source, -1, other)
+    source.chmod(0o775)
+    assert installer_main(["source", str(source)]) == 1
+    assert "can write it (mode 0775)" in capsys.readouterr().err
+    os.chown(source, -1, own)  # the owner's own group (a user-private group): fine
+    assert installer_main(["source", str(source)]) == 0
