@@ -29,6 +29,7 @@ from pmda_py.config import Config, ConfigFileError, parse_args
 from pmda_py.dispatch import ConfigError, Dispatcher
 from pmda_py.malloc import tune_malloc
 from pmda_py.runtime.loader import Say, TableLoadError, load_dispatcher, shutdown_tables, start_tables
+from pmda_py.runtime.notify import forget_notify_socket, notify_ready
 from pmda_py.runtime.pipe import PipeStream, protect_stdio, share_replies, stdout_to_log
 from pmda_py.runtime.privileges import drop_privileges
 from pmda_py.runtime.pump import Active, TrioRunner, serve_stream
@@ -66,6 +67,8 @@ async def run(
         loaded=False,
     )
     server: SocketServer | None = None
+    if not (config.standalone and config.transport != "pipe"):
+        forget_notify_socket()  # pmcd's unit's, if pmcd started us: never ours to speak on
     if stream is None:
         if config.transport == "pipe":
             if config.standalone:
@@ -106,6 +109,8 @@ async def run(
                 standalone=config.standalone,
                 creds_timeout=config.creds_timeout,
             )
+            if config.standalone:  # its own unit, of Type=notify (systemd/pypmda.service): ready for pmcd
+                notify_ready(f"listening on {config.transport} {config.address}")
     status = 0
     try:
         if config.username:

@@ -389,6 +389,7 @@ def test_systemd_unit_verifies(system_pmcd: dict[str, int], tmp_path: Path) -> N
     unit = _unit()
     assert unit["User"] == "pcp" and unit["NoNewPrivileges"] == "yes" and unit["ProtectSystem"] == "strict"
     assert unit["Before"] == "pmcd.service" and " -u " in unit["ExecStart"]
+    assert unit["Type"] == "notify" and unit["NotifyAccess"] == "main"  # READY=1 once the socket is there
     if shutil.which("systemd-analyze") is None:
         why = "systemd-analyze is not installed (Debian package systemd; scripts/install-pcp installs it)"
         if os.environ.get("CI") == "true":
