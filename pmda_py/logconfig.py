@@ -21,7 +21,7 @@ from structlog.typing import Processor
 
 from pmda_py.safefile import open_append
 
-__all__ = ["configure", "set_level", "current_level"]
+__all__ = ["configure", "current_level", "set_format", "set_level"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -115,6 +115,14 @@ def set_level(level: str) -> None:
     if level not in _LEVELS:
         raise ValueError(level)
     _state["level"] = level
+    _apply()
+
+
+def set_format(fmt: str) -> None:
+    """Change the log format (``console`` or ``json``) at run time (a reload)."""
+    if fmt not in ("console", "json"):
+        raise ValueError(fmt)
+    _state["format"] = fmt
     _apply()
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import attrs
 import structlog
 
+from pmda_py import logconfig
 from pmda_py.config import Config, ConfigFileError, parse_args
 from pmda_py.dispatch import ConfigError
 from pmda_py.runtime.loader import TableLoadError, load_dispatcher, shutdown_tables, start_tables
@@ -48,7 +49,12 @@ async def reload(active: Active, config: Config, argv: Sequence[str]) -> Config:
     if set(old.all_names) != set(dispatcher.all_names):
         dispatcher.names_changed = True
     active.dispatcher = dispatcher
+    if new.log_format != config.log_format:
+        logconfig.set_format(new.log_format)
     log.info("reloaded", config=new.config_path, tables=[m.name for m in dispatcher.mounts])
+    if new.log_level != config.log_level:  # (a level set since by pmstore stays until the config changes it)
+        log.info("log_level", level=new.log_level, before=config.log_level)
+        logconfig.set_level(new.log_level)
     # the listener's settings, the user dropped to and the log (opened as root) are the start's
     kept = [k for k in _FIXED_AT_START if getattr(new, k) != getattr(config, k)]
     if kept:
