@@ -3,11 +3,15 @@ resolver's type, and the dynamic-subtree marker."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from pmda_py.pmapi import DYNAMIC_PMID, pmid_domain, pmid_item
 
-__all__ = ["PmnsError", "Resolver", "is_dynamic_root"]
+__all__ = ["NAME", "PmnsError", "Resolver", "is_dynamic_root", "unwritable_name"]
+
+#: one part of a name as libpcp's PMNS reader takes it: a letter, then letters, digits and _
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 #: ``resolve(target, angle, including_file) -> (path, text)``: the file an
 #: ``#include`` names (``angle``: written ``<target>``); raises ``OSError``
@@ -32,3 +36,18 @@ class PmnsError(ValueError):
 def is_dynamic_root(p: int) -> bool:
     """Is PMID ``p`` the marker of a dynamic subtree (``511.DOMAIN.0``)?"""
     return pmid_domain(p) == DYNAMIC_PMID and pmid_item(p) == 0
+
+
+def unwritable_name(name: str) -> str | None:
+    """Why a PMNS file cannot hold ``name`` (None: it can): libpcp's
+    reader takes a part of a name only if it begins with a letter and has
+    only letters, digits and ``_`` (a name served dynamically, as an MMV or
+    OpenMetrics one, never goes into a file)."""
+    for part in name.split("."):
+        if not NAME.fullmatch(part):
+            what = "an empty part" if not part else f"the part {part!r}"
+            return (
+                f"metric name {name!r} has {what}: a PMNS file takes parts that begin with a letter "
+                "and have only letters, digits and _ (pmcd could not load it)"
+            )
+    return None

@@ -9,14 +9,14 @@ from typing import Optional
 
 import attrs
 
-from pmda_py.namespace.base import PmnsError, Resolver, is_dynamic_root
+from pmda_py.namespace.base import NAME, PmnsError, Resolver, is_dynamic_root
 from pmda_py.namespace.cpp import preprocess
 from pmda_py.namespace.tree import Namespace, Node
 from pmda_py.pmapi import DYNAMIC_PMID, pmid, pmid_cluster, pmid_domain, pmid_item
 
 __all__ = ["load", "loads", "parse"]
 
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_NAME = NAME
 _PATH = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")
 #: libpcp's ``sscanf(line, "# %d \"%s")`` of a line control line
 _MARK = re.compile(r"#\s*([-+]?\d+)\s*\"(\S+)")

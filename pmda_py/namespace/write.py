@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Optional
 
-from pmda_py.namespace.base import is_dynamic_root
+from pmda_py.namespace.base import is_dynamic_root, unwritable_name
 from pmda_py.namespace.tree import Namespace, Node
 from pmda_py.pmapi import pmid_cluster, pmid_domain, pmid_item
 
@@ -53,7 +53,16 @@ def write(ns: Namespace, top: str = "", symdom: Optional[str] = None) -> str:
 def write_fragment(top: str, leaves: dict[str, tuple[int, int]], symdom: str, dynamic: Iterable[str] = ()) -> str:
     """A PMNS fragment for Install: ``leaves`` maps full names below ``top``
     to ``(cluster, item)`` written as ``SYMDOM:cluster:item``; ``dynamic``
-    names subtrees written ``SYMDOM:*:*``."""
+    names subtrees written ``SYMDOM:*:*``.
+
+    Raises:
+        ValueError: a name libpcp could not read back from the file
+            (:func:`~pmda_py.namespace.base.unwritable_name`).
+    """
+    for full in [top, *leaves, *dynamic]:
+        problem = unwritable_name(full)
+        if problem:
+            raise ValueError(problem)
     tree: dict[str, dict[str, Optional[str]]] = {top: {}}
     for full, (c, i) in leaves.items():
         parts = full.split(".")

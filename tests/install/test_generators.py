@@ -196,3 +196,58 @@ def test_configure_refuses_bad_config(
     assert len(err) == 1 and f"{src}{where}" in err[0], err
     assert dest.read_text() == "# the good one\n"  # untouched
     assert not (tmp_path / "dest.conf.new").exists()
+
+
+def _names_sample() -> list[str]:
+    """Names of one part from letters, digits and _ (what a Metric takes),
+    every length up to 3 over a small alphabet: the odd ones included."""
+    alphabet = "aZ9_"
+    out = [""]
+    names: list[str] = []
+    for _ in range(3):
+        out = [p + c for p in out for c in alphabet]
+        names += out
+    return names
+
+
+def test_pmns_refuses_names_a_pmns_file_cannot_hold(tmp_path: Path) -> None:
+    """A table may name a metric ``load.1min`` or ``_x`` (the daemon serves
+    it), but a PMNS file with it does not load: Install would fail in
+    pmnsadd, or pmcd with it.  ``pmda-py pmns`` says which name, once."""
+    mod = tmp_path / "oddnames.py"
+    for name in ["load.1min", "_x", "a.9", "load._"]:
+        mod.write_text(
+            "from pmda_py.table import Metric, Table\nfrom pmda_py.pmapi import PmType\n"
+            "class T(Table):\n    def metrics(self):\n"
+            f"        return [Metric('ok', cluster=0, item=0, type=PmType.U32), "
+            f"Metric({name!r}, cluster=0, item=1, type=PmType.U32)]\n"
+            "    async def fetch(self, request):\n        return {}\n"
+        )
+        r = subprocess.run(
+            [*PMDA_PY, "pmns", "--table", "oddnames:T=pypmda.odd"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}"},
+        )
+        assert r.returncode == 1 and r.stdout == "", (name, r.stdout)
+        (line,) = r.stderr.splitlines()
+        assert f"metric name 'pypmda.odd.{name}'" in line, line
+
+
+@pytest.mark.pcp
+def test_the_names_pmns_refuses_are_those_libpcp_cannot_read(tmp_path: Path) -> None:
+    """The rule is libpcp's: for every name of the sample, real pminfo loads
+    a PMNS file holding it exactly when the writer takes it."""
+    from pmda_py.namespace.base import unwritable_name
+
+    require_pcp()
+    disagree = []
+    for name in _names_sample():
+        f = tmp_path / "root"
+        f.write_text(f"root {{\n    t\n}}\n\nt {{\n    {name}\t253:0:0\n}}\n")
+        loads = _pminfo(tmp_path, "-n", str(f), "t").returncode == 0
+        if loads != (unwritable_name(f"t.{name}") is None):
+            disagree.append((name, loads))
+    assert disagree == []
