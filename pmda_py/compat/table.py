@@ -32,6 +32,7 @@ from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
+import attrs
 import structlog
 
 from pmda_py.compat.agent import AGENT, Callback
@@ -96,7 +97,7 @@ class CompatTable(Table):
         #: per list indom, the token (pmdaIndom.list_token) of the instances
         #: last read, and their ids: read again only when it changes
         self._tokens: dict[int, object | None] = {}
-        self._ids: dict[int, tuple[object, list[int]]] = {}
+        self._ids: dict[int, _KeptInsts] = {}
         self.rebuild()
 
     # ----------------------------------------------------------- the tables
@@ -118,7 +119,7 @@ class CompatTable(Table):
             if not self.help_file:
                 ind.oneline = pmda._indom_oneline.get(it)
                 ind.help = pmda._indom_helptext.get(it)
-            ind.set(dict(pi.listing()))
+            _set_instances(ind, pi.listing())
             indoms[it] = ind
         self._indoms = indoms
         self._tokens.clear()
@@ -180,9 +181,7 @@ class CompatTable(Table):
             token = pi.list_token()
             if token is not None and tokens.get(it) is token:
                 continue  # a list indom whose instances were not replaced
-            listing = dict(pi.listing())
-            if listing != ind.instances:
-                ind.set(listing)
+            _set_instances(ind, pi.listing())
             tokens[it] = token
 
     def metrics(self) -> Sequence[Metric]:
@@ -259,7 +258,7 @@ class CompatTable(Table):
         indoms = self.pmda._indoms
         profile = request.profile
         out: dict[Metric, Values] = {}
-        inst_lists: dict[int, list[int]] = {}  # per indom, once per fetch
+        inst_lists: dict[int, _Insts] = {}  # per indom, once per fetch
         for m in request.metrics:
             found = self._info.get(m)
             if found is None:
@@ -275,10 +274,10 @@ class CompatTable(Table):
                         insts_of = self._all_ids(it, pi)
                     else:
                         listing = pi.listing() if pi is not None else []
-                        insts_of = [i for i, _ in listing if profile.includes(it, i)]
+                        insts_of = _Insts.of([i for i, _ in listing if profile.includes(it, i)])
                     inst_lists[it] = insts_of
                 insts = insts_of
-                if not insts:
+                if not insts.ids:
                     continue
             if fcb is None:
                 out[m] = PmdaError(code=PmErr.VALUE)
@@ -293,20 +292,20 @@ class CompatTable(Table):
                 out[m] = Columns(got, values)
         return out
 
-    def _all_ids(self, it: int, pi: pmdaIndom | None) -> list[int]:
+    def _all_ids(self, it: int, pi: pmdaIndom | None) -> _Insts:
         """Every instance id of the script's indom ``it``, in its order
         (kept while a list indom's instances are not replaced; shared, so
         never changed in place)."""
         if pi is None:
-            return []
+            return _NO_INSTS
         token = pi.list_token()
         kept = self._ids.get(it)
-        if token is not None and kept is not None and kept[0] is token:
-            return kept[1]
-        ids = [i for i, _ in pi.listing()]
+        if token is not None and kept is not None and kept.token is token:
+            return kept.insts
+        insts = _Insts.of([i for i, _ in pi.listing()])
         if token is not None:
-            self._ids[it] = (token, ids)
-        return ids
+            self._ids[it] = _KeptInsts(token, insts)
+        return insts
 
     async def refresh_instances(self, indom: InDom) -> None:
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
@@ -374,7 +373,8 @@ class CompatTable(Table):
             ind, inst = subject
             if cb["label_callback"] is None and cb["notes_callback"] is None:
                 return LabelText(b"")
-            payloads = self._payloads(ind.id, inst, "label_callback", "notes_callback")
+            # the binding passes the instance as an unsigned int (-5 is 4294967291)
+            payloads = self._payloads(ind.id, inst & 0xFFFFFFFF, "label_callback", "notes_callback")
             pls = level_labels(payloads, LabelType.INSTANCES)  # every label of both texts, merged
             return LabelText(b"") if pls is None else LabelText(pls.json, pls.labels)
         if cb["label"] is None and cb["notes"] is None:
@@ -391,6 +391,21 @@ class CompatTable(Table):
         return [] if found is None else LabelText(found.json, found.labels)
 
 
+def _set_instances(ind: InDom, listing: list[tuple[int, str]]) -> None:
+    """``ind``'s instances as the script's indom lists them: an id listed
+    twice keeps its first name (libpcp_pmda looks an id up so) and is
+    listed twice, as libpcp_pmda lists it."""
+    names: dict[int, str] = {}
+    for inst, name in listing:
+        names.setdefault(inst, name)
+    repeated = tuple(listing) if len(names) != len(listing) else None
+    if repeated != ind.listing:
+        ind.listing = repeated
+        ind.set(names)
+    elif names != ind.instances:
+        ind.set(names)
+
+
 def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, int | None]]) -> list[int]:
     """The binding's refresh clusters: every requested PMID's (whatever its
     domain, known or not), each once, in the order they first appear."""
@@ -399,7 +414,33 @@ def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, 
     return list(dict.fromkeys(info[m][0] for m in request.metrics if m in info))
 
 
-_SINGLE = [_IN_NULL]
+@attrs.frozen
+class _Insts:
+    """The instances a metric of an indom is fetched for: their ids (the
+    engine's, signed as a pmdaInstid's ``i_inst``) and each as the fetch
+    callback is given it (an unsigned int, as the binding passes it: -5 is
+    4294967291).  ``args`` is ``ids`` itself when no id is negative."""
+
+    ids: list[int]
+    args: list[int]
+
+    @classmethod
+    def of(cls, ids: list[int]) -> _Insts:
+        if ids and min(ids) < 0:
+            return cls(ids, [i & 0xFFFFFFFF for i in ids])
+        return cls(ids, ids)
+
+
+@attrs.frozen
+class _KeptInsts:
+    """A list indom's instances, kept while its token stays the same."""
+
+    token: object
+    insts: _Insts
+
+
+_SINGLE = _Insts([_IN_NULL], [_IN_NULL])
+_NO_INSTS = _Insts([], [])
 #: where the script's callbacks run
 _THREAD = CallbackThread()
 #: the array type code that checks and holds a type's values as the binding reads them
@@ -416,7 +457,7 @@ _ONE = 1  # the int 1 (CPython keeps one): ``is _ONE`` picks out the usual statu
 _Got = Union["array[Any]", list[Any]]
 
 
-def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[list[Any], object]:
+def _leading(fcb: Callback, cluster: int, item: int, args: list[int]) -> tuple[list[Any], object]:
     """The hot path: call the callback for each instance while it returns a
     list ``[value, 1]`` (an ``int`` 1), keeping only the values; the lists
     are freed as they come, so the cyclic collector is not set off.  Also
@@ -425,7 +466,7 @@ def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[
     firsts: list[Any] = []
     inst = -1
     try:
-        for inst in insts:
+        for inst in args:
             r = fcb(cluster, item, inst)
             if type(r) is not list:
                 return firsts, r
@@ -442,10 +483,10 @@ def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[
     return firsts, _DONE
 
 
-def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], _Got, int]:
+def _values(fcb: Callback, cluster: int, item: int, mtype: int, which: _Insts) -> tuple[list[int], _Got, int]:
     """One metric's callbacks, in instance order: the instances that gave a
     value, the values, and the last status (what answers the metric when
-    none did).
+    none did).  The callback is given each instance as ``which.args`` has it.
 
     A type with an array code (every integer type and DOUBLE) takes the hot
     path first (:func:`_leading`); its values are then checked at once by
@@ -469,9 +510,10 @@ def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]
             log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
         return sts
 
+    insts, args = which.ids, which.args
     start = 0
     if code is not None:
-        firsts, pending = _leading(fcb, cluster, item, insts)
+        firsts, pending = _leading(fcb, cluster, item, args)
         start = len(firsts)
         try:
             values = array(code, firsts)
@@ -485,13 +527,13 @@ def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]
             return got, values, sts
         sts = take(insts[start], pending)
         start += 1
-    for inst in insts[start:] if start else insts:
+    for k in range(start, len(insts)):
         try:
-            result = fcb(cluster, item, inst)
+            result = fcb(cluster, item, args[k])
         except Exception:
-            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=args[k])
             result = _RAISED
-        sts = take(inst, result)
+        sts = take(insts[k], result)
     return got, values, sts
 
 
