@@ -278,6 +278,8 @@ class CompatTable(Table):
                     inst_lists[it] = insts_of
                 insts = insts_of
                 if not insts.ids:
+                    if mtype == PmType.NOSUPPORT:
+                        out[m] = _NO_VALUES
                     continue
             if fcb is None:
                 out[m] = PmdaError(code=PmErr.VALUE)
@@ -286,6 +288,8 @@ class CompatTable(Table):
             if not values:
                 if sts < 0:
                     out[m] = PmdaError(code=sts)
+                elif mtype == PmType.NOSUPPORT:
+                    out[m] = _NO_VALUES  # (the engine's own answer for this type is PM_ERR_APPVERSION)
             elif it is None:
                 out[m] = values[0]
             else:
@@ -441,6 +445,8 @@ class _KeptInsts:
 
 _SINGLE = _Insts([_IN_NULL], [_IN_NULL])
 _NO_INSTS = _Insts([], [])
+#: a metric's answer of no values (numval 0), where the engine would answer otherwise
+_NO_VALUES = PmdaError("no values", code=0)
 #: where the script's callbacks run
 _THREAD = CallbackThread()
 #: the array type code that checks and holds a type's values as the binding reads them
