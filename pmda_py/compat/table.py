@@ -26,10 +26,11 @@ FETCH with PM_ERR_AGAIN), so pmcd is never kept waiting.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import attrs
@@ -40,7 +41,7 @@ from pmda_py.compat.callbacks import convert, int32
 from pmda_py.compat.worker import CallbackThread
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.pcplabels import level_labels
+from pmda_py.pcplabels import level_labels_status
 from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, TYPES, LabelType, PmType, pmid_cluster, pmid_item
 from pmda_py.table import (
     Columns,
@@ -192,8 +193,15 @@ class CompatTable(Table):
 
     @property
     def domain_labels(self) -> Mapping[str, object]:
-        """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent`` label)."""
-        text = self._label_text(AGENT.domain, LabelType.DOMAIN, "label")
+        """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent``
+        label).  An error of the label or notes callback is the request's
+        (PmdaError), as in the binding; the notes are not sent."""
+        with _callbacks_free():
+            payloads = self._payloads(AGENT.domain, LabelType.DOMAIN, "label", "notes")
+        _, statuses = level_labels_status(payloads, LabelType.DOMAIN)
+        if statuses and statuses[-1] < 0:
+            raise PmdaError(code=statuses[-1])
+        text = payloads[0][0] if payloads and payloads[0][1] == 0 else b""
         if not text:
             return {}
         try:
@@ -345,7 +353,11 @@ class CompatTable(Table):
 
     # --------------------------------------------------------------- labels
 
-    def _label_text(self, ident: int, type_: int, which: str) -> str | None:
+    def _label_text(self, ident: int, type_: int, which: str) -> bytes | None:
+        """One label callback's JSON text (None: no callback, or an empty
+        set); a callback that raised is PmdaError(-EAGAIN), one that gave
+        what the binding's ``"s"`` format refuses (not a str, a NUL, a lone
+        surrogate) PmdaError(-EINVAL), as the binding answers them."""
         fn = AGENT.callbacks[which]
         if fn is None:
             return None
@@ -353,23 +365,33 @@ class CompatTable(Table):
             text = fn(ident, type_)
         except Exception:
             log.exception("callback_failed", callback=which)
-            return None
-        if not isinstance(text, str):
-            log.error("bad_labels_result", callback=which, expected="str", got=type(text).__name__)
-            return None
-        return None if _empty_labelset(text) else text
+            raise PmdaError(code=EAGAIN) from None
+        try:
+            if not isinstance(text, str) or "\0" in text:
+                raise ValueError(type(text).__name__)
+            data = text.encode("utf-8")
+        except ValueError:  # (UnicodeEncodeError included)
+            log.error("bad_labels_result", callback=which, expected="str", got=repr(text)[:80])
+            raise PmdaError(code=-errno.EINVAL) from None
+        return None if _empty_labelset(text) else data
 
     def _payloads(self, ident: int, type_: int, label: str, notes: str) -> list[tuple[bytes, int]]:
+        """The label and then the notes callback's texts, with their flags."""
         out = []
         text = self._label_text(ident, type_, label)
         if text is not None:
-            out.append((text.encode("utf-8", "surrogateescape"), 0))
+            out.append((text, 0))
         text = self._label_text(ident, type_, notes)
         if text is not None:
-            out.append((text.encode("utf-8", "surrogateescape"), PM_LABEL_OPTIONAL))
+            out.append((text, PM_LABEL_OPTIONAL))
         return out
 
     def label_items(self, level: int, subject: LabelSubject) -> list[tuple[str, str, int]] | LabelText | None:
+        """The labels of a level from the script's label and notes
+        callbacks, not while its callbacks run elsewhere (PM_ERR_AGAIN).  As
+        in the binding, an error of either callback, or libpcp refusing the
+        text the last callback gave, answers the request with that error; an
+        instance whose callbacks fail or give a refused text has no labels."""
         cb = AGENT.callbacks
         if level == LabelType.INSTANCES:
             if not isinstance(subject, tuple):
@@ -377,10 +399,18 @@ class CompatTable(Table):
             ind, inst = subject
             if cb["label_callback"] is None and cb["notes_callback"] is None:
                 return LabelText(b"")
-            # the binding passes the instance as an unsigned int (-5 is 4294967291)
-            payloads = self._payloads(ind.id, inst & 0xFFFFFFFF, "label_callback", "notes_callback")
-            pls = level_labels(payloads, LabelType.INSTANCES)  # every label of both texts, merged
-            return LabelText(b"") if pls is None else LabelText(pls.json, pls.labels)
+            try:
+                with _callbacks_free():
+                    # the binding passes the instance as an unsigned int (-5 is 4294967291)
+                    payloads = self._payloads(ind.id, inst & 0xFFFFFFFF, "label_callback", "notes_callback")
+            except PmdaError as err:
+                if err.pm_code == PmErr.AGAIN:
+                    raise
+                return LabelText(b"")
+            pls, statuses = level_labels_status(payloads, LabelType.INSTANCES)  # both texts' labels, merged
+            if pls is None or any(sts < 0 for sts in statuses):
+                return LabelText(b"")
+            return LabelText(pls.json, pls.labels)
         if cb["label"] is None and cb["notes"] is None:
             return None
         if level == LabelType.INDOM and isinstance(subject, InDom):
@@ -391,8 +421,25 @@ class CompatTable(Table):
             ident = subject.pmid(AGENT.domain)
         else:
             return None
-        found = level_labels(self._payloads(ident, level, "label", "notes"), level)
+        with _callbacks_free():
+            payloads = self._payloads(ident, level, "label", "notes")
+        found, statuses = level_labels_status(payloads, level)
+        if statuses and statuses[-1] < 0:
+            raise PmdaError(code=statuses[-1])
         return [] if found is None else LabelText(found.json, found.labels)
+
+
+@contextlib.contextmanager
+def _callbacks_free() -> Iterator[None]:
+    """Hold the callback lock for a call made in the event loop's thread (a
+    label callback): PM_ERR_AGAIN at once while a batch is still running in
+    the worker thread, so the script's callbacks never run two at a time."""
+    if not AGENT.lock.acquire(blocking=False):
+        raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
+    try:
+        yield
+    finally:
+        AGENT.lock.release()
 
 
 def _set_instances(ind: InDom, listing: list[tuple[int, str]]) -> None:
