@@ -99,6 +99,7 @@ class CompatTable(Table):
         #: last read, and their ids: read again only when it changes
         self._tokens: dict[int, object | None] = {}
         self._ids: dict[int, _KeptInsts] = {}
+        self._ended: list[int] = []  # client contexts whose endcontext callback waits for the lock
         self.rebuild()
 
     # ----------------------------------------------------------- the tables
@@ -218,9 +219,15 @@ class CompatTable(Table):
 
     def _locked(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
+            self._ended_contexts()
             return fn(*args)
         finally:
             AGENT.lock.release()
+
+    def _ended_contexts(self) -> None:
+        """The endcontext callbacks deferred while a batch ran (lock held)."""
+        while self._ended:
+            self._call("endcontext_callback", self._ended.pop(0))
 
     async def _in_thread(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run ``fn`` in a worker thread holding the callback lock; a batch
@@ -349,7 +356,18 @@ class CompatTable(Table):
                 raise PmdaError(code=code)
 
     def end_context(self, context: int) -> None:
-        self._call("endcontext_callback", context)
+        """The endcontext callback, never beside a running batch: while one
+        runs, it is called first by the next batch (in the worker thread)."""
+        if AGENT.callbacks["endcontext_callback"] is None:
+            return
+        self._ended.append(context)
+        if AGENT.lock.acquire(blocking=False):
+            try:
+                self._ended_contexts()
+            finally:
+                AGENT.lock.release()
+        else:
+            log.info("endcontext_deferred", context=context, reason="a batch of callbacks is running")
 
     # --------------------------------------------------------------- labels
 
