@@ -26,12 +26,14 @@ FETCH with PM_ERR_AGAIN), so pmcd is never kept waiting.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
+import attrs
 import structlog
 
 from pmda_py.compat.agent import AGENT, Callback
@@ -39,7 +41,7 @@ from pmda_py.compat.callbacks import convert, int32
 from pmda_py.compat.worker import CallbackThread
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.errors import PmdaError, PmErr
-from pmda_py.pcplabels import level_labels
+from pmda_py.pcplabels import level_labels_status
 from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, TYPES, LabelType, PmType, pmid_cluster, pmid_item
 from pmda_py.table import (
     Columns,
@@ -96,7 +98,8 @@ class CompatTable(Table):
         #: per list indom, the token (pmdaIndom.list_token) of the instances
         #: last read, and their ids: read again only when it changes
         self._tokens: dict[int, object | None] = {}
-        self._ids: dict[int, tuple[object, list[int]]] = {}
+        self._ids: dict[int, _KeptInsts] = {}
+        self._ended: list[int] = []  # client contexts whose endcontext callback waits for the lock
         self.rebuild()
 
     # ----------------------------------------------------------- the tables
@@ -118,7 +121,7 @@ class CompatTable(Table):
             if not self.help_file:
                 ind.oneline = pmda._indom_oneline.get(it)
                 ind.help = pmda._indom_helptext.get(it)
-            ind.set(dict(pi.listing()))
+            _set_instances(ind, pi.listing())
             indoms[it] = ind
         self._indoms = indoms
         self._tokens.clear()
@@ -180,9 +183,7 @@ class CompatTable(Table):
             token = pi.list_token()
             if token is not None and tokens.get(it) is token:
                 continue  # a list indom whose instances were not replaced
-            listing = dict(pi.listing())
-            if listing != ind.instances:
-                ind.set(listing)
+            _set_instances(ind, pi.listing())
             tokens[it] = token
 
     def metrics(self) -> Sequence[Metric]:
@@ -193,8 +194,15 @@ class CompatTable(Table):
 
     @property
     def domain_labels(self) -> Mapping[str, object]:
-        """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent`` label)."""
-        text = self._label_text(AGENT.domain, LabelType.DOMAIN, "label")
+        """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent``
+        label).  An error of the label or notes callback is the request's
+        (PmdaError), as in the binding; the notes are not sent."""
+        with _callbacks_free():
+            payloads = self._payloads(AGENT.domain, LabelType.DOMAIN, "label", "notes")
+        _, statuses = level_labels_status(payloads, LabelType.DOMAIN)
+        if statuses and statuses[-1] < 0:
+            raise PmdaError(code=statuses[-1])
+        text = payloads[0][0] if payloads and payloads[0][1] == 0 else b""
         if not text:
             return {}
         try:
@@ -211,9 +219,15 @@ class CompatTable(Table):
 
     def _locked(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
+            self._ended_contexts()
             return fn(*args)
         finally:
             AGENT.lock.release()
+
+    def _ended_contexts(self) -> None:
+        """The endcontext callbacks deferred while a batch ran (lock held)."""
+        while self._ended:
+            self._call("endcontext_callback", self._ended.pop(0))
 
     async def _in_thread(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run ``fn`` in a worker thread holding the callback lock; a batch
@@ -259,7 +273,7 @@ class CompatTable(Table):
         indoms = self.pmda._indoms
         profile = request.profile
         out: dict[Metric, Values] = {}
-        inst_lists: dict[int, list[int]] = {}  # per indom, once per fetch
+        inst_lists: dict[int, _Insts] = {}  # per indom, once per fetch
         for m in request.metrics:
             found = self._info.get(m)
             if found is None:
@@ -275,10 +289,12 @@ class CompatTable(Table):
                         insts_of = self._all_ids(it, pi)
                     else:
                         listing = pi.listing() if pi is not None else []
-                        insts_of = [i for i, _ in listing if profile.includes(it, i)]
+                        insts_of = _Insts.of([i for i, _ in listing if profile.includes(it, i)])
                     inst_lists[it] = insts_of
                 insts = insts_of
-                if not insts:
+                if not insts.ids:
+                    if mtype == PmType.NOSUPPORT:
+                        out[m] = _NO_VALUES
                     continue
             if fcb is None:
                 out[m] = PmdaError(code=PmErr.VALUE)
@@ -287,26 +303,28 @@ class CompatTable(Table):
             if not values:
                 if sts < 0:
                     out[m] = PmdaError(code=sts)
+                elif mtype == PmType.NOSUPPORT:
+                    out[m] = _NO_VALUES  # (the engine's own answer for this type is PM_ERR_APPVERSION)
             elif it is None:
                 out[m] = values[0]
             else:
                 out[m] = Columns(got, values)
         return out
 
-    def _all_ids(self, it: int, pi: pmdaIndom | None) -> list[int]:
+    def _all_ids(self, it: int, pi: pmdaIndom | None) -> _Insts:
         """Every instance id of the script's indom ``it``, in its order
         (kept while a list indom's instances are not replaced; shared, so
         never changed in place)."""
         if pi is None:
-            return []
+            return _NO_INSTS
         token = pi.list_token()
         kept = self._ids.get(it)
-        if token is not None and kept is not None and kept[0] is token:
-            return kept[1]
-        ids = [i for i, _ in pi.listing()]
+        if token is not None and kept is not None and kept.token is token:
+            return kept.insts
+        insts = _Insts.of([i for i, _ in pi.listing()])
         if token is not None:
-            self._ids[it] = (token, ids)
-        return ids
+            self._ids[it] = _KeptInsts(token, insts)
+        return insts
 
     async def refresh_instances(self, indom: InDom) -> None:
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
@@ -338,11 +356,26 @@ class CompatTable(Table):
                 raise PmdaError(code=code)
 
     def end_context(self, context: int) -> None:
-        self._call("endcontext_callback", context)
+        """The endcontext callback, never beside a running batch: while one
+        runs, it is called first by the next batch (in the worker thread)."""
+        if AGENT.callbacks["endcontext_callback"] is None:
+            return
+        self._ended.append(context)
+        if AGENT.lock.acquire(blocking=False):
+            try:
+                self._ended_contexts()
+            finally:
+                AGENT.lock.release()
+        else:
+            log.info("endcontext_deferred", context=context, reason="a batch of callbacks is running")
 
     # --------------------------------------------------------------- labels
 
-    def _label_text(self, ident: int, type_: int, which: str) -> str | None:
+    def _label_text(self, ident: int, type_: int, which: str) -> bytes | None:
+        """One label callback's JSON text (None: no callback, or an empty
+        set); a callback that raised is PmdaError(-EAGAIN), one that gave
+        what the binding's ``"s"`` format refuses (not a str, a NUL, a lone
+        surrogate) PmdaError(-EINVAL), as the binding answers them."""
         fn = AGENT.callbacks[which]
         if fn is None:
             return None
@@ -350,23 +383,33 @@ class CompatTable(Table):
             text = fn(ident, type_)
         except Exception:
             log.exception("callback_failed", callback=which)
-            return None
-        if not isinstance(text, str):
-            log.error("bad_labels_result", callback=which, expected="str", got=type(text).__name__)
-            return None
-        return None if _empty_labelset(text) else text
+            raise PmdaError(code=EAGAIN) from None
+        try:
+            if not isinstance(text, str) or "\0" in text:
+                raise ValueError(type(text).__name__)
+            data = text.encode("utf-8")
+        except ValueError:  # (UnicodeEncodeError included)
+            log.error("bad_labels_result", callback=which, expected="str", got=repr(text)[:80])
+            raise PmdaError(code=-errno.EINVAL) from None
+        return None if _empty_labelset(text) else data
 
     def _payloads(self, ident: int, type_: int, label: str, notes: str) -> list[tuple[bytes, int]]:
+        """The label and then the notes callback's texts, with their flags."""
         out = []
         text = self._label_text(ident, type_, label)
         if text is not None:
-            out.append((text.encode("utf-8", "surrogateescape"), 0))
+            out.append((text, 0))
         text = self._label_text(ident, type_, notes)
         if text is not None:
-            out.append((text.encode("utf-8", "surrogateescape"), PM_LABEL_OPTIONAL))
+            out.append((text, PM_LABEL_OPTIONAL))
         return out
 
     def label_items(self, level: int, subject: LabelSubject) -> list[tuple[str, str, int]] | LabelText | None:
+        """The labels of a level from the script's label and notes
+        callbacks, not while its callbacks run elsewhere (PM_ERR_AGAIN).  As
+        in the binding, an error of either callback, or libpcp refusing the
+        text the last callback gave, answers the request with that error; an
+        instance whose callbacks fail or give a refused text has no labels."""
         cb = AGENT.callbacks
         if level == LabelType.INSTANCES:
             if not isinstance(subject, tuple):
@@ -374,9 +417,18 @@ class CompatTable(Table):
             ind, inst = subject
             if cb["label_callback"] is None and cb["notes_callback"] is None:
                 return LabelText(b"")
-            payloads = self._payloads(ind.id, inst, "label_callback", "notes_callback")
-            pls = level_labels(payloads, LabelType.INSTANCES)  # every label of both texts, merged
-            return LabelText(b"") if pls is None else LabelText(pls.json, pls.labels)
+            try:
+                with _callbacks_free():
+                    # the binding passes the instance as an unsigned int (-5 is 4294967291)
+                    payloads = self._payloads(ind.id, inst & 0xFFFFFFFF, "label_callback", "notes_callback")
+            except PmdaError as err:
+                if err.pm_code == PmErr.AGAIN:
+                    raise
+                return LabelText(b"")
+            pls, statuses = level_labels_status(payloads, LabelType.INSTANCES)  # both texts' labels, merged
+            if pls is None or any(sts < 0 for sts in statuses):
+                return LabelText(b"")
+            return LabelText(pls.json, pls.labels)
         if cb["label"] is None and cb["notes"] is None:
             return None
         if level == LabelType.INDOM and isinstance(subject, InDom):
@@ -387,8 +439,40 @@ class CompatTable(Table):
             ident = subject.pmid(AGENT.domain)
         else:
             return None
-        found = level_labels(self._payloads(ident, level, "label", "notes"), level)
+        with _callbacks_free():
+            payloads = self._payloads(ident, level, "label", "notes")
+        found, statuses = level_labels_status(payloads, level)
+        if statuses and statuses[-1] < 0:
+            raise PmdaError(code=statuses[-1])
         return [] if found is None else LabelText(found.json, found.labels)
+
+
+@contextlib.contextmanager
+def _callbacks_free() -> Iterator[None]:
+    """Hold the callback lock for a call made in the event loop's thread (a
+    label callback): PM_ERR_AGAIN at once while a batch is still running in
+    the worker thread, so the script's callbacks never run two at a time."""
+    if not AGENT.lock.acquire(blocking=False):
+        raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
+    try:
+        yield
+    finally:
+        AGENT.lock.release()
+
+
+def _set_instances(ind: InDom, listing: list[tuple[int, str]]) -> None:
+    """``ind``'s instances as the script's indom lists them: an id listed
+    twice keeps its first name (libpcp_pmda looks an id up so) and is
+    listed twice, as libpcp_pmda lists it."""
+    names: dict[int, str] = {}
+    for inst, name in listing:
+        names.setdefault(inst, name)
+    repeated = tuple(listing) if len(names) != len(listing) else None
+    if repeated != ind.listing:
+        ind.listing = repeated
+        ind.set(names)
+    elif names != ind.instances:
+        ind.set(names)
 
 
 def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, int | None]]) -> list[int]:
@@ -399,7 +483,35 @@ def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, 
     return list(dict.fromkeys(info[m][0] for m in request.metrics if m in info))
 
 
-_SINGLE = [_IN_NULL]
+@attrs.frozen
+class _Insts:
+    """The instances a metric of an indom is fetched for: their ids (the
+    engine's, signed as a pmdaInstid's ``i_inst``) and each as the fetch
+    callback is given it (an unsigned int, as the binding passes it: -5 is
+    4294967291).  ``args`` is ``ids`` itself when no id is negative."""
+
+    ids: list[int]
+    args: list[int]
+
+    @classmethod
+    def of(cls, ids: list[int]) -> _Insts:
+        if ids and min(ids) < 0:
+            return cls(ids, [i & 0xFFFFFFFF for i in ids])
+        return cls(ids, ids)
+
+
+@attrs.frozen
+class _KeptInsts:
+    """A list indom's instances, kept while its token stays the same."""
+
+    token: object
+    insts: _Insts
+
+
+_SINGLE = _Insts([_IN_NULL], [_IN_NULL])
+_NO_INSTS = _Insts([], [])
+#: a metric's answer of no values (numval 0), where the engine would answer otherwise
+_NO_VALUES = PmdaError("no values", code=0)
 #: where the script's callbacks run
 _THREAD = CallbackThread()
 #: the array type code that checks and holds a type's values as the binding reads them
@@ -416,7 +528,7 @@ _ONE = 1  # the int 1 (CPython keeps one): ``is _ONE`` picks out the usual statu
 _Got = Union["array[Any]", list[Any]]
 
 
-def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[list[Any], object]:
+def _leading(fcb: Callback, cluster: int, item: int, args: list[int]) -> tuple[list[Any], object]:
     """The hot path: call the callback for each instance while it returns a
     list ``[value, 1]`` (an ``int`` 1), keeping only the values; the lists
     are freed as they come, so the cyclic collector is not set off.  Also
@@ -425,7 +537,7 @@ def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[
     firsts: list[Any] = []
     inst = -1
     try:
-        for inst in insts:
+        for inst in args:
             r = fcb(cluster, item, inst)
             if type(r) is not list:
                 return firsts, r
@@ -442,10 +554,10 @@ def _leading(fcb: Callback, cluster: int, item: int, insts: list[int]) -> tuple[
     return firsts, _DONE
 
 
-def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]) -> tuple[list[int], _Got, int]:
+def _values(fcb: Callback, cluster: int, item: int, mtype: int, which: _Insts) -> tuple[list[int], _Got, int]:
     """One metric's callbacks, in instance order: the instances that gave a
     value, the values, and the last status (what answers the metric when
-    none did).
+    none did).  The callback is given each instance as ``which.args`` has it.
 
     A type with an array code (every integer type and DOUBLE) takes the hot
     path first (:func:`_leading`); its values are then checked at once by
@@ -469,9 +581,10 @@ def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]
             log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
         return sts
 
+    insts, args = which.ids, which.args
     start = 0
     if code is not None:
-        firsts, pending = _leading(fcb, cluster, item, insts)
+        firsts, pending = _leading(fcb, cluster, item, args)
         start = len(firsts)
         try:
             values = array(code, firsts)
@@ -485,13 +598,13 @@ def _values(fcb: Callback, cluster: int, item: int, mtype: int, insts: list[int]
             return got, values, sts
         sts = take(insts[start], pending)
         start += 1
-    for inst in insts[start:] if start else insts:
+    for k in range(start, len(insts)):
         try:
-            result = fcb(cluster, item, inst)
+            result = fcb(cluster, item, args[k])
         except Exception:
-            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
+            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=args[k])
             result = _RAISED
-        sts = take(inst, result)
+        sts = take(insts[k], result)
     return got, values, sts
 
 

@@ -326,14 +326,14 @@ class FetchPlanner:
         ):
             builder.add_fixed(p, metric.type, value.insts, PackedColumn(value.data, PACKED_SIZE[metric.type]))
             return len(value.insts)
+        if isinstance(value, PmdaError):  # a table's own answer, also for a NOSUPPORT metric
+            builder.add_error(p, value.pm_code)
+            return 0
         if metric.type == PmType.NOSUPPORT:
             builder.add_error(p, PmErr.APPVERSION)
             return 0
         if value is None:
             builder.add_error(p, 0)
-            return 0
-        if isinstance(value, PmdaError):
-            builder.add_error(p, value.pm_code)
             return 0
         try:
             if metric.indom is None:

@@ -26,7 +26,7 @@ carries an ``unsafe`` note and what libpcp meant (see docs/mmv.md);
 
 from __future__ import annotations
 
-from pmda_py.pcplabels.labelset import PcpLabelSet, add_labels, instance_labels, level_labels
+from pmda_py.pcplabels.labelset import PcpLabelSet, add_labels, instance_labels, level_labels, level_labels_status
 from pmda_py.pcplabels.parser import parse_labels
 
-__all__ = ["PcpLabelSet", "add_labels", "level_labels", "instance_labels", "parse_labels"]
+__all__ = ["PcpLabelSet", "add_labels", "level_labels", "level_labels_status", "instance_labels", "parse_labels"]

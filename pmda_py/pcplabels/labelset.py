@@ -27,7 +27,7 @@ from pmda_py.pcplabels.parser import (
     parse_labels,
 )
 
-__all__ = ["PcpLabelSet", "add_labels", "instance_labels", "level_labels"]
+__all__ = ["PcpLabelSet", "add_labels", "instance_labels", "level_labels", "level_labels_status"]
 
 
 def _stash_label(
@@ -169,13 +169,23 @@ def level_labels(payloads: Sequence[tuple[bytes, int]], level: int, *, relaxed: 
     """mmv_label_lookup() then pmdaLabel() for a DOMAIN/INDOM/CLUSTER/ITEM
     request: the payloads (with their record flags) in pmdammv's order; None
     when pmdammv sends no set."""
+    return level_labels_status(payloads, level, relaxed=relaxed)[0]
+
+
+def level_labels_status(
+    payloads: Sequence[tuple[bytes, int]], level: int, *, relaxed: bool = False
+) -> tuple[PcpLabelSet | None, list[int]]:
+    """:func:`level_labels`, and what __pmAddLabels() returned for each
+    payload (below 0: libpcp refused it; an agent may answer that error)."""
     lsp: _LabelSet | None = None
+    statuses = []
     for payload, flags in payloads:
-        lsp, _ = add_labels(lsp, payload, flags, relaxed=relaxed)
+        lsp, sts = add_labels(lsp, payload, flags, relaxed=relaxed)
+        statuses.append(sts)
     if lsp is None:
-        return None
+        return None, statuses
     level &= ~(PM_LABEL_COMPOUND | PM_LABEL_OPTIONAL)
-    return _export(lsp, lsp.nlabels, level, list(lsp.unsafe))
+    return _export(lsp, lsp.nlabels, level, list(lsp.unsafe)), statuses
 
 
 def instance_labels(payloads: Sequence[tuple[bytes, int]], *, relaxed: bool = False) -> PcpLabelSet:

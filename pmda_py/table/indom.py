@@ -93,15 +93,16 @@ class InDom:
             raise ValueError(f"indom serial {self.serial} out of range")
         check_labels(f"indom {self.serial}", self.labels)
         self.instances = dict(self.instances)
-        if self.listing:  # (its names too, as long as the instances are the first ones)
-            by_name = self._names()
-            for k, v in self.listing:
-                by_name.setdefault(v, k)
+
+    def _entries(self) -> Iterable[tuple[int, str]]:
+        """``(id, name)`` as the indom lists them (an id listed twice, twice)."""
+        return self.instances.items() if self.listing is None else self.listing
 
     def _names(self) -> dict[str, int]:
         by_name = self._by_name
         if by_name is None:
-            by_name = self._by_name = {v: k for k, v in self.instances.items()}
+            # a name listed more than once finds its first entry, as pmdaInstance's scan does
+            by_name = self._by_name = {v: k for k, v in reversed(tuple(self._entries()))}
         return by_name
 
     @property
@@ -183,7 +184,7 @@ class InDom:
         inst = self._names().get(name)
         if inst is not None:
             return inst
-        for k, v in self.instances.items():
+        for k, v in self._entries():
             if v.split(" ", 1)[0] == name:
                 return k
         raise UnknownInstance()
