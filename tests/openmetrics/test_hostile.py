@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import structlog
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pmda_py.openmetrics import NameTable
 from pmda_py.openmetrics import state as openmetrics_state
@@ -354,6 +356,38 @@ def test_amplifying_name_table_refused() -> None:
     for bad in (b"(lp0\nVa\np1\na", b"(lp0\nVa\np1\naVa\np2\na.", b"cos\nsystem\n(S'x'\ntR.", b"(lp0\nI5\na."):
         with pytest.raises(ValueError):
             NameTable.loads(bad, 10)
+
+
+def _pickled(names: list[str], form: str) -> bytes:
+    """``names`` as protocol 0 pickles them: one append each (pickle's own
+    form), a list made whole from a mark (``(...l``), or an empty list and
+    one ``appends`` (``](...e``)."""
+    items = b"".join(b"V" + n.encode("raw_unicode_escape") + b"\n" for n in names)
+    if form == "append":
+        return b"(lp0\n" + b"".join(b"V" + n.encode("raw_unicode_escape") + b"\na" for n in names) + b"."
+    if form == "list":
+        return b"(" + items + b"l."
+    return b"](" + items + b"e."
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(st.text(st.characters(codec="ascii", exclude_characters="\n\\"), max_size=8), unique=True, max_size=12),
+    st.integers(0, 10),
+    st.sampled_from(["append", "list", "appends"]),
+)
+def test_a_name_table_holds_at_most_maxnum_plus_one_names_whatever_its_form(
+    names: list[str], maxnum: int, form: str
+) -> None:
+    """The reader's promise (names.parse_names): more than ``maxnum + 1``
+    names is refused, however the list is pickled (a cluster table of 5 000
+    sources would give clusters past 4095, whose metrics PCP cannot name)."""
+    data = _pickled(names, form)
+    if len(names) > maxnum + 1:
+        with pytest.raises(ValueError, match="names"):
+            NameTable.loads(data, maxnum)
+    else:
+        assert NameTable.loads(data, maxnum).names == names
 
 
 @pytest.mark.parametrize("kind", ["truncated", "too_big", "corrupt"])
