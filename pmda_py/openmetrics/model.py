@@ -225,6 +225,8 @@ def parse_units(text: str) -> PmUnits:
             k += 1
     if not all(-8 <= d <= 7 for d in dims):
         raise ValueError("dimension out of range")
+    if not -8 <= scales[2] <= 7:  # (pmUnits holds it in 4 signed bits: 10^8 would be sent as 10^-8)
+        raise ValueError("count scale out of range")
     return PmUnits(
         dim_space=dims[0],
         dim_time=dims[1],
