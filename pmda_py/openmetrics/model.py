@@ -98,6 +98,13 @@ class SourceConfig:
     filters: list[tuple[str, str, re.Pattern[str]]] = attrs.field(factory=list)
     metadata: list[tuple[re.Pattern[str], list[str]]] = attrs.field(factory=list)
     problems: list[str] = attrs.field(factory=list)
+    #: why the headers cannot be sent (a ``HEADER:`` line HTTP refuses): an HTTP source fails with it
+    unsendable: str = ""
+
+
+#: what HTTP can send as a header's name (a token) and value (visible ASCII, blanks between words)
+_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
 
 
 def parse_url_config(text: str) -> SourceConfig:
@@ -114,7 +121,17 @@ def parse_url_config(text: str) -> SourceConfig:
         if line.startswith("HEADER:"):
             parts = line.split(":", 2)
             key = "".join(parts[1].split())
-            cfg.headers[key] = " ".join(parts[2:]).lstrip()
+            value = " ".join(parts[2:]).strip(" \t")
+            # (never quoted: a header may hold a token or a password; the HTTP client's own error would)
+            if not _HEADER_NAME.fullmatch(key):
+                why = f"line {n}: HEADER name HTTP cannot send ({len(key)} characters)"
+            elif not _HEADER_VALUE.fullmatch(value):
+                why = f"line {n}: HEADER value HTTP cannot send ({len(value)} characters)"
+            else:
+                cfg.headers[key] = value
+                continue
+            cfg.problems.append(why)
+            cfg.unsendable = cfg.unsendable or why
         elif line.startswith("FILTER:"):
             fs = line[len("FILTER:") :].split()
             if len(fs) < 3 or fs[0] not in ("INCLUDE", "EXCLUDE", "OPTIONAL") or fs[1] not in ("METRIC", "LABEL"):

@@ -458,6 +458,44 @@ async def test_logs_carry_no_contents(tmp_path: Path) -> None:
     assert any(e["event"] == "openmetrics_config" for e in logs)
 
 
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_header_lines_http_cannot_send_fail_their_source_and_never_show_the_header(
+    tmp_path: Path, workers: str
+) -> None:
+    """A ``HEADER:`` line's value ends with its text, not with the blanks
+    an editor left after it (pmdaopenmetrics sends that header); a header
+    HTTP cannot send (``=`` where ``:`` was meant, a control character)
+    fails its source with the line's number, and neither the status nor a
+    log line shows the header's text (a token, a password)."""
+    secret = "SECRETVALUE"
+    with ControlledServer() as server:
+        for k in ("trailing", "equals", "ctrl", "nonascii"):
+            server.routes[k] = Route(GOOD)
+        d = tmp_path / "config.d"
+        write_sources(
+            d,
+            {
+                "trailing": f"{server.url('trailing')}\nHEADER: Authorization: Bearer {secret} \t\n",
+                "equals": f"{server.url('equals')}\n# a comment\nHEADER: Authorization=Bearer {secret}\n",
+                "ctrl": f"{server.url('ctrl')}\nHEADER: X-Token: {secret}\x00\n",
+                "nonascii": f"{server.url('nonascii')}\nHEADER: X-Token: {secret}\u00e9\n",
+            },
+        )
+        table = make_table(tmp_path, interval="60", workers=workers)
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            status = await _status(table)
+            await table.shutdown()
+        sent = [r.get("authorization") for r in server.routes["trailing"].requests]
+    assert status["trailing"] == "success" and sent == [f"Bearer {secret}"]
+    for name, line in (("equals", 3), ("ctrl", 2), ("nonascii", 2)):
+        assert f"line {line}" in status[name] and "HEADER" in status[name], status[name]
+        assert server.routes[name].hits == 0
+    text = repr(logs) + repr(status)
+    assert secret not in text
+
+
 async def test_too_many_sources_logged_once(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
