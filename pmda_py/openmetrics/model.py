@@ -37,7 +37,16 @@ from typing import TYPE_CHECKING
 import attrs
 
 from pmda_py.openmetrics.exposition import Limits, Sample
-from pmda_py.openmetrics.labels import interned, label_items, label_pairs, pairs_dict
+from pmda_py.openmetrics.labels import (
+    MAX_SET_JSON,
+    MAX_SET_LABELS,
+    interned,
+    label_cost,
+    label_items,
+    label_pairs,
+    pairs_dict,
+    set_fits,
+)
 from pmda_py.openmetrics.names import NameTable
 from pmda_py.openmetrics.records import Value
 from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
@@ -365,6 +374,10 @@ class MetricState:
     #: by instance number: the characters it counts against the source's bound (-1: not known,
     #: an instance read from the saved table counts its name's length)
     cost: array[int] | None = None
+    #: the labels, and bytes of JSON (:func:`~.labels.label_cost`), of its item label set
+    #: (``labels``): kept within what PCP takes in one label set
+    label_count: int = 0
+    label_json: int = 0
 
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
@@ -423,6 +436,18 @@ class Ingest:
 
 class _Refused(Exception):
     """A new series (or metric) past a bound: its sample is skipped."""
+
+
+_PCP_SET = f"what PCP takes in one label set ({MAX_SET_LABELS} labels, {MAX_SET_JSON} bytes of JSON)"
+#: why a series was refused, or a metric's item labels left as they were (each logged once while it lasts)
+_SERIES_PAST_SET = f"a new series with labels past {_PCP_SET} refused"
+_ITEM_PAST_SET = f"a metric's item labels reached {_PCP_SET}: further labels left out"
+
+
+def _set_cost(labels: Mapping[str, str]) -> tuple[int, int]:
+    """The labels and the bytes of JSON (:func:`~.labels.label_cost`) of a label set."""
+    costs = [c for c in (label_cost(k, v) for k, v in labels.items()) if c]
+    return len(costs), sum(costs)
 
 
 class SourceModel:
@@ -544,6 +569,11 @@ class SourceModel:
             seen = array("d", [self._now if table.is_live(i) else math.nan for i in range(len(table.names))])
             cost = array("q", [-1]) * len(table.names)
         oneline, help_text = split_help(s.helpline)
+        labels, optional = dict(inc or {}), dict(opt) if opt else None
+        count, size = _set_cost(labels)  # (the optional labels are among them)
+        if count > MAX_SET_LABELS or 1 + size > MAX_SET_JSON:
+            res.refused[_ITEM_PAST_SET] = res.refused.get(_ITEM_PAST_SET, 0) + 1
+            labels, optional, count, size = {}, None, 0, 0
         m = MetricState(
             s.name,
             item,
@@ -557,10 +587,12 @@ class SourceModel:
             help_text,
             serial,
             table,
-            dict(inc or {}),
-            dict(opt) if opt else None,
+            labels,
+            optional,
             seen=seen,
             cost=cost,
+            label_count=count,
+            label_json=size,
         )
         self.metrics[s.name] = m
         self.by_item[item] = m
@@ -586,7 +618,7 @@ class SourceModel:
                     m.table.dirty = True
                 instname = " ".join(f"{k}:{v}" for k, v in sorted(naming.items()))
                 if not naming.items() <= m.labels.items():
-                    m.labels.update(interned(naming))
+                    self._item_labels(m, naming, res)
             inst_known = m.table.get(instname)
             if inst_known is None:
                 inst = self._new_series(m, instname, naming)
@@ -608,6 +640,26 @@ class SourceModel:
             res.labels_changed = True
             m.inst_labels[inst] = tuple([sys.intern(x) for x in pairs])
 
+    @staticmethod
+    def _item_labels(m: MetricState, naming: Mapping[str, str], res: Ingest) -> None:
+        """pmdaopenmetrics' item labels: every instance's, the last value of
+        each name kept, while they make a label set PCP takes."""
+        count, size = m.label_count, m.label_json
+        for k, v in naming.items():
+            old = m.labels.get(k)
+            if old != v:
+                cost = label_cost(k, v)
+                if old is None:
+                    count += 1 if cost else 0
+                else:
+                    cost -= label_cost(k, old)
+                size += cost
+        if count > MAX_SET_LABELS or 1 + size > MAX_SET_JSON:
+            res.refused[_ITEM_PAST_SET] = res.refused.get(_ITEM_PAST_SET, 0) + 1
+            return
+        m.labels.update(interned(naming))
+        m.label_count, m.label_json = count, size
+
     def _new_series(self, m: MetricState, instname: str, labels: Mapping[str, str]) -> int:
         """The number of a new instance of ``m``, within the bounds."""
         assert m.table is not None
@@ -616,6 +668,9 @@ class SourceModel:
             raise _Refused(f"a metric reached {lim.max_instances} instances: its new instances refused")
         if self.series >= lim.max_series:
             raise _Refused(f"the source reached {lim.max_series} instances: new instances refused")
+        # (its instance's label set: its labels and, before PCP 6.1, "instname" ("N NAME"))
+        if not set_fits(labels, {"instname": f"{MAX_INDOM} {instname}"}):
+            raise _Refused(_SERIES_PAST_SET)
         cost = len(instname) + sum(len(k) + len(v) for k, v in labels.items())
         if self.label_bytes + cost > lim.max_label_bytes:
             raise _Refused(f"the source reached {lim.max_label_bytes} characters of labels: new instances refused")
