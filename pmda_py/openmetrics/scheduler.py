@@ -223,6 +223,7 @@ class Scheduling:
                         self._inactive += 1
                         self._drop_exports(src)
                         await self._forget(src)
+                        self._first_round_done(src)  # (its first scrape cancelled: the round ends without it)
                 for src in current:
                     if src.scope is None:
                         if src.scrapes:  # (a source back after its config file went)
@@ -247,7 +248,9 @@ class Scheduling:
         elif self._pool is not None:
             await self._pool.forget(src.cluster, src.name)
 
-    def _round_done(self, src: Source) -> None:
+    def _first_round_done(self, src: Source) -> None:
+        """``src`` is out of the first round (scraped, or gone): the agent is
+        ready when no source is left in it."""
         if src.name in self._first_round:
             self._first_round.discard(src.name)
             if not self._first_round and not self._ready.is_set():
@@ -258,6 +261,9 @@ class Scheduling:
                     first_round_s=round(time.monotonic() - self._started, 3),
                 )
                 self._set_ready()
+
+    def _round_done(self, src: Source) -> None:
+        self._first_round_done(src)
         # a round: the n-th scrape of every source, from the first one's start to the last one's end
         k = src.scrapes
         done = self._round_done_n[k] = self._round_done_n.get(k, 0) + 1
