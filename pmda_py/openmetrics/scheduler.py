@@ -25,10 +25,17 @@ from pmda_py.openmetrics.records import Digest, LogEntry, LogValue
 from pmda_py.openmetrics.scrape import Scraper, WorkerOptions
 from pmda_py.openmetrics.sources import Source
 
-__all__ = ["BUSY_SHARE", "WORKER_NICE", "Scheduling", "should_grow"]
+__all__ = ["BUSY_SHARE", "WORKER_NICE", "Scheduling", "should_grow", "without_details"]
 
-#: a status's details in brackets, left out of what says whether its state changed
+#: a status's or a problem's details in brackets, left out of what says whether its state changed
 _DETAILS = re.compile(r" \([^()]*\)")
+
+
+def without_details(text: str) -> str:
+    """``text`` (a status, a problem) without its details in brackets (a
+    count, a size), which may change every scrape without being news."""
+    return _DETAILS.sub("", text)
+
 
 log = structlog.get_logger("pmda_py.openmetrics")
 
@@ -382,7 +389,7 @@ class Scheduling:
         # A change of state is logged once, not every scrape; a status's
         # details in brackets (a Content-Length, bytes on stderr) may change
         # every scrape without being one.
-        state = _DETAILS.sub("", status)
+        state = without_details(status)
         if state != src.logged_status:
             src.logged_status = state
             if status == "success":
