@@ -73,6 +73,7 @@ NO_TRIO = (
     "pmda_py.openmetrics.decode",
     "pmda_py.openmetrics.names",
     "pmda_py.openmetrics.labels",
+    "pmda_py.openmetrics.metadata",
     "pmda_py.openmetrics.model",
     "pmda_py.openmetrics.digest",
     "pmda_py.openmetrics.records",

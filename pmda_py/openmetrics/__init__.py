@@ -4,6 +4,7 @@ Sans-IO: :mod:`.exposition` (the text format, as pmdaopenmetrics reads it,
 with limits), :mod:`.decode` (bodies decoded under the cap), :mod:`.names`
 and :mod:`.model` (pmdaopenmetrics' names and numbering: sources as
 clusters, metrics as items, an indom per metric, the id tables),
+:mod:`.metadata` (a metric's type, semantics, units and help),
 :mod:`.digest` (a document as a worker sends it), :mod:`.records` (the
 typed messages between the daemon and its workers), :mod:`.state` (the id
 tables' files), :mod:`.answers` (digests swapped in, packed fetches).

@@ -97,7 +97,7 @@ def digest(
         problems.insert(0, f"line {parsed.error[0]}: {parsed.error[1]} (rest of the document skipped)")
     problems += list(res.refused)  # (texts that stay the same while the state lasts: logged once)
     if parsed.dropped:
-        problems.append(f"{parsed.dropped} samples over the limit of {limits.max_samples} dropped")
+        problems.append(f"samples over the limit of {limits.max_samples} dropped ({parsed.dropped})")
     items: list[int] = []
     images: list[bytes] = []
     blobs: list[bytes | None] = []

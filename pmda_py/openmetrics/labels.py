@@ -7,9 +7,41 @@ import re
 import sys
 from collections.abc import Mapping
 
-__all__ = ["interned", "label_items", "label_pairs", "pairs_dict"]
+__all__ = [
+    "MAX_SET_JSON",
+    "MAX_SET_LABELS",
+    "interned",
+    "label_cost",
+    "label_items",
+    "label_pairs",
+    "pairs_dict",
+    "set_fits",
+]
 
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,253}")
+
+#: the most labels, and bytes of JSON, of one label set PCP's decoders take (p_label.c)
+MAX_SET_LABELS = 254
+MAX_SET_JSON = 65534
+
+
+def label_cost(name: str, value: str) -> int:
+    """The bytes label ``name`` adds to a set's JSON text (``"name":value,``),
+    0 for a name :func:`label_items` leaves out."""
+    if not _LABEL_NAME.fullmatch(name):
+        return 0
+    return len(name) + 4 + len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def set_fits(labels: Mapping[str, str], extra: Mapping[str, str] | None = None) -> bool:
+    """Whether ``labels`` and ``extra`` (names not in ``labels``) make a
+    label set PCP takes."""
+    items = [*labels.items(), *(extra or {}).items()]
+    # (JSON is at most 6 bytes a character, "\u0001": most sets are told without encoding them)
+    if len(items) <= MAX_SET_LABELS and 1 + sum(len(k) + 6 + 6 * len(v) for k, v in items) <= MAX_SET_JSON:
+        return True
+    costs = [c for c in (label_cost(k, v) for k, v in items) if c]
+    return len(costs) <= MAX_SET_LABELS and 1 + sum(costs) <= MAX_SET_JSON
 
 
 def label_items(labels: Mapping[str, str], flags: int, skip: str | None = None) -> list[tuple[str, str, int]]:

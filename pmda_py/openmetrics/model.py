@@ -37,10 +37,26 @@ from typing import TYPE_CHECKING
 import attrs
 
 from pmda_py.openmetrics.exposition import Limits, Sample
-from pmda_py.openmetrics.labels import interned, label_items, label_pairs, pairs_dict
+from pmda_py.openmetrics.labels import (
+    MAX_SET_JSON,
+    MAX_SET_LABELS,
+    interned,
+    label_cost,
+    label_items,
+    label_pairs,
+    pairs_dict,
+    set_fits,
+)
+from pmda_py.openmetrics.metadata import (
+    metric_metadata,
+    parse_units,
+    split_help,
+    valid_metric_name,
+    valid_unicode_name,
+)
 from pmda_py.openmetrics.names import NameTable
 from pmda_py.openmetrics.records import Value
-from pmda_py.pmapi import PM_IN_NULL, PmSem, PmType, PmUnits
+from pmda_py.pmapi import PM_IN_NULL, PmType, PmUnits
 
 if TYPE_CHECKING:
     from pmda_py.openmetrics.answers import Cached
@@ -69,17 +85,6 @@ MAX_CLUSTER = 0xFFF
 MAX_METRIC = 0x3FF
 MAX_INDOM = 0x7FFFFFFF
 
-_TYPES = {
-    "double": PmType.DOUBLE,
-    "float": PmType.FLOAT,
-    "u64": PmType.U64,
-    "64": PmType.I64,
-    "u32": PmType.U32,
-    "32": PmType.I32,
-    "string": PmType.STRING,
-    "aggregate": PmType.AGGREGATE,
-}
-
 
 def indom_serial(cluster: int, item: int) -> int:
     """The indom serial pmdaopenmetrics gives metric ``item`` of ``cluster``."""
@@ -98,6 +103,13 @@ class SourceConfig:
     filters: list[tuple[str, str, re.Pattern[str]]] = attrs.field(factory=list)
     metadata: list[tuple[re.Pattern[str], list[str]]] = attrs.field(factory=list)
     problems: list[str] = attrs.field(factory=list)
+    #: why the headers cannot be sent (a ``HEADER:`` line HTTP refuses): an HTTP source fails with it
+    unsendable: str = ""
+
+
+#: what HTTP can send as a header's name (a token) and value (visible ASCII, blanks between words)
+_HEADER_NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*)?")
 
 
 def parse_url_config(text: str) -> SourceConfig:
@@ -114,7 +126,17 @@ def parse_url_config(text: str) -> SourceConfig:
         if line.startswith("HEADER:"):
             parts = line.split(":", 2)
             key = "".join(parts[1].split())
-            cfg.headers[key] = " ".join(parts[2:]).lstrip()
+            value = " ".join(parts[2:]).strip(" \t")
+            # (never quoted: a header may hold a token or a password; the HTTP client's own error would)
+            if not _HEADER_NAME.fullmatch(key):
+                why = f"line {n}: HEADER name HTTP cannot send ({len(key)} characters)"
+            elif not _HEADER_VALUE.fullmatch(value):
+                why = f"line {n}: HEADER value HTTP cannot send ({len(value)} characters)"
+            else:
+                cfg.headers[key] = value
+                continue
+            cfg.problems.append(why)
+            cfg.unsendable = cfg.unsendable or why
         elif line.startswith("FILTER:"):
             fs = line[len("FILTER:") :].split()
             if len(fs) < 3 or fs[0] not in ("INCLUDE", "EXCLUDE", "OPTIONAL") or fs[1] not in ("METRIC", "LABEL"):
@@ -146,169 +168,6 @@ def check_filter(filters: Sequence[tuple[str, str, re.Pattern[str]]], name: str,
         if what == kind and rx.match(name):
             return action
     return "INCLUDE"
-
-
-# ------------------------------------------------------------- metadata
-
-_SPACE = {"byte": 0, "kbyte": 1, "mbyte": 2, "gbyte": 3, "tbyte": 4, "pbyte": 5, "ebyte": 6, "zbyte": 7, "ybyte": 8}
-_SPACE_ALIASES = {
-    "bytes": "byte",
-    "b": "byte",
-    "kb": "kbyte",
-    "kib": "kbyte",
-    "mb": "mbyte",
-    "mib": "mbyte",
-    "gb": "gbyte",
-    "gib": "gbyte",
-    "tb": "tbyte",
-    "tib": "tbyte",
-}
-_TIME = {"nanosec": 0, "microsec": 1, "millisec": 2, "sec": 3, "min": 4, "hour": 5}
-_TIME_ALIASES = {
-    "nsec": "nanosec",
-    "ns": "nanosec",
-    "nanosecond": "nanosec",
-    "nanoseconds": "nanosec",
-    "usec": "microsec",
-    "us": "microsec",
-    "microsecond": "microsec",
-    "microseconds": "microsec",
-    "msec": "millisec",
-    "ms": "millisec",
-    "millisecond": "millisec",
-    "milliseconds": "millisec",
-    "s": "sec",
-    "second": "sec",
-    "seconds": "sec",
-    "minute": "min",
-    "minutes": "min",
-    "hours": "hour",
-    "hr": "hour",
-}
-
-
-def parse_units(text: str) -> PmUnits:
-    """The common forms of pmParseUnitsStr(3): ``none``, ``byte``,
-    ``Kbyte / sec``, ``count``, ``count x 10^3``, ``millisec`` ...
-
-    Raises:
-        ValueError: a form this reader does not know.
-    """
-    s = text.strip()
-    if s in ("", "none"):
-        return PmUnits()
-    num, _, den = s.partition("/")
-    dims = [0, 0, 0]
-    scales = [0, 0, 0]
-    for sign, part in ((1, num), (-1, den)):
-        toks = part.replace("^", " ^ ").split()
-        k = 0
-        while k < len(toks):
-            t = toks[k].lower()
-            power = 1
-            if k + 2 < len(toks) and toks[k + 1] == "^" and toks[k + 2].lstrip("-").isdigit() and t != "10":
-                power = int(toks[k + 2])
-                k += 2
-            if t in ("count", "counts"):
-                dims[2] += sign * power
-            elif t == "x" and k + 3 < len(toks) and toks[k + 1] == "10" and toks[k + 2] == "^":
-                scales[2] = int(toks[k + 3])
-                k += 3
-            elif _SPACE_ALIASES.get(t, t) in _SPACE:
-                dims[0] += sign * power
-                scales[0] = _SPACE[_SPACE_ALIASES.get(t, t)]
-            elif _TIME_ALIASES.get(t, t) in _TIME:
-                dims[1] += sign * power
-                scales[1] = _TIME[_TIME_ALIASES.get(t, t)]
-            else:
-                raise ValueError(f"unknown unit (word {k + 1} of {len(toks)})")
-            k += 1
-    if not all(-8 <= d <= 7 for d in dims):
-        raise ValueError("dimension out of range")
-    return PmUnits(
-        dim_space=dims[0],
-        dim_time=dims[1],
-        dim_count=dims[2],
-        scale_space=scales[0] if dims[0] else 0,
-        scale_time=scales[1] if dims[1] else 0,
-        scale_count=scales[2] if dims[2] else 0,
-    )
-
-
-_NO_UNITS = PmUnits()  #: (frozen: one for every metric without units)
-_SECONDS = PmUnits(dim_time=1, scale_time=3)
-_MICROSECONDS = PmUnits(dim_time=1, scale_time=1)
-_BYTES = PmUnits(dim_space=1)
-_COUNT = PmUnits(dim_count=1)
-_SEMS = {"instant": PmSem.INSTANT, "counter": PmSem.COUNTER, "discrete": PmSem.DISCRETE}
-
-
-def metric_metadata(
-    name: str, pcpline: str | None, typeline: str | None, problems: list[str] | None = None
-) -> tuple[str, int, int, PmUnits, bool]:
-    """``(leaf name, type, semantics, units, forced singular)`` of exposition
-    metric ``name``, from its PCP/PCP5/METADATA line or the heuristics.
-
-    Raises:
-        ValueError: a PCP line without a name, a PCP5 one without its
-            semantics (pmdaopenmetrics stops reading the document there).
-    """
-    mtype, sem, units = PmType.DOUBLE, PmSem.INSTANT, _NO_UNITS
-    if pcpline:
-        md = pcpline.split(" ")
-        if len(md) < (5 if md[0] in ("PCP5", "METADATA") else 2):
-            raise ValueError(f"a {md[0]} line with too few fields ({len(md)})")
-        leaf = md[1] if len(md) > 1 else name
-        unit_text: str | None = None
-        if md[0] in ("PCP5", "METADATA"):
-            sem = _SEMS.get(md[4], sem) if len(md) > 4 else sem
-            mtype = _TYPES.get(md[2], PmType.DOUBLE) if len(md) > 2 else mtype
-            if len(md) >= 5:
-                unit_text = " ".join(md[5:])
-        elif md[0] == "PCP":
-            sem = _SEMS.get(md[2], sem) if len(md) >= 3 else sem
-            if len(md) >= 4:
-                unit_text = " ".join(md[3:])
-        if unit_text is not None:
-            try:
-                units = parse_units(unit_text)
-            except ValueError as err:
-                if problems is not None:
-                    problems.append(f"units of a metric: {err}")
-        return leaf, mtype, sem, units, "PM_INDOM_NULL" in md
-    pieces = name.split("_")
-    leaf = name.replace(":", ".")
-    bucket = typeline == "histogram" and "bucket" in pieces
-    if typeline == "counter" or "total" in pieces or "count" in pieces or "sum" in pieces or bucket:
-        sem = PmSem.COUNTER
-    if (typeline in ("histogram", "summary") and "count" in pieces) or bucket:
-        units = _COUNT
-    elif "seconds" in pieces:
-        units = _SECONDS
-    elif "microseconds" in pieces:
-        units = _MICROSECONDS
-    elif "bytes" in pieces:
-        units = _BYTES
-    return leaf, mtype, sem, units, False
-
-
-def valid_metric_name(name: str) -> bool:
-    """pmdaopenmetrics' rule (letters, digits, ``_ . :``, a letter first),
-    ASCII only (PCP names are ASCII)."""
-    return name.isascii() and _valid_unicode_name(name)
-
-
-def _valid_unicode_name(name: str) -> bool:
-    """pmdaopenmetrics' rule as it applies it: any letters and digits."""
-    return name[0].isalpha() and re.sub("[_.:]", "", name).isalnum()
-
-
-def split_help(helpline: str | None) -> tuple[str, str]:
-    """``(one-line, rest)`` of a ``# HELP`` text after unescaping."""
-    if not helpline:
-        return "", ""
-    lines = helpline.replace("\\\\", "\\").replace("\\n", "\n").split("\n")
-    return lines[0], "\n".join(lines[1:])
 
 
 # --------------------------------------------------------------- metrics
@@ -346,6 +205,10 @@ class MetricState:
     #: by instance number: the characters it counts against the source's bound (-1: not known,
     #: an instance read from the saved table counts its name's length)
     cost: array[int] | None = None
+    #: the labels, and bytes of JSON (:func:`~.labels.label_cost`), of its item label set
+    #: (``labels``): kept within what PCP takes in one label set
+    label_count: int = 0
+    label_json: int = 0
 
     def item_labels(self) -> dict[str, str]:
         opt = self.optional or {}
@@ -404,6 +267,18 @@ class Ingest:
 
 class _Refused(Exception):
     """A new series (or metric) past a bound: its sample is skipped."""
+
+
+_PCP_SET = f"what PCP takes in one label set ({MAX_SET_LABELS} labels, {MAX_SET_JSON} bytes of JSON)"
+#: why a series was refused, or a metric's item labels left as they were (each logged once while it lasts)
+_SERIES_PAST_SET = f"a new series with labels past {_PCP_SET} refused"
+_ITEM_PAST_SET = f"a metric's item labels reached {_PCP_SET}: further labels left out"
+
+
+def _set_cost(labels: Mapping[str, str]) -> tuple[int, int]:
+    """The labels and the bytes of JSON (:func:`~.labels.label_cost`) of a label set."""
+    costs = [c for c in (label_cost(k, v) for k, v in labels.items()) if c]
+    return len(costs), sum(costs)
 
 
 class SourceModel:
@@ -471,7 +346,7 @@ class SourceModel:
                         res.excluded.append(s.name)
                         continue
                     if not valid_metric_name(s.name):
-                        if _valid_unicode_name(s.name):  # (pmdaopenmetrics takes it, and reads on)
+                        if valid_unicode_name(s.name):  # (pmdaopenmetrics takes it, and reads on)
                             if self.items.get(s.name) is None and len(self.items.names) <= self.items.maxnum:
                                 self.items.lookup(s.name)  # (its item taken as there: the next metrics' PMIDs alike)
                                 dirty[self.cluster] = self.items
@@ -525,6 +400,11 @@ class SourceModel:
             seen = array("d", [self._now if table.is_live(i) else math.nan for i in range(len(table.names))])
             cost = array("q", [-1]) * len(table.names)
         oneline, help_text = split_help(s.helpline)
+        labels, optional = dict(inc or {}), dict(opt) if opt else None
+        count, size = _set_cost(labels)  # (the optional labels are among them)
+        if count > MAX_SET_LABELS or 1 + size > MAX_SET_JSON:
+            res.refused[_ITEM_PAST_SET] = res.refused.get(_ITEM_PAST_SET, 0) + 1
+            labels, optional, count, size = {}, None, 0, 0
         m = MetricState(
             s.name,
             item,
@@ -538,10 +418,12 @@ class SourceModel:
             help_text,
             serial,
             table,
-            dict(inc or {}),
-            dict(opt) if opt else None,
+            labels,
+            optional,
             seen=seen,
             cost=cost,
+            label_count=count,
+            label_json=size,
         )
         self.metrics[s.name] = m
         self.by_item[item] = m
@@ -567,7 +449,7 @@ class SourceModel:
                     m.table.dirty = True
                 instname = " ".join(f"{k}:{v}" for k, v in sorted(naming.items()))
                 if not naming.items() <= m.labels.items():
-                    m.labels.update(interned(naming))
+                    self._item_labels(m, naming, res)
             inst_known = m.table.get(instname)
             if inst_known is None:
                 inst = self._new_series(m, instname, naming)
@@ -589,6 +471,26 @@ class SourceModel:
             res.labels_changed = True
             m.inst_labels[inst] = tuple([sys.intern(x) for x in pairs])
 
+    @staticmethod
+    def _item_labels(m: MetricState, naming: Mapping[str, str], res: Ingest) -> None:
+        """pmdaopenmetrics' item labels: every instance's, the last value of
+        each name kept, while they make a label set PCP takes."""
+        count, size = m.label_count, m.label_json
+        for k, v in naming.items():
+            old = m.labels.get(k)
+            if old != v:
+                cost = label_cost(k, v)
+                if old is None:
+                    count += 1 if cost else 0
+                else:
+                    cost -= label_cost(k, old)
+                size += cost
+        if count > MAX_SET_LABELS or 1 + size > MAX_SET_JSON:
+            res.refused[_ITEM_PAST_SET] = res.refused.get(_ITEM_PAST_SET, 0) + 1
+            return
+        m.labels.update(interned(naming))
+        m.label_count, m.label_json = count, size
+
     def _new_series(self, m: MetricState, instname: str, labels: Mapping[str, str]) -> int:
         """The number of a new instance of ``m``, within the bounds."""
         assert m.table is not None
@@ -597,6 +499,9 @@ class SourceModel:
             raise _Refused(f"a metric reached {lim.max_instances} instances: its new instances refused")
         if self.series >= lim.max_series:
             raise _Refused(f"the source reached {lim.max_series} instances: new instances refused")
+        # (its instance's label set: its labels and, before PCP 6.1, "instname" ("N NAME"))
+        if not set_fits(labels, {"instname": f"{MAX_INDOM} {instname}"}):
+            raise _Refused(_SERIES_PAST_SET)
         cost = len(instname) + sum(len(k) + len(v) for k, v in labels.items())
         if self.label_bytes + cost > lim.max_label_bytes:
             raise _Refused(f"the source reached {lim.max_label_bytes} characters of labels: new instances refused")

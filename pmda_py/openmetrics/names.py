@@ -61,6 +61,8 @@ def parse_names(data: bytes, maxnum: int) -> tuple[list[str], bool]:
                 raise ValueError("list without a mark")
             start = marks.pop()
             items = stack[start:]
+            if len(items) > maxnum + 1:  # (a list made whole, with no appends to count it)
+                raise ValueError(f"more than {maxnum + 1} names")
             del stack[start:]
             stack.append(items)
         elif op == b"]":
@@ -120,6 +122,8 @@ def parse_names(data: bytes, maxnum: int) -> tuple[list[str], bool]:
     names = result[0]
     if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
         raise ValueError("not a list of names")
+    if len(names) > maxnum + 1:
+        raise ValueError(f"more than {maxnum + 1} names")
     if len(set(names)) != len(names):
         raise ValueError("a name given twice")
     return list(names), (len(result) > 1 and result[1] is True)

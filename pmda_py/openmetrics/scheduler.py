@@ -25,10 +25,17 @@ from pmda_py.openmetrics.records import Digest, LogEntry, LogValue
 from pmda_py.openmetrics.scrape import Scraper, WorkerOptions
 from pmda_py.openmetrics.sources import Source
 
-__all__ = ["BUSY_SHARE", "WORKER_NICE", "Scheduling", "should_grow"]
+__all__ = ["BUSY_SHARE", "WORKER_NICE", "Scheduling", "should_grow", "without_details"]
 
-#: a status's details in brackets, left out of what says whether its state changed
+#: a status's or a problem's details in brackets, left out of what says whether its state changed
 _DETAILS = re.compile(r" \([^()]*\)")
+
+
+def without_details(text: str) -> str:
+    """``text`` (a status, a problem) without its details in brackets (a
+    count, a size), which may change every scrape without being news."""
+    return _DETAILS.sub("", text)
+
 
 log = structlog.get_logger("pmda_py.openmetrics")
 
@@ -223,6 +230,7 @@ class Scheduling:
                         self._inactive += 1
                         self._drop_exports(src)
                         await self._forget(src)
+                        self._first_round_done(src)  # (its first scrape cancelled: the round ends without it)
                 for src in current:
                     if src.scope is None:
                         if src.scrapes:  # (a source back after its config file went)
@@ -247,7 +255,9 @@ class Scheduling:
         elif self._pool is not None:
             await self._pool.forget(src.cluster, src.name)
 
-    def _round_done(self, src: Source) -> None:
+    def _first_round_done(self, src: Source) -> None:
+        """``src`` is out of the first round (scraped, or gone): the agent is
+        ready when no source is left in it."""
         if src.name in self._first_round:
             self._first_round.discard(src.name)
             if not self._first_round and not self._ready.is_set():
@@ -258,6 +268,9 @@ class Scheduling:
                     first_round_s=round(time.monotonic() - self._started, 3),
                 )
                 self._set_ready()
+
+    def _round_done(self, src: Source) -> None:
+        self._first_round_done(src)
         # a round: the n-th scrape of every source, from the first one's start to the last one's end
         k = src.scrapes
         done = self._round_done_n[k] = self._round_done_n.get(k, 0) + 1
@@ -376,7 +389,7 @@ class Scheduling:
         # A change of state is logged once, not every scrape; a status's
         # details in brackets (a Content-Length, bytes on stderr) may change
         # every scrape without being one.
-        state = _DETAILS.sub("", status)
+        state = without_details(status)
         if state != src.logged_status:
             src.logged_status = state
             if status == "success":

@@ -309,6 +309,8 @@ class Scraper:
                 url = src.config.url
             if not scripted and not src.config.url:
                 return Reply.fail(f"{path}: no http, https or file URL on its first line", url=url, logs=logs)
+            if not scripted and src.config.unsendable and src.config.url.startswith(("http://", "https://")):
+                return Reply.fail(f"{path}: {src.config.unsendable}", url=url, logs=logs)
         except OSError as err:
             return Reply.fail(f"cannot read {path}: {err.strerror or type(err).__name__}", url=url, logs=logs)
         code = 0

@@ -76,7 +76,8 @@ class Source:
     exported: dict[int, Metric] = attrs.field(factory=dict)  #: item -> Metric now in the namespace
     scope: trio.CancelScope | None = None
     logged_status: str = ""
-    logged_problems: list[str] = attrs.field(factory=list)  #: the last document's problems (logged)
+    #: the last document's problems (logged), without their details in brackets
+    logged_problems: list[str] = attrs.field(factory=list)
     version: int = 0  #: bumped by every good scrape (the packed plans check it)
     scrapes: int = 0  #: scrapes started (the round it is in)
 

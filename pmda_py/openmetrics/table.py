@@ -56,7 +56,7 @@ from pmda_py.openmetrics.model import (
 )
 from pmda_py.openmetrics.pool import WorkerPool
 from pmda_py.openmetrics.records import Digest, LogEntry, Value
-from pmda_py.openmetrics.scheduler import Scheduling
+from pmda_py.openmetrics.scheduler import Scheduling, without_details
 from pmda_py.openmetrics.scrape import Scraper
 from pmda_py.openmetrics.sources import Source, find_sources, valid_source_name
 from pmda_py.openmetrics.state import StateFiles
@@ -354,9 +354,11 @@ class OpenMetricsTable(Scheduling, ControlMetrics, Table):
     def _swap_in(self, src: Source, result: Digest) -> None:
         """A scrape's digest becomes the source's answers (and names)."""
         problems = result.problems
-        if problems != src.logged_problems:  # (a document's problems are logged when they change, not every scrape)
-            news = [p for p in problems if p not in src.logged_problems]
-            src.logged_problems = list(problems)
+        # (a document's problems are logged when they change, not every scrape: a count in brackets is no change)
+        states = [without_details(p) for p in problems]
+        if states != src.logged_problems:
+            news = [p for p, state in zip(problems, states) if state not in src.logged_problems]
+            src.logged_problems = states
             for p in news[: self.limits.max_errors_logged]:
                 log.warning("openmetrics_parse", source=src.name, problem=p)
             if len(news) > self.limits.max_errors_logged:

@@ -38,6 +38,8 @@ class Route:
     headers: dict[str, str] = attrs.field(factory=dict)  #: extra response headers (Content-Encoding ...)
     make: Any = None  #: ``make(hits) -> bytes``: a body made afresh for each request
     hits: int = 0
+    #: the headers of each request it answered (names lower-cased)
+    requests: list[dict[str, str]] = attrs.field(factory=list)
 
 
 class ControlledServer:
@@ -60,6 +62,7 @@ class ControlledServer:
                     self.send_error(404)
                     return
                 route.hits += 1
+                route.requests.append({k.lower(): v for k, v in self.headers.items()})
                 if route.silent:
                     server.stop_event.wait(60)
                     return

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import structlog
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pmda_py.openmetrics import NameTable
 from pmda_py.openmetrics import state as openmetrics_state
@@ -356,6 +358,38 @@ def test_amplifying_name_table_refused() -> None:
             NameTable.loads(bad, 10)
 
 
+def _pickled(names: list[str], form: str) -> bytes:
+    """``names`` as protocol 0 pickles them: one append each (pickle's own
+    form), a list made whole from a mark (``(...l``), or an empty list and
+    one ``appends`` (``](...e``)."""
+    items = b"".join(b"V" + n.encode("raw_unicode_escape") + b"\n" for n in names)
+    if form == "append":
+        return b"(lp0\n" + b"".join(b"V" + n.encode("raw_unicode_escape") + b"\na" for n in names) + b"."
+    if form == "list":
+        return b"(" + items + b"l."
+    return b"](" + items + b"e."
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(st.text(st.characters(codec="ascii", exclude_characters="\n\\"), max_size=8), unique=True, max_size=12),
+    st.integers(0, 10),
+    st.sampled_from(["append", "list", "appends"]),
+)
+def test_a_name_table_holds_at_most_maxnum_plus_one_names_whatever_its_form(
+    names: list[str], maxnum: int, form: str
+) -> None:
+    """The reader's promise (names.parse_names): more than ``maxnum + 1``
+    names is refused, however the list is pickled (a cluster table of 5 000
+    sources would give clusters past 4095, whose metrics PCP cannot name)."""
+    data = _pickled(names, form)
+    if len(names) > maxnum + 1:
+        with pytest.raises(ValueError, match="names"):
+            NameTable.loads(data, maxnum)
+    else:
+        assert NameTable.loads(data, maxnum).names == names
+
+
 @pytest.mark.parametrize("kind", ["truncated", "too_big", "corrupt"])
 async def test_unreadable_id_file_moved_aside(tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     state = tmp_path / "state"
@@ -422,6 +456,44 @@ async def test_logs_carry_no_contents(tmp_path: Path) -> None:
     assert "no http, https or file URL" in status["linked"]
     assert any(e["event"] == "openmetrics_parse" and e["source"] == "f" for e in logs)
     assert any(e["event"] == "openmetrics_config" for e in logs)
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_header_lines_http_cannot_send_fail_their_source_and_never_show_the_header(
+    tmp_path: Path, workers: str
+) -> None:
+    """A ``HEADER:`` line's value ends with its text, not with the blanks
+    an editor left after it (pmdaopenmetrics sends that header); a header
+    HTTP cannot send (``=`` where ``:`` was meant, a control character)
+    fails its source with the line's number, and neither the status nor a
+    log line shows the header's text (a token, a password)."""
+    secret = "SECRETVALUE"
+    with ControlledServer() as server:
+        for k in ("trailing", "equals", "ctrl", "nonascii"):
+            server.routes[k] = Route(GOOD)
+        d = tmp_path / "config.d"
+        write_sources(
+            d,
+            {
+                "trailing": f"{server.url('trailing')}\nHEADER: Authorization: Bearer {secret} \t\n",
+                "equals": f"{server.url('equals')}\n# a comment\nHEADER: Authorization=Bearer {secret}\n",
+                "ctrl": f"{server.url('ctrl')}\nHEADER: X-Token: {secret}\x00\n",
+                "nonascii": f"{server.url('nonascii')}\nHEADER: X-Token: {secret}\u00e9\n",
+            },
+        )
+        table = make_table(tmp_path, interval="60", workers=workers)
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            status = await _status(table)
+            await table.shutdown()
+        sent = [r.get("authorization") for r in server.routes["trailing"].requests]
+    assert status["trailing"] == "success" and sent == [f"Bearer {secret}"]
+    for name, line in (("equals", 3), ("ctrl", 2), ("nonascii", 2)):
+        assert f"line {line}" in status[name] and "HEADER" in status[name], status[name]
+        assert server.routes[name].hits == 0
+    text = repr(logs) + repr(status)
+    assert secret not in text
 
 
 async def test_too_many_sources_logged_once(tmp_path: Path) -> None:

@@ -187,6 +187,35 @@ async def test_changing_source_changes_names(tmp_path: Path, server: ControlledS
     await table.shutdown()
 
 
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_a_source_gone_during_the_first_round_does_not_hold_readiness(
+    tmp_path: Path, server: ControlledServer, workers: str
+) -> None:
+    """The agent is ready once the first round of scrapes ends; a source
+    whose config file goes while its first scrape is still running (an
+    interval shorter than the timeout) leaves that round without its scrape,
+    and is back as a new source when its file is."""
+    server.routes["good"] = Route(GOOD)
+    server.routes["slow"] = Route(GOOD, delay=30)
+    conf = tmp_path / "config.d"
+    write_sources(conf, {k: server.url(k) + "\n" for k in ("good", "slow")})
+    table = make_table(tmp_path, interval="0.2", timeout="60", workers=workers)
+    await table.startup(OM_CONTEXT)
+    while server.routes["slow"].hits == 0:  # noqa: ASYNC110  # (its first scrape is on its way)
+        await trio.sleep(0.05)
+    (conf / "slow.url").unlink()
+    with trio.fail_after(30):  # (the next rescans: before, the agent was never ready)
+        await table.wait_ready()
+    assert (await fetch(table, "good.temp"))["good.temp"] == 21.5
+    server.routes["slow"].delay = 0
+    write_sources(conf, {"slow": server.url("slow") + "\n"})
+    with trio.fail_after(30):
+        while "slow.temp" not in {m.name for m in table.metrics()}:  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    assert (await fetch(table, "slow.temp"))["slow.temp"] == 21.5
+    await table.shutdown()
+
+
 async def test_hostile_labels(tmp_path: Path, server: ControlledServer) -> None:
     many = ",".join(f'l{k}="v"' for k in range(100))
     server.routes["h"] = Route(('q{name_with"quote="1",ok="new\\nline \\"q\\""} 1\nw{' + many + "} 2\n").encode())
