@@ -71,6 +71,19 @@ class TooBig(Exception):
     pass
 
 
+def redacted(url: str) -> str:
+    """``url`` with its credentials (``user:password@``) replaced by
+    ``***@``: what a status metric (readable by every PCP client) and the
+    log may show of it."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return url
+    return f"{scheme}://***@{authority.rpartition('@')[2]}{slash}{path}"
+
+
 class HttpStatus(Exception):
     def __init__(self, code: int, text: str) -> None:
         super().__init__(text)
@@ -326,7 +339,10 @@ class Scraper:
             return Reply.fail(status, code, url, logs)
         except Exception as err:
             code = err.code if isinstance(err, HttpStatus) else code
-            return Reply.fail(f"failed to fetch URL or execute script {path}: {err}", code, url, logs)
+            why = str(err)
+            if url and url in why:  # (an HTTP library's text may quote the URL, credentials and all)
+                why = why.replace(url, redacted(url))
+            return Reply.fail(f"failed to fetch URL or execute script {path}: {why}", code, url, logs)
         fetch_ms = int(1000 * (time.monotonic() - t0))
         t1 = time.monotonic()
         with_meta = not src.sent_meta
@@ -436,7 +452,7 @@ class Scraper:
             code = int(r.status_code)
             if code >= 400:
                 kind = "Client" if code < 500 else "Server"  # requests' raise_for_status() text
-                raise HttpStatus(code, f"{code} {kind} Error: {r.reason_phrase} for url: {url}")
+                raise HttpStatus(code, f"{code} {kind} Error: {r.reason_phrase} for url: {redacted(url)}")
             size = int(r.headers.get("content-length") or 0)
             if size > limit:
                 raise TooBig(f"document larger than {limit} bytes (Content-Length {size})")

@@ -744,3 +744,26 @@ async def test_a_failure_whose_details_change_is_logged_once(tmp_path: Path, wor
     assert all(re.search(r"exited with status 3 \(\d+ bytes on stderr\)$", s) for s in statuses), statuses
     failed = [e for e in logs if e["event"] == "openmetrics_source_failed"]
     assert len(failed) == 1, failed
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+async def test_credentials_in_a_url_never_reach_the_status_or_the_log(tmp_path: Path, workers: str) -> None:
+    """``http://user:password@host/...``: a failing source's status (a metric
+    every PCP client may read) and its log line show the URL without the
+    credentials (pmdaopenmetrics shows requests' text, password and all)."""
+    secret = "PASSWORDVALUE"
+    with ControlledServer() as server:
+        server.routes["denied"] = Route(GOOD, status=401)
+        with_creds = server.url("denied").replace("://", f"://alice:{secret}@", 1)
+        d = tmp_path / "config.d"
+        write_sources(d, {"denied": f"{with_creds}\n"})
+        table = make_table(tmp_path, interval="60", workers=workers)
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            status = await _status(table)
+            await table.shutdown()
+        hits = server.routes["denied"].hits
+    assert hits >= 1  # the request went out, credentials and all
+    assert "401 Client Error" in status["denied"] and "://***@127.0.0.1" in status["denied"], status
+    assert secret not in repr(logs) + repr(status)
