@@ -13,6 +13,7 @@ import attrs
 import structlog
 
 from pmda_py.dispatch.mounts import Mount, MountIndex
+from pmda_py.dispatch.problems import ProblemLog
 from pmda_py.errors import PmErr
 from pmda_py.namespace import Node
 from pmda_py.pmapi import PM_IN_NULL, LabelType, TextType, pmid_cluster, pmid_domain
@@ -110,7 +111,7 @@ class MetaRequests:
         return reply if isinstance(reply, ErrorPdu) else EncodedPdu(reply.pdu_type, data)
 
     async def label(self, event: Request, pdu: LabelReqPdu) -> Pdu:
-        return _label_fits(await self._label_reply(event, pdu))
+        return _label_fits(await self._label_reply(event, pdu), self.dispatcher.problems)
 
     # ---------------------------------------------------------------- DESC
 
@@ -312,7 +313,7 @@ def _label_text(text: LabelText, inst: int = PM_IN_NULL) -> LabelSet:
     return LabelSet(inst, text.json, tuple(Label(*e) for e in text.index))
 
 
-def _label_fits(reply: Pdu) -> Pdu:
+def _label_fits(reply: Pdu, problems: ProblemLog) -> Pdu:
     """PCP's decoders (p_label.c) refuse a set of 255 labels or more, of
     64 KiB of JSON, or whose index points outside its JSON, with PM_ERR_IPC,
     and pmcd 6.3+ then drops the agent: such a reply becomes PM_ERR_TOOBIG
@@ -320,7 +321,8 @@ def _label_fits(reply: Pdu) -> Pdu:
     if isinstance(reply, LabelPdu):
         for s in reply.sets:
             if len(s.labels) >= 255 or len(s.json) >= 65535:
-                log.warning(
+                problems.warning(  # (each such set once an hour: a client may ask at every fetch)
+                    "(labels)",
                     "label_set_too_big",
                     ident=reply.ident,
                     type=reply.type,
@@ -332,7 +334,8 @@ def _label_fits(reply: Pdu) -> Pdu:
             for lb in s.labels:
                 # p_label.c (6.3+): name and value must lie inside the set's JSON
                 if lb.name + lb.namelen > len(s.json) or lb.value + lb.valuelen > len(s.json):
-                    log.warning(
+                    problems.warning(
+                        "(labels)",
                         "label_set_refused",
                         ident=reply.ident,
                         type=reply.type,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from pmda_py.errors import PmErr
 from pmda_py.mmv.table import MmvTable
@@ -123,11 +124,14 @@ async def test_label_set_too_big(tmp_path: Path) -> None:
     expected = json.loads((MMV / f"{stem}.pmda.json").read_text())
     assert max(len(m["labels"].get("cluster", [])) for m in expected["metrics"]) == 255  # what pmdammv sends
     install(MMV / f"{stem}.mmv", tmp_path / "mmv")
-    async with open_table_pmda(MmvTable(dir=str(tmp_path / "mmv"), compat="1"), mount="mmv", domain=70) as pmda:
-        p = await pmda.pmid(f"mmv.rs_{stem}.m")
-        with pytest.raises(PmdaReplyError) as err:
-            await pmda.label(p, LabelType.CLUSTER)
-    assert err.value.pm_code == PmErr.TOOBIG
+    with structlog.testing.capture_logs() as logs:
+        async with open_table_pmda(MmvTable(dir=str(tmp_path / "mmv"), compat="1"), mount="mmv", domain=70) as pmda:
+            p = await pmda.pmid(f"mmv.rs_{stem}.m")
+            for _ in range(3):  # a client may ask at every fetch
+                with pytest.raises(PmdaReplyError) as err:
+                    await pmda.label(p, LabelType.CLUSTER)
+                assert err.value.pm_code == PmErr.TOOBIG
+    assert [e["event"] for e in logs].count("label_set_too_big") == 1  # once (an hour), not once a request
 
 
 def test_installed_writer_files_name_a_writer_that_cannot_be_alive(tmp_path: Path) -> None:

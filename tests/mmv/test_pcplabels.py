@@ -127,13 +127,14 @@ def test_sets_pcp_decoders_refuse_become_toobig() -> None:
     list with wide inner whitespace) is refused by p_label.c with PM_ERR_IPC,
     and pmcd then drops the agent: the dispatcher answers PM_ERR_TOOBIG."""
     from pmda_py.dispatch.meta import _label_fits
+    from pmda_py.dispatch.problems import ProblemLog
     from pmda_py.errors import PmErr
     from pmda_py.wire import ErrorPdu, Label, LabelPdu, LabelSet
 
     ok = LabelSet(-1 & 0xFFFFFFFF, b'{"a":[1]}', (Label(2, 1, 0x10, 5, 3),))
     wrapped = LabelSet(-1 & 0xFFFFFFFF, b'{"a":[1]}', (Label(2, 1, 0x10, 65533, 23),))
-    assert _label_fits(LabelPdu(1, 0x10, (ok,))) == LabelPdu(1, 0x10, (ok,))
-    assert _label_fits(LabelPdu(1, 0x10, (wrapped,))) == ErrorPdu(PmErr.TOOBIG)
+    assert _label_fits(LabelPdu(1, 0x10, (ok,)), ProblemLog()) == LabelPdu(1, 0x10, (ok,))
+    assert _label_fits(LabelPdu(1, 0x10, (wrapped,)), ProblemLog()) == ErrorPdu(PmErr.TOOBIG)
 
 
 _NAMES = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,20}", fullmatch=True)
