@@ -29,12 +29,16 @@ __all__ = ["BUSY_SHARE", "WORKER_NICE", "Scheduling", "should_grow", "without_de
 
 #: a status's or a problem's details in brackets, left out of what says whether its state changed
 _DETAILS = re.compile(r" \([^()]*\)")
+#: where in the document a problem is (``line N: ``, ``sample N: ``): left out the same way
+_POSITION = re.compile(r"^(?:line|sample) \d+: ")
 
 
 def without_details(text: str) -> str:
     """``text`` (a status, a problem) without its details in brackets (a
-    count, a size), which may change every scrape without being news."""
-    return _DETAILS.sub("", text)
+    count, a size) and its position in the document (a line or sample
+    number), which may change every scrape without being news: an exporter
+    whose bad line moves down as its document grows is logged once."""
+    return _POSITION.sub("", _DETAILS.sub("", text))
 
 
 log = structlog.get_logger("pmda_py.openmetrics")

@@ -32,3 +32,23 @@ async def test_samples_dropped_past_the_limit_are_logged_once_while_it_lasts(tmp
             await table.shutdown()
     dropped = [e for e in logs if e["event"] == "openmetrics_parse" and "over the limit" in e.get("problem", "")]
     assert len(dropped) == 1, dropped
+
+
+def _moving_bad_line(hits: int) -> bytes:
+    """A good document with one bad line, a line further down every scrape."""
+    return b"".join(f"good_{k} {k}\n".encode() for k in range(hits)) + b"bad{ 1\n" + b"after 2\n"
+
+
+async def test_a_problem_that_moves_in_the_document_is_logged_once(tmp_path: Path) -> None:
+    with ControlledServer() as server:
+        route = server.routes["moving"] = Route(make=_moving_bad_line)
+        write_sources(tmp_path / "config.d", {"moving": server.url("moving") + "\n"})
+        table = make_table(tmp_path, interval="0.2", workers="0")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            while route.hits < 5:  # noqa: ASYNC110  # (five documents, the bad line lower in each)
+                await trio.sleep(0.05)
+            await table.shutdown()
+    parse = [e["problem"] for e in logs if e["event"] == "openmetrics_parse" and "problem" in e]
+    assert len(parse) == 1 and parse[0].startswith("line "), parse
