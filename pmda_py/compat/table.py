@@ -29,20 +29,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import structlog
 
-from pmda_py.compat.agent import AGENT, Callback
-from pmda_py.compat.callbacks import convert, int32
+from pmda_py.compat.agent import AGENT
+from pmda_py.compat.callbacks import int32
+from pmda_py.compat.readings import EAGAIN, NO_INSTS, SINGLE, SOURCE, Insts, callback_error, read_values
 from pmda_py.compat.worker import CallbackThread
 from pmda_py.dispatch.coerce import includes_all
+from pmda_py.dispatch.problems import ProblemLog
 from pmda_py.errors import PmdaError, PmErr
 from pmda_py.pcplabels import level_labels_status
-from pmda_py.pmapi import PM_IN_NULL, PM_INDOM_NULL, TYPES, LabelType, PmType, pmid_cluster, pmid_item
+from pmda_py.pmapi import PM_INDOM_NULL, LabelType, PmType, pmid_cluster, pmid_item
 from pmda_py.table import (
     Columns,
     FetchRequest,
@@ -67,11 +68,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("pmda_py.compat")
 _T = TypeVar("_T")
 
-EAGAIN = -errno.EAGAIN
 #: the PMID domain that marks a dynamic PMNS root (pmcd's DYNAMIC_PMID)
 _DYNAMIC_PMID = 511
-#: PM_IN_NULL as the binding passes it to callbacks (an unsigned int)
-_IN_NULL = PM_IN_NULL & 0xFFFFFFFF
 PM_LABEL_OPTIONAL = 0x80
 
 
@@ -100,6 +98,9 @@ class CompatTable(Table):
         self._tokens: dict[int, object | None] = {}
         self._ids: dict[int, _KeptInsts] = {}
         self._ended: list[int] = []  # client contexts whose endcontext callback waits for the lock
+        #: what the script's callbacks do wrong, each logged once an hour (a callback failing for
+        #: every instance at every FETCH would write a traceback each time)
+        self.problems = ProblemLog()
         self.rebuild()
 
     # ----------------------------------------------------------- the tables
@@ -243,8 +244,8 @@ class CompatTable(Table):
             return True
         try:
             fn(*args)
-        except Exception:
-            log.exception("callback_failed", callback=what)
+        except Exception as exc:
+            self.problems.error(SOURCE, "callback_failed", callback=what, error=callback_error(exc), exc_info=True)
             return False
         return True
 
@@ -273,14 +274,14 @@ class CompatTable(Table):
         indoms = self.pmda._indoms
         profile = request.profile
         out: dict[Metric, Values] = {}
-        inst_lists: dict[int, _Insts] = {}  # per indom, once per fetch
+        inst_lists: dict[int, Insts] = {}  # per indom, once per fetch
         for m in request.metrics:
             found = self._info.get(m)
             if found is None:
                 continue
             cluster, item, mtype, it = found
             if it is None:
-                insts = _SINGLE
+                insts = SINGLE
             else:
                 insts_of = inst_lists.get(it)
                 if insts_of is None:
@@ -289,7 +290,7 @@ class CompatTable(Table):
                         insts_of = self._all_ids(it, pi)
                     else:
                         listing = pi.listing() if pi is not None else []
-                        insts_of = _Insts.of([i for i, _ in listing if profile.includes(it, i)])
+                        insts_of = Insts.of([i for i, _ in listing if profile.includes(it, i)])
                     inst_lists[it] = insts_of
                 insts = insts_of
                 if not insts.ids:
@@ -299,7 +300,7 @@ class CompatTable(Table):
             if fcb is None:
                 out[m] = PmdaError(code=PmErr.VALUE)
                 continue
-            got, values, sts = _values(fcb, cluster, item, mtype, insts)
+            got, values, sts = read_values(fcb, cluster, item, mtype, insts, self.problems)
             if not values:
                 if sts < 0:
                     out[m] = PmdaError(code=sts)
@@ -311,17 +312,17 @@ class CompatTable(Table):
                 out[m] = Columns(got, values)
         return out
 
-    def _all_ids(self, it: int, pi: pmdaIndom | None) -> _Insts:
+    def _all_ids(self, it: int, pi: pmdaIndom | None) -> Insts:
         """Every instance id of the script's indom ``it``, in its order
         (kept while a list indom's instances are not replaced; shared, so
         never changed in place)."""
         if pi is None:
-            return _NO_INSTS
+            return NO_INSTS
         token = pi.list_token()
         kept = self._ids.get(it)
         if token is not None and kept is not None and kept.token is token:
             return kept.insts
-        insts = _Insts.of([i for i, _ in pi.listing()])
+        insts = Insts.of([i for i, _ in pi.listing()])
         if token is not None:
             self._ids[it] = _KeptInsts(token, insts)
         return insts
@@ -344,13 +345,22 @@ class CompatTable(Table):
         for inst, value in values.items():
             try:
                 result = scb(cluster, item, inst & 0xFFFFFFFF, value)
-            except Exception:
-                log.exception("callback_failed", callback="store_callback", cluster=cluster, item=item, inst=inst)
+            except Exception as exc:
+                self.problems.error(
+                    SOURCE,
+                    "callback_failed",
+                    callback="store_callback",
+                    cluster=cluster,
+                    item=item,
+                    error=callback_error(exc),
+                    extra={"inst": inst},
+                    exc_info=True,
+                )
                 raise PmdaError(code=EAGAIN) from None
             try:
                 code = int32(result)
             except Exception:
-                log.error("store_callback_bad_status", result=repr(result)[:80])
+                self.problems.error(SOURCE, "store_callback_bad_status", result=repr(result)[:80])
                 code = -errno.EINVAL
             if code < 0:
                 raise PmdaError(code=code)
@@ -381,15 +391,15 @@ class CompatTable(Table):
             return None
         try:
             text = fn(ident, type_)
-        except Exception:
-            log.exception("callback_failed", callback=which)
+        except Exception as exc:
+            self.problems.error(SOURCE, "callback_failed", callback=which, error=callback_error(exc), exc_info=True)
             raise PmdaError(code=EAGAIN) from None
         try:
             if not isinstance(text, str) or "\0" in text:
                 raise ValueError(type(text).__name__)
             data = text.encode("utf-8")
         except ValueError:  # (UnicodeEncodeError included)
-            log.error("bad_labels_result", callback=which, expected="str", got=repr(text)[:80])
+            self.problems.error(SOURCE, "bad_labels_result", callback=which, expected="str", got=repr(text)[:80])
             raise PmdaError(code=-errno.EINVAL) from None
         return None if _empty_labelset(text) else data
 
@@ -484,132 +494,17 @@ def _clusters(request: FetchRequest, info: Mapping[Metric, tuple[int, int, int, 
 
 
 @attrs.frozen
-class _Insts:
-    """The instances a metric of an indom is fetched for: their ids (the
-    engine's, signed as a pmdaInstid's ``i_inst``) and each as the fetch
-    callback is given it (an unsigned int, as the binding passes it: -5 is
-    4294967291).  ``args`` is ``ids`` itself when no id is negative."""
-
-    ids: list[int]
-    args: list[int]
-
-    @classmethod
-    def of(cls, ids: list[int]) -> _Insts:
-        if ids and min(ids) < 0:
-            return cls(ids, [i & 0xFFFFFFFF for i in ids])
-        return cls(ids, ids)
-
-
-@attrs.frozen
 class _KeptInsts:
     """A list indom's instances, kept while its token stays the same."""
 
     token: object
-    insts: _Insts
+    insts: Insts
 
 
-_SINGLE = _Insts([_IN_NULL], [_IN_NULL])
-_NO_INSTS = _Insts([], [])
 #: a metric's answer of no values (numval 0), where the engine would answer otherwise
 _NO_VALUES = PmdaError("no values", code=0)
 #: where the script's callbacks run
 _THREAD = CallbackThread()
-#: the array type code that checks and holds a type's values as the binding reads them
-#: (not FLOAT's: an array of C floats would round a value the binding refuses)
-_TYPECODES: dict[int, str] = {t: i.code for t, i in TYPES.items() if i.code and t != PmType.FLOAT}
-
-
-_RAISED = object()
-_DONE = object()
-_ONE = 1  # the int 1 (CPython keeps one): ``is _ONE`` picks out the usual status
-#: one metric's values, of its type: an array of the type's code (what
-#: ``array(code, ...)`` checked) or the converted values; the element type
-#: follows a type code known only at run time, so it is not spelled here
-_Got = Union["array[Any]", list[Any]]
-
-
-def _leading(fcb: Callback, cluster: int, item: int, args: list[int]) -> tuple[list[Any], object]:
-    """The hot path: call the callback for each instance while it returns a
-    list ``[value, 1]`` (an ``int`` 1), keeping only the values; the lists
-    are freed as they come, so the cyclic collector is not set off.  Also
-    what ended the run: the next result (read by the caller), ``_RAISED``
-    (logged here) or ``_DONE``."""
-    firsts: list[Any] = []
-    inst = -1
-    try:
-        for inst in args:
-            r = fcb(cluster, item, inst)
-            if type(r) is not list:
-                return firsts, r
-            try:
-                value, status = r  # a list's unpacking checks its length (cheaper than len())
-            except ValueError:
-                return firsts, r
-            if status is not _ONE:
-                return firsts, r
-            firsts.append(value)
-    except Exception:
-        log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=inst)
-        return firsts, _RAISED
-    return firsts, _DONE
-
-
-def _values(fcb: Callback, cluster: int, item: int, mtype: int, which: _Insts) -> tuple[list[int], _Got, int]:
-    """One metric's callbacks, in instance order: the instances that gave a
-    value, the values, and the last status (what answers the metric when
-    none did).  The callback is given each instance as ``which.args`` has it.
-
-    A type with an array code (every integer type and DOUBLE) takes the hot
-    path first (:func:`_leading`); its values are then checked at once by
-    ``array(code, ...)``, which takes them as PyArg_Parse takes them for the
-    metric's type (ints in range for integer types, ints or floats for
-    DOUBLE).  Whatever ends the run, and every result after it, is read one
-    by one as :func:`~pmda_py.compat.callbacks.convert` says."""
-    code = _TYPECODES.get(mtype)
-    got: list[int] = []
-    values: _Got = []
-    sts = 0
-
-    def take(inst: int, result: object) -> int:
-        if result is _RAISED:
-            return EAGAIN
-        sts, value = convert(result, mtype)
-        if sts > 0 and value is not None:
-            got.append(inst)
-            values.append(value)
-        elif sts < 0 and sts not in _QUIET:
-            log.warning("fetch_callback_error", cluster=cluster, item=item, inst=inst, code=sts)
-        return sts
-
-    insts, args = which.ids, which.args
-    start = 0
-    if code is not None:
-        firsts, pending = _leading(fcb, cluster, item, args)
-        start = len(firsts)
-        try:
-            values = array(code, firsts)
-        except (TypeError, OverflowError):  # a value not of the type: each read as the binding reads it
-            for inst, value in zip(insts, firsts):
-                sts = take(inst, [value, _ONE])
-        else:
-            got = insts if start == len(insts) else insts[:start]
-            sts = 1 if start else 0
-        if pending is _DONE:
-            return got, values, sts
-        sts = take(insts[start], pending)
-        start += 1
-    for k in range(start, len(insts)):
-        try:
-            result = fcb(cluster, item, args[k])
-        except Exception:
-            log.exception("callback_failed", callback="fetch_callback", cluster=cluster, item=item, inst=args[k])
-            result = _RAISED
-        sts = take(insts[k], result)
-    return got, values, sts
-
-
-#: fetch callback codes libpcp_pmda does not log either
-_QUIET = frozenset({0, PmErr.VALUE, PmErr.APPVERSION, PmErr.PERMISSION, PmErr.AGAIN, PmErr.NYI})
 
 
 class CheckedCompatTable(CompatTable):

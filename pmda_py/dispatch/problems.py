@@ -19,6 +19,7 @@ The counters of :class:`~pmda_py.stats.PmdaStats` (``table_errors``,
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Callable, Final
 
 import attrs
@@ -69,16 +70,44 @@ class ProblemLog:
         self._clock = clock
         self._sources: dict[str, _Source] = {}
 
-    def error(self, table: str, event: str, **fields: object) -> bool:
-        """Log ``event`` for ``table`` at error level unless it is a repeat;
-        whether it was logged."""
-        return self._report("error", table, event, fields)
+    def error(
+        self,
+        table: str,
+        event: str,
+        /,
+        *,
+        extra: Mapping[str, object] | None = None,
+        exc_info: bool = False,
+        **fields: object,
+    ) -> bool:
+        """Log ``event`` for ``table`` at error level unless it is a repeat
+        (the same ``fields``); whether it was logged.  ``extra`` fields go
+        into the line but do not make a problem another (an instance id);
+        ``exc_info`` adds the exception being handled, traceback and all."""
+        return self._report("error", table, event, fields, extra, exc_info)
 
-    def warning(self, table: str, event: str, **fields: object) -> bool:
+    def warning(
+        self,
+        table: str,
+        event: str,
+        /,
+        *,
+        extra: Mapping[str, object] | None = None,
+        exc_info: bool = False,
+        **fields: object,
+    ) -> bool:
         """:meth:`error` at warning level."""
-        return self._report("warning", table, event, fields)
+        return self._report("warning", table, event, fields, extra, exc_info)
 
-    def _report(self, level: str, table: str, event: str, fields: dict[str, object]) -> bool:
+    def _report(
+        self,
+        level: str,
+        table: str,
+        event: str,
+        fields: dict[str, object],
+        extra: Mapping[str, object] | None,
+        exc_info: bool,
+    ) -> bool:
         now = self._clock()
         source = self._sources.get(table)
         if source is None:
@@ -90,7 +119,7 @@ class ProblemLog:
                 seen.repeats += 1
                 return False
             repeats, seen.logged, seen.repeats = seen.repeats, now, 0
-            self._emit(level, event, table=table, **fields, repeats=repeats)
+            self._emit(level, event, exc_info, table=table, **fields, **(extra or {}), repeats=repeats)
             return True
         if len(source.seen) >= MAX_PROBLEMS:
             # forget the problems whose quiet time is over (they would be logged again anyway)
@@ -109,11 +138,13 @@ class ProblemLog:
                 )
             return False
         source.seen[key] = _Seen(now)
-        self._emit(level, event, table=table, **fields)
+        self._emit(level, event, exc_info, table=table, **fields, **(extra or {}))
         return True
 
     @staticmethod
-    def _emit(level: str, event: str, **fields: object) -> None:
+    def _emit(level: str, event: str, exc_info: bool, **fields: object) -> None:
+        if exc_info:
+            fields["exc_info"] = True
         if level == "error":
             log.error(event, **fields)
         else:

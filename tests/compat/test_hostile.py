@@ -319,3 +319,46 @@ def test_a_label_callback_never_runs_beside_a_running_batch(root: Path) -> None:
     assert "Try again" in out.split("label cluster")[0], out  # the batch outlived its deadline
     assert "overlap=true" not in out, out
     assert "overlap=false" in out or "Error PDU: Try again" in out.split("label cluster")[1], out
+
+
+FAILING = r"""
+import cpmapi as c_api
+from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
+from pcp.pmapi import pmUnits
+
+
+class Failing(PMDA):
+    def __init__(self):
+        PMDA.__init__(self, "failing", 414)
+        self.connect_pmcd()
+        u = pmUnits(0, 0, 0, 0, 0, 0)
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(i, "i%d" % i) for i in range(50)]))
+        self.add_metric(
+            "failing.m", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, self.indom(0), c_api.PM_SEM_INSTANT, u)
+        )
+        self.set_fetch_callback(self.fetch_cb)
+
+    def fetch_cb(self, cluster, item, inst):
+        return [1 // 0, 1]
+
+
+Failing().run()
+"""
+
+
+def test_a_callback_failing_at_every_instance_is_logged_once(root: Path) -> None:
+    """A fetch callback that raises for each of 50 instances at each of 5
+    fetches: the binding prints 250 tracebacks; compat logs the failure once
+    (with its traceback), then again at most once an hour."""
+    require_binding()
+    env = bed(root)
+    script = root / "pmdafailing.python"
+    script.write_text(FAILING)
+    pmns = root / "failing.pmns"
+    pmns.write_text("root {\n\tfailing\t414:*:*\n}\n")
+    dbpmda(COMPAT, script, "fetch failing.m\n" * 5, pmns, env, root / "ours")
+    logs = [p.read_text() for p in (root / "ours").rglob("*.log")]
+    text = "\n".join(logs)
+    assert "ZeroDivisionError" in text, logs
+    assert text.count("callback_failed") == 1, text[-2000:]
+    assert text.count("Traceback (most recent call last)") == 1
