@@ -211,6 +211,10 @@ def test_a_failing_script_reports_as_python_does(tmp_path: Path, source: str) ->
     assert (ours.returncode, ours.stdout, ours.stderr) == (python.returncode, python.stdout, python.stderr)
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_a_script_starts_ends_as_python_does(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT) while a script is still starting (a person running
     it by hand): the traceback from the script's frames on and death by
@@ -221,7 +225,15 @@ def test_ctrl_c_while_a_script_starts_ends_as_python_does(tmp_path: Path) -> Non
     def interrupted(argv: list[str]) -> tuple[int, str, str]:
         (tmp_path / "started").unlink(missing_ok=True)
         with subprocess.Popen(
-            argv, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            argv,
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # as from a terminal: a test run started in the background (``cmd &`` in a
+            # script) passes SIGINT on ignored, and Python then leaves it ignored
+            preexec_fn=_sigint_default,
         ) as proc:
             try:
                 deadline = time.monotonic() + 30
