@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 import structlog
 
+from pmda_py.errors import PmErr
 from pmda_py.pmapi import indom_domain, indom_serial
 from pmda_py.pmdacache import CacheFull, NameClash, PmdaCache
 
@@ -75,6 +76,17 @@ class IndomCache:
         self.cache.inactivate_all()
         self.values.clear()
         self._refresh()
+
+    def resize(self, maximum: int) -> int:
+        """pmdaCacheResize: 0, or PM_ERR_SIGN (``maximum`` below 0) or
+        PM_ERR_TOOBIG (an id in the cache above it), as libpcp_pmda answers."""
+        self.load()
+        if maximum < 0:
+            return PmErr.SIGN
+        if any(inst > maximum for inst in self.cache.ids.values()):
+            return PmErr.TOOBIG
+        self.cache.resize(maximum)
+        return 0
 
     def mark_active(self) -> None:
         self.cache.activate_all()

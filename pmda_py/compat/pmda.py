@@ -205,7 +205,13 @@ class pmdaIndom(Structure):
         self._cache_only().mark_inactive()
 
     def cache_resize(self, maximum: int) -> None:
-        self._cache_only()
+        """pmdaCacheResize: new ids stay at or below ``maximum`` (a C int,
+        wrapped as the binding's ctypes call wraps it); PM_ERR_SIGN below 0,
+        PM_ERR_TOOBIG below an id in use, PM_ERR_NYI for a list indom."""
+        maximum = (int(maximum) + 0x80000000) % 0x100000000 - 0x80000000  # a ctypes c_int wraps, unchecked
+        sts = self._cache_only().resize(maximum)
+        if sts < 0:
+            raise pmErr(sts)
 
 
 class pmdaUnits(pmUnits):
