@@ -4,7 +4,8 @@ latency, start-up and footprint (pdu_latency.py), MMV (mmv_fetch.py;
 mmv_scale.py: many files, rescans, a sparse 1 GiB file), where
 a FETCH's time goes (fetch_breakdown.py), another table's FETCH while
 10 000 names appear (names_stall.py), OpenMetrics' resources under hostile
-sources (openmetrics_hostile.py), the OpenMetrics drop-in's memory beside
+sources (openmetrics_hostile.py) and its parser's cost on hostile documents
+(openmetrics_parse.py), the OpenMetrics drop-in's memory beside
 pmdaopenmetrics at 1000 sources x 10 metrics and alone at 100 000 metrics
 (openmetrics.py) and ``pmda-py compat`` beside PCP's binding
 (compat.py).  Each runs in its own process, one after the other.
@@ -31,6 +32,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {  # name: (full args, quick a
     "mmv_scale": ([], ["--quick"]),
     "fetch_breakdown": ([], ["--shapes", "1000x0,1000x10"]),
     "openmetrics_hostile": ([], ["--quick"]),
+    "openmetrics_parse": ([], ["--mb", "2", "--repeat", "1"]),
     "compat": ([], ["--quick"]),
     "openmetrics": (
         ["--sources", "1000", "--metrics", "10", "--fetches", "3", "--scale", "1000x100"],

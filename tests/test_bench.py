@@ -83,6 +83,13 @@ def test_openmetrics_hostile_runs() -> None:
     assert "stacked Conte" in row and '"peak_rss_mb"' in row, out
 
 
+def test_openmetrics_parse_runs() -> None:
+    out = _run("openmetrics_parse.py", "--mb", "0.2", "--repeat", "1")
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert set(rows) == {"normal", "long", "escapes"}, out
+    assert all(int(r[-1]) > 0 for r in rows.values()), out  # each document parsed to samples
+
+
 @pytest.mark.slow
 def test_openmetrics_bench_prints_memory_beside_pmdaopenmetrics() -> None:
     require(Path("/var/lib/pcp/pmdas/openmetrics").exists() and Path("/usr/bin/python3").exists(), "pmdaopenmetrics")

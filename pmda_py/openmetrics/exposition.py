@@ -14,6 +14,7 @@ Sans-IO: text in, samples out; nothing here reads files or sockets.
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import attrs
@@ -63,7 +64,22 @@ class Parsed:
     dropped: int = 0
 
 
-_ESCAPES = {"\\": "\\", "n": "\n", '"': '"'}
+#: where a metric name, a label name and a value end (str.isspace's whitespace is re's \s):
+#: one C-level scan each, not a Python step per character
+_NAME = re.compile(r"[^{\s]*")
+_LABEL_NAME = re.compile(r"[^=\s]*")
+_VALUE = re.compile(r"\S*")
+#: a label value's text up to its closing quote: characters, and escapes (a backslash and the next one)
+_QUOTED = re.compile(r'(?:[^"\\]|\\.)*', re.S)
+_ESCAPE = re.compile(r"\\.", re.S)
+
+
+def _unescape(raw: str) -> str:
+    """A label value's text with its escapes resolved as pmdaopenmetrics
+    resolves them: ``\\\\`` a backslash, ``\\n`` a newline, ``\\"`` a quote,
+    any other kept as it is (in C-level passes: split at the escaped
+    backslashes, left to right, then replace in each piece)."""
+    return "\\".join(p.replace("\\n", "\n").replace('\\"', '"') for p in raw.split("\\\\"))
 
 
 def _skip_ws(line: str, i: int, n: int) -> int:
@@ -81,9 +97,7 @@ def parse_sample_line(line: str, limits: Limits | None = None) -> tuple[str, Lab
     lim = limits or Limits()
     n = len(line)
     i = _skip_ws(line, 0, n)
-    j = i
-    while j < n and line[j] != "{" and not line[j].isspace():
-        j += 1
+    j = _NAME.match(line, i).end()  # type: ignore[union-attr]  # (it matches the empty string)
     name = line[i:j]
     if not name:
         raise ValueError("no metric name")
@@ -99,9 +113,7 @@ def parse_sample_line(line: str, limits: Limits | None = None) -> tuple[str, Lab
             if line[i] == "}":
                 i += 1
                 break
-            j = i
-            while j < n and line[j] != "=" and not line[j].isspace():
-                j += 1
+            j = _LABEL_NAME.match(line, i).end()  # type: ignore[union-attr]
             lname = line[i:j]
             i = _skip_ws(line, j, n)
             if i >= n or line[i] != "=" or not lname:
@@ -110,31 +122,19 @@ def parse_sample_line(line: str, limits: Limits | None = None) -> tuple[str, Lab
             if i >= n or line[i] != '"':
                 raise ValueError('expected "')
             i += 1
-            parts: list[str] = []
-            size = 0
-            while True:
-                q = line.find('"', i)
-                b = line.find("\\", i, q if q >= 0 else n)
-                if b >= 0:
-                    parts.append(line[i:b])
-                    if b + 1 >= n:
-                        raise ValueError("unterminated label value")
-                    c = line[b + 1]
-                    parts.append(_ESCAPES.get(c, "\\" + c))
-                    size += b - i + 1
-                    i = b + 2
-                elif q >= 0:
-                    parts.append(line[i:q])
-                    size += q - i
-                    i = q + 1
-                    break
-                else:
-                    raise ValueError("unterminated label value")
-                if size > lim.max_label_value:
-                    break
-            value = "".join(parts)
+            m = _QUOTED.match(line, i)
+            raw = m.group()  # type: ignore[union-attr]  # (it matches the empty string)
+            end = m.end()  # type: ignore[union-attr]
+            if end >= n or line[end] != '"':  # no closing quote (or a lone backslash at the end)
+                # (pmdaopenmetrics' reader gives up on length only at an escape, counting each as one)
+                ends = [e.end() for e in _ESCAPE.finditer(raw)]
+                if ends and ends[-1] - len(ends) > lim.max_label_value:
+                    raise ValueError(f"a label value longer than {lim.max_label_value}")
+                raise ValueError("unterminated label value")
+            value = _unescape(raw) if "\\" in raw else raw
             if len(value) > lim.max_label_value:
                 raise ValueError(f"a label value longer than {lim.max_label_value}")
+            i = end + 1
             labels[lname] = value
             if len(labels) > lim.max_labels:
                 raise ValueError(f"more than {lim.max_labels} labels")
@@ -149,9 +149,7 @@ def parse_sample_line(line: str, limits: Limits | None = None) -> tuple[str, Lab
                 break
             raise ValueError("expected , or }")
         i = _skip_ws(line, i, n)
-    j = i
-    while j < n and not line[j].isspace():
-        j += 1
+    j = _VALUE.match(line, i).end()  # type: ignore[union-attr]
     value_text = line[i:j]
     if not value_text:
         raise ValueError("no value")

@@ -411,3 +411,45 @@ def test_a_short_pcp_line_ends_the_document_as_there(comment: str) -> None:
     model = SourceModel("src", 3, NameTable(MAX_METRIC), lambda _s, m: NameTable(m))
     res = model.ingest(parse_document(f"a 1\n{ok}\nb 2\nc 3\n").samples)
     assert sorted(model.metrics) == ["a", "b", "c"] and res.errors == []
+
+
+def _reference_unescape(raw: str) -> str:
+    """pmdaopenmetrics' reading of a label value's escapes, one character at
+    a time: ``\\\\`` a backslash, ``\\n`` a newline, ``\\"`` a quote, any
+    other backslash kept with the character after it."""
+    out, k = [], 0
+    while k < len(raw):
+        if raw[k] == "\\" and k + 1 < len(raw):
+            c = raw[k + 1]
+            out.append({"\\": "\\", "n": "\n", '"': '"'}.get(c, "\\" + c))
+            k += 2
+        else:
+            out.append(raw[k])
+            k += 1
+    return "".join(out)
+
+
+_RAW_PIECES = st.lists(st.sampled_from(["a", "n", " ", "\\\\", "\\n", '\\"', "\\a", "\\n\\\\", "é", "\t"]), max_size=30)
+
+
+@given(_RAW_PIECES, _RAW_PIECES)
+def test_label_values_are_read_as_pmdaopenmetrics_reads_their_escapes(first: list[str], second: list[str]) -> None:
+    """Values made of escapes (the parser resolves them in C-level passes,
+    not a Python step per character) read as one character at a time does."""
+    a, b = "".join(first), "".join(second)
+    name, labels, value = parse_sample_line(f'm{{a="{a}",b="{b}"}} 7')
+    assert (name, value) == ("m", "7")
+    assert labels == {"a": _reference_unescape(a), "b": _reference_unescape(b)}
+
+
+@given(st.text(alphabet='ab\\"n {}=,\t', max_size=40), st.integers(0, 12))
+@settings(max_examples=300)
+def test_odd_lines_are_a_sample_or_one_error(line: str, longest: int) -> None:
+    """Whatever the line, the parser answers a sample or a ValueError with
+    its reason; never another exception, never a value over the limit."""
+    try:
+        _name, labels, _value = parse_sample_line(line, Limits(max_label_value=longest))
+    except ValueError as err:
+        assert str(err)
+    else:
+        assert all(len(v) <= longest for v in (labels or {}).values())
