@@ -400,7 +400,7 @@ class Resize(PMDA):
         self.replace_indom(self.indom(0), {k: c_int(v) for k, v in (("a", 1), ("b", 2), ("c", 3))})
         attempt("below", lambda: self.dict_indom.cache_resize(1))
         attempt("wraps", lambda: self.dict_indom.cache_resize(2**32 + 3))
-        self.replace_indom(self.indom(0), {k: c_int(v) for k, v in (("c", 3), ("d", 4), ("e", 5), ("f", 6))})
+        self.replace_indom(self.indom(0), {k: c_int(v) for k, v in (("c", 3), ("d", 4))})
         self.set_fetch_callback(self.fetch_cb)
 
     def fetch_cb(self, cluster, item, inst):
@@ -420,16 +420,17 @@ fetch rs.v
 
 def test_cache_resize_as_the_binding_does_it(root: Path) -> None:
     """pmdaIndom.cache_resize: PM_ERR_SIGN below 0, PM_ERR_NYI for a list
-    indom, PM_ERR_TOOBIG below an id in use, a C int's wrap; and ids stay at
-    or below the maximum (the lowest free one is taken once it is reached).
-    compat's did nothing."""
+    indom, PM_ERR_TOOBIG below an id in use, a C int's wrap; new ids up to
+    the maximum.  compat's did nothing.  (Past the maximum libpcp_pmda 6.0
+    refuses a new name and 7.x gives it maximum + 1: not compared.)  Each run
+    has its own PCP_VAR_DIR: the cache file one writes is not the other's."""
     require_binding()
-    env = bed(root)
     script = root / "pmdaresize.python"
     script.write_text(RESIZE)
     pmns = root / "rs.pmns"
     pmns.write_text("root {\n\trs\t415:*:*\n}\n")
-    real = mask(dbpmda([SYSTEM_PYTHON], script, RESIZE_COMMANDS, pmns, env, root / "real"))
-    ours = mask(dbpmda(COMPAT, script, RESIZE_COMMANDS, pmns, env, root / "ours"))
+    real = mask(dbpmda([SYSTEM_PYTHON], script, RESIZE_COMMANDS, pmns, bed(root / "real"), root / "real" / "run"))
+    ours = mask(dbpmda(COMPAT, script, RESIZE_COMMANDS, pmns, bed(root / "ours"), root / "ours" / "run"))
     assert "negative:-12364,list:-21344,three:ok,below:-12444,wraps:ok" in real, real
+    assert '[  0] inst: 2 name: "c"\n[  1] inst: 3 name: "d"\n' in real, real
     assert ours == real
