@@ -31,7 +31,7 @@ _YIELDS = frozenset({"YIELD_VALUE", "YIELD_FROM"})
 #: memory is cleared, so code made afresh per call cannot grow it
 MAX_KNOWN = 1024
 
-_known: dict[CodeType, bool] = {}
+_known: dict[int, tuple[CodeType, bool]] = {}
 
 
 def _has_no_yield(code: CodeType) -> bool:
@@ -45,12 +45,12 @@ def never_suspends(aw: Awaitable[Any]) -> bool:
     if type(aw) is not CoroutineType:
         return False
     code = aw.cr_code
-    known = _known.get(code)
-    if known is None:
+    known = _known.get(id(code))
+    if known is None or known[0] is not code:
         if len(_known) >= MAX_KNOWN:
             _known.clear()
-        known = _known[code] = _has_no_yield(code)
-    return known
+        known = _known[id(code)] = (code, _has_no_yield(code))
+    return known[1]
 
 
 def finish(coro: Awaitable[_T]) -> _T:

@@ -31,12 +31,16 @@ _LEN_TYPE = struct.Struct("!ii")
 class PduReader:
     """Accumulates bytes and yields complete PDUs in order."""
 
-    __slots__ = ("_broken", "_buf", "_start", "eof", "max_length")
+    __slots__ = ("_broken", "_buf", "_start", "_whole", "eof", "max_length")
 
     def __init__(self, max_length: int = DEFAULT_MAX_LENGTH) -> None:
         self.max_length = max_length
         self._buf = bytearray()
         self._start = 0
+        #: bytes received while nothing else was buffered, kept as they came:
+        #: the usual read is one whole request, which is then its own frame
+        #: (not copied into the buffer and out again)
+        self._whole: bytes | None = None
         #: True once ``b""`` (end of stream) was received
         self.eof = False
         self._broken: WireFormatError | None = None
@@ -46,14 +50,25 @@ class PduReader:
         if not data:
             self.eof = True
             return
+        if type(data) is bytes and self._whole is None and not self._buf:
+            self._whole = data
+            return
+        self._spill()
         if self._start and self._start >= len(self._buf) // 2:
             del self._buf[: self._start]
             self._start = 0
         self._buf += data
 
+    def _spill(self) -> None:
+        """Move the bytes kept as they came into the buffer."""
+        if self._whole is not None:
+            self._buf += self._whole
+            self._whole = None
+
     @property
     def pending(self) -> int:
         """Bytes received but not yet returned as a PDU."""
+        self._spill()
         return len(self._buf) - self._start
 
     @property
@@ -72,7 +87,7 @@ class PduReader:
     def peek_header(self) -> tuple[int, int | None] | None:
         """``(length, type)`` of the PDU being received, as far as it has
         arrived (type None before 8 bytes); None before 4 bytes."""
-        avail = self.pending
+        avail = self.pending  # (bytes kept as they came are in the buffer now)
         if avail < 4:
             return None
         (length,) = _LEN.unpack_from(self._buf, self._start)
@@ -89,6 +104,14 @@ class PduReader:
         """
         if self._broken is not None:
             raise self._broken
+        whole = self._whole
+        if whole is not None:
+            if len(whole) >= 8:
+                length, pdu_type = _LEN_TYPE.unpack_from(whole)
+                if length == len(whole) and HEADER_SIZE <= length <= self.max_length and pdu_type >= 0:
+                    self._whole = None
+                    return whole
+            self._spill()  # part of a PDU, or more than one, or a bad one: the buffer's way
         buf, start = self._buf, self._start
         avail = len(buf) - start  # (pending, without a call: once per request and more)
         if avail < 4:

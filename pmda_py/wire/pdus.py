@@ -366,11 +366,20 @@ class UnknownPdu:
         return _header(12 + len(self.body), self.type, self.from_) + self.body
 
 
-@attrs.frozen
+#: (a module constant: an enum member looked up on its class costs about 2 us
+#: per reply when the caches are cold)
+_ERROR: Final = PduType.ERROR
+
+
+@attrs.define
 class EncodedPdu:
     """A reply already encoded by a fast path (a RESULT built in bulk, a
     cached INSTANCE): its type and its bytes, header included.  Never an
-    ERROR: those are built as :class:`ErrorPdu` so the session sees them."""
+    ERROR: those are built as :class:`ErrorPdu` so the session sees them.
+
+    Read-only by convention, not frozen: one is made per fast-path reply,
+    and a frozen record's ``__init__`` (a bound ``object.__setattr__`` per
+    field) costs several times a plain one's when the caches are cold."""
 
     pdu_type: int
     #: a layout's own buffer for a fast-path RESULT (see FixedLayout.encode): read, never changed
@@ -378,7 +387,7 @@ class EncodedPdu:
     from_: int = 0
 
     def __attrs_post_init__(self) -> None:
-        if self.pdu_type == PduType.ERROR:
+        if self.pdu_type == _ERROR:
             raise LocalProtocolError("an ERROR reply is sent as ErrorPdu, not pre-encoded")
 
     def encode(self) -> Union[bytes, bytearray, SharedReply]:

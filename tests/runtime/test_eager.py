@@ -107,6 +107,24 @@ def test_the_memory_of_code_objects_has_a_bound() -> None:
         assert len(eager._known) <= eager.MAX_KNOWN
 
 
+def test_code_at_the_address_of_code_that_went_away_is_looked_at_anew() -> None:
+    # Code objects are remembered by their id (hashing one reads all of its
+    # constants and names at every call); a code object freed and another
+    # made at its address must not inherit its answer.
+    inner = returns()
+    coro = awaits(inner)
+    code = awaits.__code__  # the coroutine's code (a yield: it may suspend)
+    gone = returns.__code__  # stands for a code object that was at its address: no yield
+    eager._known[id(code)] = (gone, True)
+    try:
+        assert not never_suspends(coro)
+        assert never_suspends(coro) is False  # and the entry is now its own
+        assert eager._known[id(code)][0] is code
+    finally:
+        coro.close()
+        inner.close()
+
+
 class Named(Table):
     name = "t"
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pmda_py.errors import PmErr, WireFormatError
-from pmda_py.wire import DECODERS, PduReader, PduType, decode_pdu
+from pmda_py.wire import DECODERS, FetchPdu, PduReader, PduType, decode_pdu
 from tests.strategies import pdus
 
 
@@ -35,6 +35,28 @@ def test_framer_splits_concatenated_stream(items: list[object], data: st.DataObj
         while (p := reader.next_pdu()) is not None:
             got.append(p)
     assert got == items
+
+
+def test_a_pdu_read_whole_is_its_own_frame() -> None:
+    # pmcd's requests usually arrive one per read: such bytes are the frame
+    # itself, not copied into the buffer and out again; anything else goes
+    # through the buffer
+    one = FetchPdu((1, 2, 3)).encode()
+    reader = PduReader()
+    reader.receive_data(one)
+    assert reader.next_frame() is one
+    assert reader.pending == 0 and reader.next_frame() is None
+    reader.receive_data(one + one[:5])  # one and a bit: framed from the buffer
+    assert reader.next_frame() == one and reader.pending == 5
+    reader.receive_data(one[5:])
+    assert reader.next_frame() == one and reader.pending == 0
+    reader.receive_data(bytearray(one))  # not bytes: copied
+    frame = reader.next_frame()
+    assert frame == one and type(frame) is bytes
+    reader.receive_data(one[:7])  # a header cut short, then the rest
+    assert reader.next_frame() is None and reader.pending == 7
+    reader.receive_data(one[7:])
+    assert reader.next_frame() == one
 
 
 @given(st.binary(max_size=300))
