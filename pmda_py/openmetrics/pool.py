@@ -32,6 +32,7 @@ from pmda_py.openmetrics.records import (
     ScrapeJob,
     decode_answer,
     encode_request,
+    frame_limit,
     read_frames,
 )
 from pmda_py.openmetrics.scrape import WorkerOptions
@@ -86,6 +87,8 @@ class WorkerPool:
         self.size = size
         self.limit = max(size, limit or size)  #: how many workers it may grow to
         self.options = options
+        #: the longest answer frame a worker may send (a longer one: the worker is broken)
+        self.frame_limit = frame_limit(options.limits.max_bytes, options.limits.max_label_bytes)
         self.log = log
         self.workers: list[_Worker | None] = [None] * size
         self.started = 0  #: processes started (replacements included)
@@ -192,7 +195,7 @@ class WorkerPool:
                 if not data:
                     break
                 buf += data
-                for msg in read_frames(buf):
+                for msg in read_frames(buf, self.frame_limit):
                     answer = decode_answer(msg)
                     if answer.rid == 0:  # news of its own (up; a name table it could not save)
                         w.up.set()

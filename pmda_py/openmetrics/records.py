@@ -4,10 +4,14 @@ Every message is a frozen attrs record with named fields: requests
 (:class:`ScrapeJob`, :class:`Forget`, :class:`Flush`) in, :class:`Answer`
 (a request's :class:`Reply`) out.  On the pipe a message is a frame: a
 4-byte big-endian length and a ``marshal`` image of a dict keyed by the
-field names (:func:`frame`, :func:`read_frames`); ``marshal`` carries only
-builtins (no objects, no code: a worker that parsed hostile documents cannot
-make the daemon run anything), and field names travel with the values, so
-no side reads a field by its position.
+field names (:func:`frame`, :func:`read_frames`); ``marshal`` builds only
+builtin values (and code objects, which nothing here runs), never instances of
+a class: a worker that parsed hostile documents cannot make the daemon run
+anything.  A worker runs as the daemon's user, so what a broken one could do
+to the daemon through its frames is no more than it could do by signals; a
+frame's length is still bounded before any of it is buffered
+(:func:`frame_limit`).  Field names travel with the values, so no side reads
+a field by its position.
 
 A :class:`Digest` carries a scrape's values column by column (items,
 instance images, packed values): one dict per scrape, not one per metric,
@@ -24,6 +28,7 @@ from typing import Any, Literal, Optional, Union
 import attrs
 
 __all__ = [
+    "MAX_FRAME",
     "Answer",
     "Digest",
     "Flush",
@@ -39,6 +44,7 @@ __all__ = [
     "encode_answer",
     "encode_request",
     "frame",
+    "frame_limit",
     "read_frames",
 ]
 
@@ -56,6 +62,19 @@ Wire = Mapping[str, Any]
 WireOut = dict[str, object]
 
 _LEN = struct.Struct(">I")
+
+#: the largest frame :func:`read_frames` takes by default (the daemon's requests)
+MAX_FRAME = 64 << 20
+
+
+def frame_limit(max_bytes: int, max_label_bytes: int) -> int:
+    """The largest answer frame a worker may send for sources bounded by a
+    document of ``max_bytes`` and ``max_label_bytes`` of instance names and
+    labels (the OpenMetrics limits): a digest carries each document byte a
+    few times at most (a name as its leaf too, help text as its one-line
+    summary too, a value as 8 packed bytes), so eight times both, and
+    :data:`MAX_FRAME` for the rest."""
+    return 8 * (max_bytes + max_label_bytes) + MAX_FRAME
 
 
 class ProtocolError(ValueError):
@@ -294,12 +313,20 @@ def frame(d: WireOut) -> bytes:
     return _LEN.pack(len(data)) + data
 
 
-def read_frames(buf: bytearray) -> list[Wire]:
-    """The whole frames at the start of ``buf`` (removed from it)."""
+def read_frames(buf: bytearray, limit: int = MAX_FRAME) -> list[Wire]:
+    """The whole frames at the start of ``buf`` (removed from it).
+
+    Raises:
+        ProtocolError: a frame says it is longer than ``limit`` bytes (as
+            soon as its length has arrived: the peer is broken, and what
+            follows is not buffered), or is not a dict of fields.
+    """
     out = []
     pos = 0
     while len(buf) - pos >= 4:
         (n,) = _LEN.unpack_from(buf, pos)
+        if n > limit:
+            raise ProtocolError(f"a frame of {n} bytes, over the limit of {limit}")
         if len(buf) - pos - 4 < n:
             break
         obj = marshal.loads(bytes(buf[pos + 4 : pos + 4 + n]))

@@ -51,6 +51,7 @@ from pmda_py.openmetrics.records import (
     ScrapeJob,
     decode_request,
     encode_answer,
+    frame_limit,
     read_frames,
 )
 from pmda_py.openmetrics.state import StateFiles
@@ -532,10 +533,13 @@ async def _serve(
     stdin = stdin or trio.lowlevel.FdStream(os.dup(0))
     stdout = stdout or trio.lowlevel.FdStream(os.dup(1))
     lock = trio.Lock()
+    limit = frame_limit(options.limits.max_bytes, options.limits.max_label_bytes)  # the daemon's, both ways
 
     async def send(rid: int, reply: Reply) -> None:
         try:
             data = encode_answer(Answer(rid, reply))
+            if len(data) - 4 > limit:  # the daemon would take the worker for broken: only this source fails
+                raise ValueError(f"{len(data) - 4} bytes, over the limit of {limit}")
         except ValueError as exc:
             data = encode_answer(Answer(rid, Reply.fail(f"scraper failed: unsendable reply: {exc}")))
         async with lock:
@@ -568,7 +572,7 @@ async def _serve(
                 if not data:
                     break
                 buf += data
-                for msg in read_frames(buf):
+                for msg in read_frames(buf, limit):
                     req = decode_request(msg)
                     if isinstance(req, ScrapeJob):
                         scraper.adopt(req.tables)

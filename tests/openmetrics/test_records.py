@@ -7,6 +7,7 @@ unreadable and replaces it)."""
 from __future__ import annotations
 
 import marshal
+import struct
 
 import pytest
 
@@ -27,6 +28,7 @@ from pmda_py.openmetrics.records import (
     encode_answer,
     encode_request,
     frame,
+    frame_limit,
     read_frames,
 )
 from pmda_py.pmapi import PmType
@@ -72,6 +74,25 @@ def test_requests_come_back_as_they_were_sent() -> None:
     reqs: list[Request] = [ScrapeJob(3, "a.b", 7, "/etc/x.url", False), Forget("a.b"), Flush(4)]
     buf = bytearray(b"".join(encode_request(r) for r in reqs))
     assert [decode_request(m) for m in read_frames(buf)] == reqs
+
+
+def test_a_frame_over_the_limit_is_refused_before_it_is_buffered() -> None:
+    limit = 1000
+    ok = frame({"x": b"a" * 900})
+    assert len(ok) - 4 <= limit
+    buf = bytearray(ok)
+    assert read_frames(buf, limit) == [{"x": b"a" * 900}] and buf == b""
+    for n in (limit + 1, 0xFFFFFFFF):  # only the length has arrived: refused at once
+        with pytest.raises(ProtocolError, match="over the limit"):
+            read_frames(bytearray(struct.pack(">I", n)), limit)
+    big = frame({"x": b"a" * 2000})
+    with pytest.raises(ProtocolError):
+        read_frames(bytearray(big), limit)
+    # the OpenMetrics limits make the answers' bound: a digest of the largest
+    # document carries it a few times at most
+    assert frame_limit(Limits().max_bytes, Limits().max_label_bytes) > 4 * (
+        Limits().max_bytes + Limits().max_label_bytes
+    )
 
 
 def test_no_tuple_crosses_the_pipe() -> None:

@@ -137,3 +137,30 @@ async def test_a_moving_source_takes_its_unsaved_tables_along(tmp_path: Path, mo
             await old.send_stream.aclose()
             await new.send_stream.aclose()  # EOF: the worker saves what it has and ends
     assert {"144.1.py"} <= set(written)
+
+
+async def test_an_answer_over_the_frame_limit_fails_only_its_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A digest the daemon would refuse as over the frame limit (it would
+    take the worker for broken and kill it, failing every source of the
+    worker) is sent as that source's failure; the worker goes on."""
+    limit = 2000
+    monkeypatch.setattr(scrape, "frame_limit", lambda max_bytes, max_label_bytes: limit)
+    big = _source(tmp_path, "big", b"".join(b'm%d{k="%d"} %d\n' % (k, k, k) for k in range(200)))
+    small = _source(tmp_path, "small", b"z 3\n")
+    options = WorkerOptions(state_dir=str(tmp_path / "state"), domain=144, timeout=5.0, keepalive=10.0)
+    ours, theirs = trio.testing.memory_stream_pair()
+    answers = _Answers(ours)
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scrape._serve, options, theirs, theirs)
+            assert (await answers.next()).rid == 0  # up
+            await ours.send_all(encode_request(ScrapeJob(1, "big", 1, big, False)))
+            first = await answers.next()
+            assert (first.rid, first.reply.outcome) == (1, "fail")
+            assert "unsendable reply" in first.reply.status and f"over the limit of {limit}" in first.reply.status
+            await ours.send_all(encode_request(ScrapeJob(2, "small", 2, small, False)))
+            second = await answers.next()
+            assert (second.rid, second.reply.outcome) == (2, "ok"), second.reply.status
+            await ours.send_stream.aclose()

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import stat
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -183,6 +184,48 @@ async def test_dead_worker_is_replaced(tmp_path: Path) -> None:
     assert len(died) == 1 and died[0]["returncode"] == -signal.SIGKILL
     failed_logs = [e for e in logs if e["event"] == "openmetrics_source_failed"]
     assert [e["source"] for e in failed_logs] == ["a"]
+
+
+#: a worker that says it is up, then starts a frame of 4 GiB and keeps sending
+ENDLESS_FRAME = """
+import os, time
+from pmda_py.openmetrics.records import Answer, Reply, encode_answer
+os.write(1, encode_answer(Answer(0, Reply("ok"))))
+os.write(1, b"\\xff\\xff\\xff\\xff")
+for _ in range(600):
+    try:
+        os.write(1, b"x" * 65536)
+    except OSError:
+        break
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.slow
+async def test_a_worker_sending_a_frame_over_the_limit_is_killed_at_its_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The daemon reads a frame's length before its body: one over the bound
+    # of what a worker may send marks the worker broken at once, and nothing
+    # of the body is buffered (a broken worker cannot grow the daemon).
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!{sys.executable}\n{ENDLESS_FRAME}")
+    fake.chmod(0o755)
+    with ControlledServer() as server:
+        server.routes["a"] = Route(GOOD)
+        write_sources(tmp_path / "config.d", {"a": server.url("a") + "\n"})
+        table = make_table(tmp_path, interval="0.3", timeout="5", workers="1")
+        monkeypatch.setattr(sys, "executable", str(fake))  # what the pool starts its workers with
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            with trio.fail_after(HANG):
+                while not any(e["event"] == "openmetrics_worker_died" for e in logs):  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+            monkeypatch.undo()
+            await table.shutdown()
+    died = [e for e in logs if e["event"] == "openmetrics_worker_died"]
+    assert "a frame of 4294967295 bytes, over the limit" in died[0]["why"], died[0]
+    assert died[0]["returncode"] == -signal.SIGKILL
 
 
 @pytest.mark.slow
