@@ -12,7 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -431,6 +431,19 @@ def test_move_aside_never_overwrites(tmp_path: Path) -> None:
 # ------------------------------------------------------------ logs
 
 
+async def _first_round(tmp_path: Path, workers: str) -> tuple[dict[str, Any], list[MutableMapping[str, Any]]]:
+    """A table of the sources in ``tmp_path / "config.d"``, scraping every 60 s
+    with ``workers``, started and, once ready, shut down: control.status by
+    source when it was ready, and the table's log."""
+    table = make_table(tmp_path, interval="60", workers=workers)
+    with structlog.testing.capture_logs() as logs:
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        status = await _status(table)
+        await table.shutdown()
+    return status, logs
+
+
 async def test_logs_carry_no_contents(tmp_path: Path) -> None:
     secret = "SECRETVALUE"
     shadow = tmp_path / "shadow"
@@ -444,12 +457,7 @@ async def test_logs_carry_no_contents(tmp_path: Path) -> None:
     env_marker = "ENVMARKER_" + secret
     os.environ["PMDA_PY_TEST_MARKER"] = env_marker
     try:
-        table = make_table(tmp_path, interval="60", workers="1")
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            status = await _status(table)
-            await table.shutdown()
+        status, logs = await _first_round(tmp_path, workers="1")
     finally:
         del os.environ["PMDA_PY_TEST_MARKER"]
     text = repr(logs) + repr(status)
@@ -483,12 +491,7 @@ async def test_header_lines_http_cannot_send_fail_their_source_and_never_show_th
                 "nonascii": f"{server.url('nonascii')}\nHEADER: X-Token: {secret}\u00e9\n",
             },
         )
-        table = make_table(tmp_path, interval="60", workers=workers)
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            status = await _status(table)
-            await table.shutdown()
+        status, logs = await _first_round(tmp_path, workers)
         sent = [r.get("authorization") for r in server.routes["trailing"].requests]
     assert status["trailing"] == "success" and sent == [f"Bearer {secret}"]
     for name, line in (("equals", 3), ("ctrl", 2), ("nonascii", 2)):
@@ -759,12 +762,7 @@ async def test_credentials_in_a_url_never_reach_the_status_or_the_log(tmp_path: 
         with_creds = server.url("denied").replace("://", f"://alice:{secret}@", 1)
         d = tmp_path / "config.d"
         write_sources(d, {"denied": f"{with_creds}\n"})
-        table = make_table(tmp_path, interval="60", workers=workers)
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            status = await _status(table)
-            await table.shutdown()
+        status, logs = await _first_round(tmp_path, workers)
         hits = server.routes["denied"].hits
     assert hits >= 1  # the request went out, credentials and all
     assert "401 Client Error" in status["denied"] and "://***@127.0.0.1" in status["denied"], status
