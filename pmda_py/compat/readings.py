@@ -1,7 +1,8 @@
 """How a compat script's fetch callback is called for a metric and its
 results become the metric's values, as the binding reads them
 (:func:`read_values`); what a failing callback writes to the log
-(:data:`SOURCE`, :func:`callback_error`).  Runs in the callbacks' thread."""
+(:data:`SOURCE`, :func:`callback_error`, :func:`log_raised`).  Runs in the
+callbacks' thread."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pmda_py.dispatch.problems import ProblemLog, cut
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import PM_IN_NULL, TYPES, PmType
 
-__all__ = ["EAGAIN", "IN_NULL", "NO_INSTS", "SINGLE", "SOURCE", "Insts", "callback_error", "read_values"]
+__all__ = ["EAGAIN", "IN_NULL", "NO_INSTS", "SINGLE", "SOURCE", "Insts", "callback_error", "log_raised", "read_values"]
 
 log = structlog.get_logger("pmda_py.compat")
 
@@ -83,7 +84,7 @@ def _leading(fcb: Callback, cluster: int, item: int, args: list[int], problems: 
                 return firsts, r
             firsts.append(value)
     except Exception as exc:
-        _fetch_failed(problems, cluster, item, inst, exc)
+        log_raised(problems, "fetch_callback", cluster, item, inst, exc)
         return firsts, _RAISED
     return firsts, _DONE
 
@@ -138,7 +139,7 @@ def read_values(
         try:
             result = fcb(cluster, item, args[k])
         except Exception as exc:
-            _fetch_failed(problems, cluster, item, args[k], exc)
+            log_raised(problems, "fetch_callback", cluster, item, args[k], exc)
             result = _RAISED
         sts = take(insts[k], result)
     return got, values, sts
@@ -149,12 +150,13 @@ def callback_error(exc: Exception) -> str:
     return cut(f"{type(exc).__name__}: {exc}")
 
 
-def _fetch_failed(problems: ProblemLog, cluster: int, item: int, inst: int, exc: Exception) -> None:
-    """Log a fetch callback that raised: once an hour for the same metric and error, whatever the instance."""
+def log_raised(problems: ProblemLog, callback: str, cluster: int, item: int, inst: int, exc: Exception) -> None:
+    """Log a metric's fetch or store callback (``callback``, its name) that
+    raised: once an hour for the same metric and error, whatever the instance."""
     problems.error(
         SOURCE,
         "callback_failed",
-        callback="fetch_callback",
+        callback=callback,
         cluster=cluster,
         item=item,
         error=callback_error(exc),

@@ -37,7 +37,7 @@ import structlog
 
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.callbacks import int32
-from pmda_py.compat.readings import EAGAIN, NO_INSTS, SINGLE, SOURCE, Insts, callback_error, read_values
+from pmda_py.compat.readings import EAGAIN, NO_INSTS, SINGLE, SOURCE, Insts, callback_error, log_raised, read_values
 from pmda_py.compat.worker import CallbackThread
 from pmda_py.dispatch.coerce import includes_all
 from pmda_py.dispatch.problems import ProblemLog
@@ -346,16 +346,7 @@ class CompatTable(Table):
             try:
                 result = scb(cluster, item, inst & 0xFFFFFFFF, value)
             except Exception as exc:
-                self.problems.error(
-                    SOURCE,
-                    "callback_failed",
-                    callback="store_callback",
-                    cluster=cluster,
-                    item=item,
-                    error=callback_error(exc),
-                    extra={"inst": inst},
-                    exc_info=True,
-                )
+                log_raised(self.problems, "store_callback", cluster, item, inst, exc)
                 raise PmdaError(code=EAGAIN) from None
             try:
                 code = int32(result)

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Callable, Final
+from typing import Any, Callable, Final, Literal
 
 import attrs
 import structlog
 
-__all__ = ["MAX_PROBLEMS", "MAX_TEXT", "REPEAT_AFTER", "ProblemLog", "cut"]
+__all__ = ["MAX_PROBLEMS", "MAX_TEXT", "REPEAT_AFTER", "Level", "ProblemLog", "cut"]
 
 log = structlog.get_logger("pmda_py.dispatch")
 
+#: the levels a problem is logged at
+Level = Literal["error", "warning"]
 #: seconds before a problem already logged is logged again (with its repeats)
 REPEAT_AFTER: Final = 3600.0
 #: distinct problems of one table remembered at a time
@@ -70,8 +72,17 @@ class ProblemLog:
         self._clock = clock
         self._sources: dict[str, _Source] = {}
 
-    def error(
+    def error(self, table: str, event: str, /, **options: Any) -> bool:
+        """:meth:`report` at error level."""
+        return self.report("error", table, event, **options)
+
+    def warning(self, table: str, event: str, /, **options: Any) -> bool:
+        """:meth:`report` at warning level."""
+        return self.report("warning", table, event, **options)
+
+    def report(
         self,
+        level: Level,
         table: str,
         event: str,
         /,
@@ -80,34 +91,10 @@ class ProblemLog:
         exc_info: bool = False,
         **fields: object,
     ) -> bool:
-        """Log ``event`` for ``table`` at error level unless it is a repeat
+        """Log ``event`` for ``table`` at ``level`` unless it is a repeat
         (the same ``fields``); whether it was logged.  ``extra`` fields go
         into the line but do not make a problem another (an instance id);
         ``exc_info`` adds the exception being handled, traceback and all."""
-        return self._report("error", table, event, fields, extra, exc_info)
-
-    def warning(
-        self,
-        table: str,
-        event: str,
-        /,
-        *,
-        extra: Mapping[str, object] | None = None,
-        exc_info: bool = False,
-        **fields: object,
-    ) -> bool:
-        """:meth:`error` at warning level."""
-        return self._report("warning", table, event, fields, extra, exc_info)
-
-    def _report(
-        self,
-        level: str,
-        table: str,
-        event: str,
-        fields: dict[str, object],
-        extra: Mapping[str, object] | None,
-        exc_info: bool,
-    ) -> bool:
         now = self._clock()
         source = self._sources.get(table)
         if source is None:
@@ -142,7 +129,7 @@ class ProblemLog:
         return True
 
     @staticmethod
-    def _emit(level: str, event: str, exc_info: bool, **fields: object) -> None:
+    def _emit(level: Level, event: str, exc_info: bool, **fields: object) -> None:
         if exc_info:
             fields["exc_info"] = True
         if level == "error":

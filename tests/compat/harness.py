@@ -1,6 +1,7 @@
 """Run a pcp.pmda PMDA script under real dbpmda twice -- with PCP's binding
 (``/usr/bin/python3 SCRIPT``) and with ``pmda-py compat SCRIPT`` -- and
-compare the transcripts after masking what changes from run to run."""
+compare the transcripts after masking what changes from run to run; a test's
+own script of one PMDA class is a :class:`ScriptPmda`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from textwrap import dedent, indent
 
 from pmda_py.testing.support import pmda_py_argv
 from tests.conftest import require
@@ -110,6 +114,78 @@ def both(
     real = dbpmda([SYSTEM_PYTHON], script, commands, pmns, env, root / "real", args)
     ours = dbpmda(COMPAT, script, commands, pmns, env, root / "ours", args)
     return mask(real), mask(ours)
+
+
+#: what every :class:`ScriptPmda` imports
+_IMPORTS = """import cpmapi as c_api
+from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
+from pcp.pmapi import pmUnits
+"""
+
+
+@dataclass(frozen=True)
+class ScriptPmda:
+    """A test's pcp.pmda script of PMDA ``name`` (its metrics' prefix too)
+    in ``domain``, but for what every such script says: the imports
+    (``c_api``, ``PMDA``, ``pmdaIndom``, ``pmdaInstid``, ``pmdaMetric``,
+    ``pmUnits``), then the module's ``prelude``; the PMDA class, whose
+    ``__init__`` makes the PMDA, connects to pmcd and names dimensionless
+    units ``u`` before its ``init``, and its other ``methods``; last the line
+    running it.  Each text is dedented, then indented to its place."""
+
+    name: str
+    domain: int
+    init: str
+    methods: str = ""
+    prelude: str = ""
+
+    def text(self) -> str:
+        def block(text: str, margin: int) -> str:
+            return indent(dedent(text).strip("\n"), " " * margin)
+
+        return (
+            f"{_IMPORTS}\n{block(self.prelude, 0)}\n\n\n"
+            "class Script(PMDA):\n"
+            "    def __init__(self):\n"
+            f'        PMDA.__init__(self, "{self.name}", {self.domain})\n'
+            "        self.connect_pmcd()\n"
+            "        u = pmUnits(0, 0, 0, 0, 0, 0)\n"
+            f"{block(self.init, 8)}\n\n"
+            f"{block(self.methods, 4)}\n\n\n"
+            "Script().run()\n"
+        )
+
+    def write(self, root: Path) -> tuple[Path, Path]:
+        """The script and a PMNS of its domain for dbpmda, written in ``root``."""
+        script = root / f"pmda{self.name}.python"
+        script.write_text(self.text())
+        pmns = root / f"{self.name}.pmns"
+        pmns.write_text(f"root {{\n\t{self.name}\t{self.domain}:*:*\n}}\n")
+        return script, pmns
+
+
+def under_both(pmda: ScriptPmda, commands: str, root: Path, *, own_var_dirs: bool = False) -> tuple[str, str]:
+    """``commands`` against ``pmda`` under real dbpmda, with PCP's binding and
+    then with compat: (binding, compat) transcripts, masked.  The runs share
+    a PCP_VAR_DIR in ``root``, or each has its own (``own_var_dirs``: what
+    one writes there is not the other's)."""
+    require_binding()
+    script, pmns = pmda.write(root)
+    if not own_var_dirs:
+        return both(script, commands, pmns, bed(root), root)
+    real = dbpmda([SYSTEM_PYTHON], script, commands, pmns, bed(root / "real"), root / "real" / "run")
+    ours = dbpmda(COMPAT, script, commands, pmns, bed(root / "ours"), root / "ours" / "run")
+    return mask(real), mask(ours)
+
+
+def under_compat(pmda: ScriptPmda, commands: str, root: Path, env: Mapping[str, str] | None = None) -> str:
+    """``commands`` against ``pmda`` under real dbpmda with compat alone (its
+    environment ``env`` besides the PCP_VAR_DIR in ``root``): the transcript,
+    not masked; the run's files (its log) are in ``root / "ours"``."""
+    require_binding()
+    environment = {**bed(root), **(env or {})}
+    script, pmns = pmda.write(root)
+    return dbpmda(COMPAT, script, commands, pmns, environment, root / "ours")
 
 
 def write_pmns(path: Path, domain: int, names: dict[str, tuple[int, int]]) -> Path:

@@ -7,21 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.compat.harness import COMPAT, SYSTEM_PYTHON, bed, dbpmda, mask, require_binding
+from tests.compat.harness import ScriptPmda, under_both, under_compat
 
-INSTANCES = r"""
-import cpmapi as c_api
-from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
-from pcp.pmapi import pmUnits
-
-CALLS = []
-
-
-class Odd(PMDA):
-    def __init__(self):
-        PMDA.__init__(self, "odd", 412)
-        self.connect_pmcd()
-        u = pmUnits(0, 0, 0, 0, 0, 0)
+INSTANCES = ScriptPmda(
+    "odd",
+    412,
+    prelude="CALLS = []",
+    init="""
         null, instant = c_api.PM_INDOM_NULL, c_api.PM_SEM_INSTANT
         self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(-5, "neg"), pmdaInstid(3, "three"),
                                                  pmdaInstid(-2147483648, "min")]))
@@ -32,7 +24,8 @@ class Odd(PMDA):
         self.add_metric("odd.dup", pmdaMetric(self.pmid(0, 2), c_api.PM_TYPE_32, self.indom(1), instant, u))
         self.set_fetch_callback(self.fetch_cb)
         self.set_label_callback(self.label_cb)
-
+    """,
+    methods="""
     def label_cb(self, indom, inst):
         CALLS.append("L%d" % inst)
         return '{"i":%d}' % inst
@@ -44,10 +37,8 @@ class Odd(PMDA):
             return [text, 1]
         CALLS.append("%d[%d]" % (item, inst))
         return [inst if item == 1 else inst % 100, 1]
-
-
-Odd().run()
-"""
+    """,
+)
 
 INSTANCE_COMMANDS = """fetch odd.neg
 fetch odd.calls
@@ -72,33 +63,18 @@ def test_instance_ids_as_the_binding_gives_and_lists_them(root: Path) -> None:
     unsigned int the binding passes (-5 is 4294967291); an id listed twice
     is listed twice and looked up by its first name, and a name given to
     two ids finds the first, as libpcp_pmda does."""
-    require_binding()
-    env = bed(root)
-    script = root / "pmdaodd.python"
-    script.write_text(INSTANCES)
-    pmns = root / "odd.pmns"
-    pmns.write_text("root {\n\todd\t412:*:*\n}\n")
-    real = mask(dbpmda([SYSTEM_PYTHON], script, INSTANCE_COMMANDS, pmns, env, root / "real"))
-    ours = mask(dbpmda(COMPAT, script, INSTANCE_COMMANDS, pmns, env, root / "ours"))
+    real, ours = under_both(INSTANCES, INSTANCE_COMMANDS, root)
     assert 'value "1[4294967291],1[3],1[2147483648]"' in real, real
     assert 'value "L4294967291,L3,L2147483648"' in real, real
     assert '[  0] inst: 1 name: "a"\n[  1] inst: 1 name: "b"' in real, real
     assert ours == real
 
 
-NOSUPPORT = r"""
-import cpmapi as c_api
-from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
-from pcp.pmapi import pmUnits
-
-CALLS = []
-
-
-class NoSupport(PMDA):
-    def __init__(self):
-        PMDA.__init__(self, "ns", 413)
-        self.connect_pmcd()
-        u = pmUnits(0, 0, 0, 0, 0, 0)
+NOSUPPORT = ScriptPmda(
+    "ns",
+    413,
+    prelude="CALLS = []",
+    init="""
         null, instant, nosupport = c_api.PM_INDOM_NULL, c_api.PM_SEM_INSTANT, c_api.PM_TYPE_NOSUPPORT
         self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(0, "zero"), pmdaInstid(1, "one")]))
         self.add_indom(pmdaIndom(self.indom(1), []))
@@ -109,7 +85,8 @@ class NoSupport(PMDA):
         self.add_metric("ns.insts", pmdaMetric(self.pmid(0, 4), nosupport, self.indom(0), instant, u))
         self.add_metric("ns.empty", pmdaMetric(self.pmid(0, 5), nosupport, self.indom(1), instant, u))
         self.set_fetch_callback(self.fetch_cb)
-
+    """,
+    methods="""
     def fetch_cb(self, cluster, item, inst):
         if item == 0:
             text = ",".join(CALLS)
@@ -121,10 +98,8 @@ class NoSupport(PMDA):
         if item == 3:
             return [c_api.PM_ERR_INST, 0]
         return [1, 1]
-
-
-NoSupport().run()
-"""
+    """,
+)
 
 NOSUPPORT_COMMANDS = """desc ns.value
 fetch ns.value
@@ -141,70 +116,57 @@ def test_a_nosupport_metric_is_answered_as_the_binding_answers_it(root: Path) ->
     the binding's: -ENOTSUP for a value, no values for None, the error it
     returned ignored, as the binding ignores it (not PM_ERR_APPVERSION,
     the engine's own answer for the type)."""
-    require_binding()
-    env = bed(root)
-    script = root / "pmdans.python"
-    script.write_text(NOSUPPORT)
-    pmns = root / "ns.pmns"
-    pmns.write_text("root {\n\tns\t413:*:*\n}\n")
-    real = mask(dbpmda([SYSTEM_PYTHON], script, NOSUPPORT_COMMANDS, pmns, env, root / "real"))
-    ours = mask(dbpmda(COMPAT, script, NOSUPPORT_COMMANDS, pmns, env, root / "ours"))
+    real, ours = under_both(NOSUPPORT, NOSUPPORT_COMMANDS, root)
     assert "413.0.1 (<noname>): Operation not supported" in real, real
     assert "413.0.2 (<noname>): No values returned!" in real, real
     assert 'value "1[95],2[95],3[95],4[0],4[1]"' in real, real
     assert ours == real
 
 
-LABELS = r"""
-import cpmapi as c_api
-from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
-from pcp.pmapi import pmUnits
-
-# per cluster: (label, notes) returns; "raise" raises
-LEVEL = {
-    0: ('{"ok":1}', "{}"),
-    1: (None, "{}"),
-    2: (b'{"b":1}', "{}"),
-    3: (5, "{}"),
-    4: ("raise", "{}"),
-    5: ('{"a":"x\x00y"}', "{}"),
-    6: ('{"A-b":1}', "{}"),
-    7: ('{"a":1,"a":2}', "{}"),
-    8: ('{"a":1}junk', "{}"),
-    9: ('"text"', "{}"),
-    10: ('{"broken": ', "{}"),
-    11: ('{"a":1}', None),
-    12: ('{"a":1}', "raise"),
-    13: ('{"a":1}', '{"N-o":1}'),
-    14: ('{"A-b":1}', '{"n":1}'),
-    15: ('{"\udcff":1}', "{}"),
-    16: ('{"a":1}', '{"broken": '),
-}
-# per instance: (label_callback, notes_callback) returns
-INSTANCE = {
-    1: (None, '{"o":1}'),
-    2: ('{"i":2}', '{"o":1}'),
-    3: ("raise", '{"o":1}'),
-    4: ('{"A-b":1}', '{"o":1}'),
-    5: ('{"broken": ', '{"o":1}'),
-    6: ('{"i":6}', None),
-    7: ('{"i":7}', "raise"),
-    8: ('{"i":8}', '{"N-o":1}'),
-    9: ('{"i":9}', '{"broken": '),
-}
-
-
-def pick(value):
-    if value == "raise":
-        raise ValueError("a label callback failed")
-    return value
+LABELS = ScriptPmda(
+    "lab",
+    415,
+    prelude=r"""
+    # per cluster: (label, notes) returns; "raise" raises
+    LEVEL = {
+        0: ('{"ok":1}', "{}"),
+        1: (None, "{}"),
+        2: (b'{"b":1}', "{}"),
+        3: (5, "{}"),
+        4: ("raise", "{}"),
+        5: ('{"a":"x\x00y"}', "{}"),
+        6: ('{"A-b":1}', "{}"),
+        7: ('{"a":1,"a":2}', "{}"),
+        8: ('{"a":1}junk', "{}"),
+        9: ('"text"', "{}"),
+        10: ('{"broken": ', "{}"),
+        11: ('{"a":1}', None),
+        12: ('{"a":1}', "raise"),
+        13: ('{"a":1}', '{"N-o":1}'),
+        14: ('{"A-b":1}', '{"n":1}'),
+        15: ('{"\udcff":1}', "{}"),
+        16: ('{"a":1}', '{"broken": '),
+    }
+    # per instance: (label_callback, notes_callback) returns
+    INSTANCE = {
+        1: (None, '{"o":1}'),
+        2: ('{"i":2}', '{"o":1}'),
+        3: ("raise", '{"o":1}'),
+        4: ('{"A-b":1}', '{"o":1}'),
+        5: ('{"broken": ', '{"o":1}'),
+        6: ('{"i":6}', None),
+        7: ('{"i":7}', "raise"),
+        8: ('{"i":8}', '{"N-o":1}'),
+        9: ('{"i":9}', '{"broken": '),
+    }
 
 
-class Labels(PMDA):
-    def __init__(self):
-        PMDA.__init__(self, "lab", 415)
-        self.connect_pmcd()
-        u = pmUnits(0, 0, 0, 0, 0, 0)
+    def pick(value):
+        if value == "raise":
+            raise ValueError("a label callback failed")
+        return value
+    """,
+    init="""
         self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(k, "i%d" % k) for k in INSTANCE]))
         for k in LEVEL:
             self.add_metric("lab.m%d" % k, pmdaMetric(self.pmid(k, 0), c_api.PM_TYPE_32, self.indom(0),
@@ -214,15 +176,14 @@ class Labels(PMDA):
         self.set_notes(lambda ident, kind: self.level(ident, kind, 1))
         self.set_label_callback(lambda indom, inst: pick(INSTANCE[inst][0]))
         self.set_notes_callback(lambda indom, inst: pick(INSTANCE[inst][1]))
-
+    """,
+    methods="""
     def level(self, ident, kind, which):
         if kind != c_api.PM_LABEL_CLUSTER:
             return "{}"
         return pick(LEVEL[ident][which])
-
-
-Labels().run()
-"""
+    """,
+)
 
 #: after each case a request that calls the callbacks again: the binding
 #: leaves a Python exception set after a bad return, failing that next call
@@ -242,43 +203,32 @@ def test_label_callback_errors_as_the_binding_answers_them(root: Path) -> None:
     refuses when it is the last one given (the label's is overridden by the
     notes'); an instance whose callbacks fail or give a refused text has no
     labels.  pmda-py compat sent the labels of whatever parsed instead."""
-    require_binding()
-    env = bed(root)
-    script = root / "pmdalab.python"
-    script.write_text(LABELS)
-    pmns = root / "lab.pmns"
-    pmns.write_text("root {\n\tlab\t415:*:*\n}\n")
     commands = _ABSORB + "".join(f"label cluster 415.{k}\n{_ABSORB}" for k in range(1, 17))
     commands += f"label instances 415.0\n{_ABSORB}"
-    real = _label_blocks(mask(dbpmda([SYSTEM_PYTHON], script, commands, pmns, env, root / "real")))
-    ours = _label_blocks(mask(dbpmda(COMPAT, script, commands, pmns, env, root / "ours")))
+    real, ours = map(_label_blocks, under_both(LABELS, commands, root))
     assert len(real) == 17, real
     assert "Error PDU: Invalid argument" in real[0] and "Resource temporarily unavailable" in real[3], real
     assert "Labels:\n    n=1" in real[13], real
     assert ours == real
 
 
-BUSY = r"""
-import os
-import time
-import cpmapi as c_api
-from pcp.pmda import PMDA, pmdaMetric
-from pcp.pmapi import pmUnits
+BUSY = ScriptPmda(
+    "busy",
+    416,
+    prelude="""
+    import os
+    import time
 
-RELEASE = os.path.join(os.getcwd(), "release")
-INSIDE = []
-
-
-class Busy(PMDA):
-    def __init__(self):
-        PMDA.__init__(self, "busy", 416)
-        self.connect_pmcd()
-        u = pmUnits(0, 0, 0, 0, 0, 0)
+    RELEASE = os.path.join(os.getcwd(), "release")
+    INSIDE = []
+    """,
+    init="""
         self.add_metric("busy.wait", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, c_api.PM_INDOM_NULL,
                         c_api.PM_SEM_INSTANT, u))
         self.set_fetch_callback(self.fetch_cb)
         self.set_label(self.label)
-
+    """,
+    methods="""
     def fetch_cb(self, cluster, item, inst):
         # waits (3 s at most) for the label callback to release it
         INSIDE.append(1)
@@ -294,10 +244,8 @@ class Busy(PMDA):
         overlap = bool(INSIDE)
         open(RELEASE, "w").close()
         return '{"overlap":%s}' % ("true" if overlap else "false")
-
-
-Busy().run()
-"""
+    """,
+)
 
 
 def test_a_label_callback_never_runs_beside_a_running_batch(root: Path) -> None:
@@ -308,55 +256,34 @@ def test_a_label_callback_never_runs_beside_a_running_batch(root: Path) -> None:
     pmda-py compat called label callbacks from the event loop's thread,
     beside the batch; the request now answers PM_ERR_AGAIN while a batch
     runs, as a FETCH does."""
-    require_binding()
-    env = bed(root)
-    env["PYPMDA_COMPAT_DEADLINE"] = "0.5"
-    script = root / "pmdabusy.python"
-    script.write_text(BUSY)
-    pmns = root / "busy.pmns"
-    pmns.write_text("root {\n\tbusy\t416:*:*\n}\n")
-    out = dbpmda(COMPAT, script, "fetch busy.wait\nlabel cluster 416.0\n", pmns, env, root / "ours")
+    out = under_compat(BUSY, "fetch busy.wait\nlabel cluster 416.0\n", root, env={"PYPMDA_COMPAT_DEADLINE": "0.5"})
     assert "Try again" in out.split("label cluster")[0], out  # the batch outlived its deadline
     assert "overlap=true" not in out, out
     assert "overlap=false" in out or "Error PDU: Try again" in out.split("label cluster")[1], out
 
 
-FAILING = r"""
-import cpmapi as c_api
-from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
-from pcp.pmapi import pmUnits
-
-
-class Failing(PMDA):
-    def __init__(self):
-        PMDA.__init__(self, "failing", 414)
-        self.connect_pmcd()
-        u = pmUnits(0, 0, 0, 0, 0, 0)
+FAILING = ScriptPmda(
+    "failing",
+    414,
+    init="""
         self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(i, "i%d" % i) for i in range(50)]))
         self.add_metric(
             "failing.m", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, self.indom(0), c_api.PM_SEM_INSTANT, u)
         )
         self.set_fetch_callback(self.fetch_cb)
-
+    """,
+    methods="""
     def fetch_cb(self, cluster, item, inst):
         return [1 // 0, 1]
-
-
-Failing().run()
-"""
+    """,
+)
 
 
 def test_a_callback_failing_at_every_instance_is_logged_once(root: Path) -> None:
     """A fetch callback that raises for each of 50 instances at each of 5
     fetches: the binding prints 250 tracebacks; compat logs the failure once
     (with its traceback), then again at most once an hour."""
-    require_binding()
-    env = bed(root)
-    script = root / "pmdafailing.python"
-    script.write_text(FAILING)
-    pmns = root / "failing.pmns"
-    pmns.write_text("root {\n\tfailing\t414:*:*\n}\n")
-    dbpmda(COMPAT, script, "fetch failing.m\n" * 5, pmns, env, root / "ours")
+    under_compat(FAILING, "fetch failing.m\n" * 5, root)
     logs = [p.read_text() for p in (root / "ours").rglob("*.log")]
     text = "\n".join(logs)
     assert "ZeroDivisionError" in text, logs
@@ -364,28 +291,24 @@ def test_a_callback_failing_at_every_instance_is_logged_once(root: Path) -> None
     assert text.count("Traceback (most recent call last)") == 1
 
 
-RESIZE = r"""
-from ctypes import c_int
-import cpmapi as c_api
-from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
-from pcp.pmapi import pmErr, pmUnits
+RESIZE = ScriptPmda(
+    "rs",
+    415,
+    prelude="""
+    from ctypes import c_int
+    from pcp.pmapi import pmErr
 
-OUT = []
-
-
-def attempt(what, fn):
-    try:
-        fn()
-        OUT.append("%s:ok" % what)
-    except pmErr as err:
-        OUT.append("%s:%d" % (what, err.args[0]))
+    OUT = []
 
 
-class Resize(PMDA):
-    def __init__(self):
-        PMDA.__init__(self, "rs", 415)
-        self.connect_pmcd()
-        u = pmUnits(0, 0, 0, 0, 0, 0)
+    def attempt(what, fn):
+        try:
+            fn()
+            OUT.append("%s:ok" % what)
+        except pmErr as err:
+            OUT.append("%s:%d" % (what, err.args[0]))
+    """,
+    init="""
         self.dict_indom = pmdaIndom(self.indom(0), {})
         self.list_indom = pmdaIndom(self.indom(1), [pmdaInstid(0, "zero")])
         self.add_indom(self.dict_indom)
@@ -402,15 +325,14 @@ class Resize(PMDA):
         attempt("wraps", lambda: self.dict_indom.cache_resize(2**32 + 3))
         self.replace_indom(self.indom(0), {k: c_int(v) for k, v in (("c", 3), ("d", 4))})
         self.set_fetch_callback(self.fetch_cb)
-
+    """,
+    methods="""
     def fetch_cb(self, cluster, item, inst):
         if item == 0:
             return [",".join(OUT), 1]
         return [inst, 1]
-
-
-Resize().run()
-"""
+    """,
+)
 
 RESIZE_COMMANDS = """fetch rs.out
 instance 415.0
@@ -424,13 +346,7 @@ def test_cache_resize_as_the_binding_does_it(root: Path) -> None:
     the maximum.  compat's did nothing.  (Past the maximum libpcp_pmda 6.0
     refuses a new name and 7.x gives it maximum + 1: not compared.)  Each run
     has its own PCP_VAR_DIR: the cache file one writes is not the other's."""
-    require_binding()
-    script = root / "pmdaresize.python"
-    script.write_text(RESIZE)
-    pmns = root / "rs.pmns"
-    pmns.write_text("root {\n\trs\t415:*:*\n}\n")
-    real = mask(dbpmda([SYSTEM_PYTHON], script, RESIZE_COMMANDS, pmns, bed(root / "real"), root / "real" / "run"))
-    ours = mask(dbpmda(COMPAT, script, RESIZE_COMMANDS, pmns, bed(root / "ours"), root / "ours" / "run"))
+    real, ours = under_both(RESIZE, RESIZE_COMMANDS, root, own_var_dirs=True)
     assert "negative:-12364,list:-21344,three:ok,below:-12444,wraps:ok" in real, real
     assert '[  0] inst: 2 name: "c"\n[  1] inst: 3 name: "d"\n' in real, real
     assert ours == real

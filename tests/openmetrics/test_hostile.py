@@ -12,7 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -218,39 +218,41 @@ async def _none_left(pids: str) -> None:
             await trio.sleep(0.05)
 
 
+@contextlib.asynccontextmanager
+async def _spawning_script(tmp_path: Path, name: str, rest: str, **options: str) -> AsyncIterator[OpenMetricsTable]:
+    """A table of one script, ``name``, that starts five children (its
+    :func:`_spawner` lines) and then runs ``rest``: the table once ready,
+    and after the block none of the children left, the table shut down."""
+    d = tmp_path / "config.d"
+    d.mkdir()
+    _script(d / name, _spawner(tmp_path / "pids") + rest)
+    table = make_table(tmp_path, interval="60", timeout="20", **options)
+    await table.startup(OM_CONTEXT)
+    with trio.fail_after(10):
+        await table.wait_ready()
+    yield table
+    await _none_left((tmp_path / "pids").read_text())
+    await table.shutdown()
+
+
 @pytest.mark.parametrize("workers", ["0", "1"])
 async def test_a_script_that_exits_is_read_and_its_group_killed(tmp_path: Path, workers: str) -> None:
     """A script that exits leaving children in the background (holding its
     stdout) is done: its document read at once, its process group killed
     (they held the reading up to the deadline, and the source failed)."""
-    d = tmp_path / "config.d"
-    d.mkdir()
-    _script(d / "leaver", _spawner(tmp_path / "pids") + "echo left 1\n")
-    table = make_table(tmp_path, interval="60", timeout="20", workers=workers)
-    await table.startup(OM_CONTEXT)
-    with trio.fail_after(10):
-        await table.wait_ready()
-    assert (await _status(table))["leaver"] == "success"
-    assert (await fetch(table, "leaver.left"))["leaver.left"] == 1.0
-    await _none_left((tmp_path / "pids").read_text())
-    await table.shutdown()
+    async with _spawning_script(tmp_path, "leaver", "echo left 1\n", workers=workers) as table:
+        assert (await _status(table))["leaver"] == "success"
+        assert (await fetch(table, "leaver.left"))["leaver.left"] == 1.0
 
 
 @pytest.mark.parametrize("workers", ["0", "1"])
 async def test_a_script_over_the_cap_fails_with_the_reason(tmp_path: Path, workers: str) -> None:
     """A script that never stops writing is done at the document cap: its
     status says so and its process group is killed."""
-    d = tmp_path / "config.d"
-    d.mkdir()
-    _script(d / "flood", _spawner(tmp_path / "pids") + "while :; do echo 'x_total 1'; done\n")
-    table = make_table(tmp_path, interval="60", timeout="20", workers=workers, max_bytes="100000")
-    await table.startup(OM_CONTEXT)
-    with trio.fail_after(10):
-        await table.wait_ready()
-    status = (await _status(table))["flood"]
-    assert status.endswith("/flood: script output larger than 100000 bytes"), status
-    await _none_left((tmp_path / "pids").read_text())
-    await table.shutdown()
+    flood = "while :; do echo 'x_total 1'; done\n"
+    async with _spawning_script(tmp_path, "flood", flood, workers=workers, max_bytes="100000") as table:
+        status = (await _status(table))["flood"]
+        assert status.endswith("/flood: script output larger than 100000 bytes"), status
 
 
 @pytest.mark.slow
@@ -429,6 +431,19 @@ def test_move_aside_never_overwrites(tmp_path: Path) -> None:
 # ------------------------------------------------------------ logs
 
 
+async def _first_round(tmp_path: Path, workers: str) -> tuple[dict[str, Any], list[MutableMapping[str, Any]]]:
+    """A table of the sources in ``tmp_path / "config.d"``, scraping every 60 s
+    with ``workers``, started and, once ready, shut down: control.status by
+    source when it was ready, and the table's log."""
+    table = make_table(tmp_path, interval="60", workers=workers)
+    with structlog.testing.capture_logs() as logs:
+        await table.startup(OM_CONTEXT)
+        await table.wait_ready()
+        status = await _status(table)
+        await table.shutdown()
+    return status, logs
+
+
 async def test_logs_carry_no_contents(tmp_path: Path) -> None:
     secret = "SECRETVALUE"
     shadow = tmp_path / "shadow"
@@ -442,12 +457,7 @@ async def test_logs_carry_no_contents(tmp_path: Path) -> None:
     env_marker = "ENVMARKER_" + secret
     os.environ["PMDA_PY_TEST_MARKER"] = env_marker
     try:
-        table = make_table(tmp_path, interval="60", workers="1")
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            status = await _status(table)
-            await table.shutdown()
+        status, logs = await _first_round(tmp_path, workers="1")
     finally:
         del os.environ["PMDA_PY_TEST_MARKER"]
     text = repr(logs) + repr(status)
@@ -481,12 +491,7 @@ async def test_header_lines_http_cannot_send_fail_their_source_and_never_show_th
                 "nonascii": f"{server.url('nonascii')}\nHEADER: X-Token: {secret}\u00e9\n",
             },
         )
-        table = make_table(tmp_path, interval="60", workers=workers)
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            status = await _status(table)
-            await table.shutdown()
+        status, logs = await _first_round(tmp_path, workers)
         sent = [r.get("authorization") for r in server.routes["trailing"].requests]
     assert status["trailing"] == "success" and sent == [f"Bearer {secret}"]
     for name, line in (("equals", 3), ("ctrl", 2), ("nonascii", 2)):
@@ -757,12 +762,7 @@ async def test_credentials_in_a_url_never_reach_the_status_or_the_log(tmp_path: 
         with_creds = server.url("denied").replace("://", f"://alice:{secret}@", 1)
         d = tmp_path / "config.d"
         write_sources(d, {"denied": f"{with_creds}\n"})
-        table = make_table(tmp_path, interval="60", workers=workers)
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            status = await _status(table)
-            await table.shutdown()
+        status, logs = await _first_round(tmp_path, workers)
         hits = server.routes["denied"].hits
     assert hits >= 1  # the request went out, credentials and all
     assert "401 Client Error" in status["denied"] and "://***@127.0.0.1" in status["denied"], status

@@ -4,7 +4,9 @@ the limit) is not a change (docs/openmetrics.md, "Logs")."""
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any, Callable
 
 import structlog
 import trio
@@ -14,22 +16,29 @@ from tests.openmetrics.servers import ControlledServer, Route
 from tests.openmetrics.test_table import OM_CONTEXT, make_table, write_sources
 
 
+async def _five_scrapes(tmp_path: Path, name: str, make: Callable[[int], bytes]) -> list[MutableMapping[str, Any]]:
+    """The log of a table scraping source ``name``, served ``make(hits)``,
+    until it has served five documents."""
+    with ControlledServer() as server:
+        route = server.routes[name] = Route(make=make)
+        write_sources(tmp_path / "config.d", {name: server.url(name) + "\n"})
+        table = make_table(tmp_path, interval="0.2", workers="0")
+        with structlog.testing.capture_logs() as logs:
+            await table.startup(OM_CONTEXT)
+            await table.wait_ready()
+            while route.hits < 5:  # noqa: ASYNC110  # (five documents, each unlike the last)
+                await trio.sleep(0.05)
+            await table.shutdown()
+    return logs
+
+
 def _over_the_limit(hits: int) -> bytes:
     """A document a few samples over the limit, a few more every scrape."""
     return b"a 1\n" * (Limits().max_samples + hits)
 
 
 async def test_samples_dropped_past_the_limit_are_logged_once_while_it_lasts(tmp_path: Path) -> None:
-    with ControlledServer() as server:
-        route = server.routes["big"] = Route(make=_over_the_limit)
-        write_sources(tmp_path / "config.d", {"big": server.url("big") + "\n"})
-        table = make_table(tmp_path, interval="0.2", workers="0")
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            while route.hits < 5:  # noqa: ASYNC110  # (five documents, each dropping more)
-                await trio.sleep(0.05)
-            await table.shutdown()
+    logs = await _five_scrapes(tmp_path, "big", _over_the_limit)
     dropped = [e for e in logs if e["event"] == "openmetrics_parse" and "over the limit" in e.get("problem", "")]
     assert len(dropped) == 1, dropped
 
@@ -40,15 +49,6 @@ def _moving_bad_line(hits: int) -> bytes:
 
 
 async def test_a_problem_that_moves_in_the_document_is_logged_once(tmp_path: Path) -> None:
-    with ControlledServer() as server:
-        route = server.routes["moving"] = Route(make=_moving_bad_line)
-        write_sources(tmp_path / "config.d", {"moving": server.url("moving") + "\n"})
-        table = make_table(tmp_path, interval="0.2", workers="0")
-        with structlog.testing.capture_logs() as logs:
-            await table.startup(OM_CONTEXT)
-            await table.wait_ready()
-            while route.hits < 5:  # noqa: ASYNC110  # (five documents, the bad line lower in each)
-                await trio.sleep(0.05)
-            await table.shutdown()
+    logs = await _five_scrapes(tmp_path, "moving", _moving_bad_line)
     parse = [e["problem"] for e in logs if e["event"] == "openmetrics_parse" and "problem" in e]
     assert len(parse) == 1 and parse[0].startswith("line "), parse
