@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Callable, Final, Literal
+from typing import Callable, Final, Literal, Optional
 
 import attrs
 import structlog
@@ -31,6 +31,8 @@ log = structlog.get_logger("pmda_py.dispatch")
 
 #: the levels a problem is logged at
 Level = Literal["error", "warning"]
+#: fields of a problem's line that do not make it another problem (e.g. an instance id)
+Extra = Optional[Mapping[str, object]]
 #: seconds before a problem already logged is logged again (with its repeats)
 REPEAT_AFTER: Final = 3600.0
 #: distinct problems of one table remembered at a time
@@ -72,13 +74,17 @@ class ProblemLog:
         self._clock = clock
         self._sources: dict[str, _Source] = {}
 
-    def error(self, table: str, event: str, /, **options: Any) -> bool:
+    def error(
+        self, table: str, event: str, /, *, extra: Extra = None, exc_info: bool = False, **fields: object
+    ) -> bool:
         """:meth:`report` at error level."""
-        return self.report("error", table, event, **options)
+        return self.report("error", table, event, extra=extra, exc_info=exc_info, **fields)
 
-    def warning(self, table: str, event: str, /, **options: Any) -> bool:
+    def warning(
+        self, table: str, event: str, /, *, extra: Extra = None, exc_info: bool = False, **fields: object
+    ) -> bool:
         """:meth:`report` at warning level."""
-        return self.report("warning", table, event, **options)
+        return self.report("warning", table, event, extra=extra, exc_info=exc_info, **fields)
 
     def report(
         self,
@@ -87,7 +93,7 @@ class ProblemLog:
         event: str,
         /,
         *,
-        extra: Mapping[str, object] | None = None,
+        extra: Extra = None,
         exc_info: bool = False,
         **fields: object,
     ) -> bool:
