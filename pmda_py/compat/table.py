@@ -37,6 +37,7 @@ import structlog
 
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.callbacks import int32
+from pmda_py.compat.oddtype import script_metric
 from pmda_py.compat.readings import EAGAIN, NO_INSTS, SINGLE, SOURCE, Insts, callback_error, log_raised, read_values
 from pmda_py.compat.worker import CallbackThread
 from pmda_py.dispatch.coerce import includes_all
@@ -150,11 +151,11 @@ class CompatTable(Table):
                         log.error("metric_refused", pmid=pmid, reason="its indom's serial is another indom's")
                         continue
             try:
-                m = Metric(
+                m = script_metric(
+                    d.type,
                     pmda._metric_names[pmid],
                     cluster=pmid_cluster(pmid),
                     item=pmid_item(pmid),
-                    type=d.type,
                     sem=d.sem,
                     units=d.units.to_units(),
                     indom=mind,
@@ -167,7 +168,7 @@ class CompatTable(Table):
                 log.error("metric_refused", pmid=pmid, error=str(err))
                 continue
             metrics.append(m)
-            info[m] = (pmid_cluster(pmid), pmid_item(pmid), d.type, None if mind is None else it)
+            info[m] = (pmid_cluster(pmid), pmid_item(pmid), m.type, None if mind is None else it)
         self._metrics, self._info = metrics, info
         self.generation += 1
         return True
