@@ -37,6 +37,7 @@ import structlog
 
 from pmda_py.compat.agent import AGENT
 from pmda_py.compat.callbacks import int32
+from pmda_py.compat.foreign import script_indom
 from pmda_py.compat.oddtype import script_metric
 from pmda_py.compat.readings import EAGAIN, NO_INSTS, SINGLE, SOURCE, Insts, callback_error, log_raised, read_values
 from pmda_py.compat.worker import CallbackThread
@@ -113,13 +114,9 @@ class CompatTable(Table):
         self._built = AGENT.version
         pmda = self.pmda
         indoms: dict[int, InDom] = {}
-        serials: set[int] = set()
         for it, pi in list(pmda._indoms.items()):
-            if it & 0x3FFFFF in serials:  # another domain's indom of the same serial: one per serial here
-                log.error("indom_refused", indom=f"{it >> 22}.{it & 0x3FFFFF}", reason="serial used twice")
-                continue
-            serials.add(it & 0x3FFFFF)
-            ind = self._indoms.get(it) or InDom(it & 0x3FFFFF)
+            # by its whole number, as libpcp_pmda looks it up: another domain's indom of a serial is not the PMDA's
+            ind = self._indoms.get(it) or script_indom(it, AGENT.domain)
             if not self.help_file:
                 ind.oneline = pmda._indom_oneline.get(it)
                 ind.help = pmda._indom_helptext.get(it)
@@ -142,14 +139,8 @@ class CompatTable(Table):
             mind: InDom | None = None
             if it != PM_INDOM_NULL:
                 mind = indoms.get(it)
-                if mind is None and it & 0x3FFFFF not in serials:
-                    mind = self._orphans.setdefault(it, orphans.get(it) or InDom(it & 0x3FFFFF))
-                    serials.add(it & 0x3FFFFF)
-                elif mind is None:
-                    mind = self._orphans.get(it)  # a second orphan of a serial in use: none
-                    if mind is None:
-                        log.error("metric_refused", pmid=pmid, reason="its indom's serial is another indom's")
-                        continue
+                if mind is None:
+                    mind = self._orphans.setdefault(it, orphans.get(it) or script_indom(it, AGENT.domain))
             try:
                 m = script_metric(
                     d.type,

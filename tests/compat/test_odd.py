@@ -61,3 +61,58 @@ def test_a_metric_of_a_type_pcp_does_not_define_is_kept(root: Path) -> None:
     assert "417.0.1 (<noname>): Operation not supported" in real, real
     assert "417.1.0 (<noname>): No values returned!" in real, real
     assert ours == real
+
+
+FOREIGN = ScriptPmda(
+    "fd",
+    418,
+    prelude="""
+    def foreign(domain, serial):
+        return (domain << 22) | serial
+    """,
+    init="""
+        instant = c_api.PM_SEM_INSTANT
+        # only another domain's indom of serial 0
+        self.add_indom(pmdaIndom(foreign(5, 0), [pmdaInstid(0, "x"), pmdaInstid(1, "y")]))
+        self.add_metric("fd.a", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, foreign(5, 0), instant, u))
+        # the PMDA's own indom of serial 1, then another domain's
+        self.add_indom(pmdaIndom(self.indom(1), [pmdaInstid(10, "own10"), pmdaInstid(11, "own11")]))
+        self.add_indom(pmdaIndom(foreign(5, 1), [pmdaInstid(20, "f20")]))
+        self.add_metric("fd.b_own", pmdaMetric(self.pmid(0, 1), c_api.PM_TYPE_U32, self.indom(1), instant, u))
+        self.add_metric("fd.b_foreign", pmdaMetric(self.pmid(0, 2), c_api.PM_TYPE_U32, foreign(5, 1), instant, u))
+        # another domain's indom of serial 2 first, then the PMDA's own
+        self.add_indom(pmdaIndom(foreign(7, 2), [pmdaInstid(30, "f30")]))
+        self.add_indom(pmdaIndom(self.indom(2), [pmdaInstid(40, "own40")]))
+        self.add_metric("fd.c_foreign", pmdaMetric(self.pmid(0, 3), c_api.PM_TYPE_U32, foreign(7, 2), instant, u))
+        self.add_metric("fd.c_own", pmdaMetric(self.pmid(0, 4), c_api.PM_TYPE_U32, self.indom(2), instant, u))
+        # a metric of another domain's indom never added, beside the PMDA's own of its serial
+        self.add_indom(pmdaIndom(self.indom(3), [pmdaInstid(50, "own50")]))
+        self.add_metric("fd.d_unadded", pmdaMetric(self.pmid(0, 5), c_api.PM_TYPE_U32, foreign(9, 3), instant, u))
+        self.add_metric("fd.d_own", pmdaMetric(self.pmid(0, 6), c_api.PM_TYPE_U32, self.indom(3), instant, u))
+        self.set_fetch_callback(lambda cluster, item, inst: [inst, 1])
+    """,
+)
+
+FOREIGN_COMMANDS = (
+    "".join(f"desc 418.0.{i}\nfetch 418.0.{i}\n" for i in range(7))
+    + "".join(f"instance {i}\n" for i in ("5.0", "418.0", "418.1", "5.1", "7.2", "418.2", "418.3"))
+    + 'instance 5.1 20\ninstance 7.2 "f30"\nfetch fd.b_own fd.b_foreign fd.c_foreign fd.c_own\nchildren fd\n'
+    + "label instances 5.1\nlabel indom 5.1\ntext indom 5.1\n"
+)
+
+
+def test_an_indom_of_another_domain_number_is_kept(root: Path) -> None:
+    """An indom made with another domain's number (5.1 beside the PMDA's
+    418.1): the binding keeps it and its metrics as the script made them --
+    a DESC gives that indom, INSTANCE answers for that number (and for the
+    PMDA's own number only what the script added with it), a metric of
+    such an indom never added has no values (INSTANCE for it is not
+    compared: the binding answers PM_ERR_INDOM, compat an empty indom, as
+    for the PMDA's own indoms never added).  compat kept one indom per
+    serial and dropped the metrics of the others (PM_ERR_PMID, no name),
+    and gave a lone other-domain indom the PMDA's number."""
+    real, ours = under_both(FOREIGN, FOREIGN_COMMANDS, root)
+    assert "InDom: 5.1 0x1400001" in real and "InDom: 9.3 0x2400003" in real, real
+    assert 'pmInDom: 5.1\n[  0] inst: 20 name: "f20"\n' in real, real
+    assert "pmInDom: 418.0\nError PDU: Unknown or illegal instance domain identifier" in real, real
+    assert ours == real
