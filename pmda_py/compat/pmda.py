@@ -128,7 +128,21 @@ class pmdaIndom(Structure):
         self.set_instances(indom, insts)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        yield from self.listing()
+        """The script's own walk, as the binding's: an indom of no entries
+        (None or []) walks the dict indom cache of its number; an array
+        indom's ids each come with the name of the id's first entry; an
+        instance whose name is empty is left out."""
+        if self.it_numinst <= 0:
+            cache = AGENT.cache(self.it_indom)
+            for inst, _ in cache.listing():
+                name = cache.name_of(inst)
+                if name:
+                    yield inst, name
+            return
+        for inst, _ in self._order:
+            name = self._names.get(inst)
+            if name:
+                yield inst, name
 
     def listing(self) -> list[tuple[int, str]]:
         """``(inst, name)`` in the order libpcp_pmda walks them."""

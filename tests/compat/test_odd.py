@@ -116,3 +116,62 @@ def test_an_indom_of_another_domain_number_is_kept(root: Path) -> None:
     assert 'pmInDom: 5.1\n[  0] inst: 20 name: "f20"\n' in real, real
     assert "pmInDom: 418.0\nError PDU: Unknown or illegal instance domain identifier" in real, real
     assert ours == real
+
+
+ITERATION = ScriptPmda(
+    "it",
+    419,
+    prelude="""
+    from ctypes import c_int
+
+    OUT = []
+
+
+    def walk(what, indom):
+        OUT.append("%s=%s" % (what, ";".join("%d:%s" % pair for pair in indom)))
+    """,
+    init="""
+        listed = pmdaIndom(self.indom(0), [pmdaInstid(0, "a"), pmdaInstid(1, ""), pmdaInstid(2, "c"),
+                                           pmdaInstid(2, "dup"), pmdaInstid(3, "")])
+        self.add_indom(listed)
+        walk("list", listed)
+        self.undecided = pmdaIndom(self.indom(1), None)
+        self.add_indom(self.undecided)
+        walk("none", self.undecided)
+        self.replace_indom(self.indom(1), {"p": c_int(1), "q": c_int(2)})
+        walk("none_after_dict", self.undecided)
+        empty = pmdaIndom(self.indom(2), [])
+        self.add_indom(empty)
+        walk("empty", empty)
+        cached = pmdaIndom(self.indom(3), {"x": c_int(1), "y": c_int(2)})
+        self.add_indom(cached)
+        walk("dict", cached)
+        walk("other_none", pmdaIndom(self.indom(3), None))
+        walk("other_empty_list", pmdaIndom(self.indom(3), []))
+        self.add_metric("it.out", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_STRING, c_api.PM_INDOM_NULL,
+                                              c_api.PM_SEM_INSTANT, u))
+        self.set_fetch_callback(self.fetch_cb)
+    """,
+    methods="""
+    def fetch_cb(self, cluster, item, inst):
+        walk("at_fetch", self.undecided)
+        text = ",".join(OUT)
+        del OUT[:]
+        return [text, 1]
+    """,
+)
+
+
+def test_iterating_a_pmdaindom_as_the_binding_does(root: Path) -> None:
+    """A script's own iteration of its pmdaIndom objects: the binding
+    yields an array indom's ids each with the name its first entry gives
+    (a repeated id twice with its first name), skipping instances whose name
+    is empty; an indom of no entries (made with None or []) walks the
+    pmdaCache of its number, so it yields what a dict indom of that number
+    holds.  compat yielded every entry as listed, empty names too, and
+    nothing for such an indom.  Each run has its own PCP_VAR_DIR (the
+    dict indoms' cache files)."""
+    real, ours = under_both(ITERATION, "fetch it.out\n", root, own_var_dirs=True)
+    assert 'value "list=0:a;2:c;2:c,' in real, real
+    assert "none_after_dict=0:p;1:q," in real, real
+    assert ours == real
