@@ -13,17 +13,38 @@ import trio
 import trio.testing
 
 from pmda_py.openmetrics import scrape, state
-from pmda_py.openmetrics.records import Answer, Flush, ScrapeJob, decode_answer, encode_request, read_frames
+from pmda_py.openmetrics.records import (
+    Answer,
+    Flush,
+    Request,
+    ScrapeJob,
+    decode_answer,
+    encode_request,
+    read_frames,
+)
 from pmda_py.openmetrics.scrape import WorkerOptions
 
 
 class _Answers:
-    """The worker's answers, as they come."""
+    """A worker served in-process: the daemon's end of its pipe and its
+    answers, as they come."""
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(self, stream: trio.abc.HalfCloseableStream) -> None:
         self.stream = stream
         self.buf = bytearray()
         self.ready: list[Answer] = []
+
+    @classmethod
+    async def start(cls, nursery: trio.Nursery, options: WorkerOptions) -> _Answers:
+        """A worker in ``nursery``, once it said it is up."""
+        ours, theirs = trio.testing.memory_stream_pair()
+        nursery.start_soon(scrape._serve, options, theirs, theirs)
+        answers = cls(ours)
+        assert (await answers.next()).rid == 0  # up
+        return answers
+
+    async def send(self, *requests: Request) -> None:
+        await self.stream.send_all(b"".join(encode_request(r) for r in requests))
 
     async def next(self) -> Answer:
         while not self.ready:
@@ -32,6 +53,10 @@ class _Answers:
             self.buf += data
             self.ready += [decode_answer(msg) for msg in read_frames(self.buf)]
         return self.ready.pop(0)
+
+    async def end(self) -> None:
+        """EOF: the worker saves what it has and ends."""
+        await self.stream.send_eof()
 
 
 def _source(tmp_path: Path, name: str, body: bytes) -> str:
@@ -62,18 +87,15 @@ async def test_a_save_does_not_hold_up_the_scrapes(tmp_path: Path, monkeypatch: 
     b = _source(tmp_path, "b", b"z 3\n")
     state_dir = tmp_path / "state"
     options = WorkerOptions(state_dir=str(state_dir), domain=144, timeout=5.0, keepalive=10.0)
-    ours, theirs = trio.testing.memory_stream_pair()
-    answers = _Answers(ours)
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(scrape._serve, options, theirs, theirs)
-            assert (await answers.next()).rid == 0  # up
-            await ours.send_all(encode_request(ScrapeJob(1, "a", 1, a, False)))
+            answers = await _Answers.start(nursery, options)
+            await answers.send(ScrapeJob(1, "a", 1, a, False))
             first = await answers.next()
             assert (first.rid, first.reply.outcome) == (1, "ok")
             assert not (state_dir / "144.1.py").exists()  # (saved later, in batches)
             # a flush (every changed table saved), then b is scraped
-            await ours.send_all(encode_request(Flush(2)) + encode_request(ScrapeJob(3, "b", 2, b, False)))
+            await answers.send(Flush(2), ScrapeJob(3, "b", 2, b, False))
             order = []
             for _ in range(2):
                 answer = await answers.next()
@@ -86,7 +108,7 @@ async def test_a_save_does_not_hold_up_the_scrapes(tmp_path: Path, monkeypatch: 
             assert order == [3, 2]
             assert released and all(released)
             gate.set()
-            await ours.send_stream.aclose()  # EOF: the worker saves the rest and ends
+            await answers.end()
     assert (state_dir / "144.2.py").exists()
 
 
@@ -110,32 +132,28 @@ async def test_a_moving_source_takes_its_unsaved_tables_along(tmp_path: Path, mo
     a = _source(tmp_path, "a", b'x 1\ny{k="v"} 2\n')
     state_dir = tmp_path / "state"
     options = WorkerOptions(state_dir=str(state_dir), domain=144, timeout=5.0, keepalive=10.0)
-    old, old_end = trio.testing.memory_stream_pair()
-    new, new_end = trio.testing.memory_stream_pair()
-    old_answers, new_answers = _Answers(old), _Answers(new)
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(scrape._serve, options, old_end, old_end)
-            nursery.start_soon(scrape._serve, options, new_end, new_end)
-            assert (await old_answers.next()).rid == 0 and (await new_answers.next()).rid == 0
-            await old.send_all(encode_request(ScrapeJob(1, "a", 1, a, False)))
+            old_answers = await _Answers.start(nursery, options)
+            new_answers = await _Answers.start(nursery, options)
+            await old_answers.send(ScrapeJob(1, "a", 1, a, False))
             before = (await old_answers.next()).reply.digest
             assert before is not None and before.meta is not None
-            await old.send_all(encode_request(Flush(2, source="a")))
+            await old_answers.send(Flush(2, source="a"))
             handed = (await old_answers.next()).reply
             assert written == []  # (no file written on the way)
             assert 1 in handed.tables and len(handed.tables) == 2  # (its metrics' table, y's instances')
             # the document changed: another order, one more instance of y, a new metric
             (tmp_path / "a.txt").write_bytes(b'y{k="w"} 3\nnew 5\ny{k="v"} 2\nx 1\n')
-            await new.send_all(encode_request(ScrapeJob(1, "a", 1, a, False, tables=handed.tables)))
+            await new_answers.send(ScrapeJob(1, "a", 1, a, False, tables=handed.tables))
             after = (await new_answers.next()).reply.digest
             assert after is not None and after.meta is not None
             assert not state_dir.exists() or not list(state_dir.iterdir())  # (nothing saved: none read)
             items = dict(zip(after.meta.names, after.meta.items))
             assert {n: items[n] for n in before.meta.names} == dict(zip(before.meta.names, before.meta.items))
             assert after.meta.inst_names[after.meta.names.index("y")] == ["k:v", "k:w"]  # (v keeps number 0)
-            await old.send_stream.aclose()
-            await new.send_stream.aclose()  # EOF: the worker saves what it has and ends
+            await old_answers.end()
+            await new_answers.end()
     assert {"144.1.py"} <= set(written)
 
 
@@ -150,17 +168,14 @@ async def test_an_answer_over_the_frame_limit_fails_only_its_source(
     big = _source(tmp_path, "big", b"".join(b'm%d{k="%d"} %d\n' % (k, k, k) for k in range(200)))
     small = _source(tmp_path, "small", b"z 3\n")
     options = WorkerOptions(state_dir=str(tmp_path / "state"), domain=144, timeout=5.0, keepalive=10.0)
-    ours, theirs = trio.testing.memory_stream_pair()
-    answers = _Answers(ours)
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(scrape._serve, options, theirs, theirs)
-            assert (await answers.next()).rid == 0  # up
-            await ours.send_all(encode_request(ScrapeJob(1, "big", 1, big, False)))
+            answers = await _Answers.start(nursery, options)
+            await answers.send(ScrapeJob(1, "big", 1, big, False))
             first = await answers.next()
             assert (first.rid, first.reply.outcome) == (1, "fail")
             assert "unsendable reply" in first.reply.status and f"over the limit of {limit}" in first.reply.status
-            await ours.send_all(encode_request(ScrapeJob(2, "small", 2, small, False)))
+            await answers.send(ScrapeJob(2, "small", 2, small, False))
             second = await answers.next()
             assert (second.rid, second.reply.outcome) == (2, "ok"), second.reply.status
-            await ours.send_stream.aclose()
+            await answers.end()
