@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import attrs
 
+from pmda_py.pmapi import indom_domain, indom_serial
 from pmda_py.table import InDom
 
 __all__ = ["ForeignInDom", "script_indom"]
-
-_SERIAL = 0x3FFFFF
 
 
 @attrs.define(eq=False)
@@ -29,6 +28,6 @@ class ForeignInDom(InDom):
 
 def script_indom(it: int, domain: int) -> InDom:
     """The InDom of the script's indom number ``it`` in a PMDA of ``domain``."""
-    if it >> 22 == domain:
-        return InDom(it & _SERIAL)
-    return ForeignInDom(it & _SERIAL, given=it)
+    if indom_domain(it) == domain:
+        return InDom(indom_serial(it))
+    return ForeignInDom(indom_serial(it), given=it)
