@@ -12,11 +12,9 @@ import attrs
 
 from pmda_py.pmapi import PmDesc, PmType
 from pmda_py.table import Metric
+from pmda_py.table.metric import METRIC_TYPES
 
 __all__ = ["UndefinedTypeMetric", "script_metric"]
-
-#: the type numbers pmda_py's engine serves as they are
-_DEFINED = frozenset(int(t) for t in PmType) - {int(PmType.UNKNOWN)}
 
 
 @attrs.frozen(eq=False, kw_only=True)
@@ -33,6 +31,6 @@ def script_metric(type_: int, name: str, **fields: Any) -> Metric:
     """The Metric of a script's metric of type number ``type_`` (its other
     ``fields`` as :class:`~pmda_py.table.Metric` takes them): of that type,
     or NOSUPPORT with the number in its DESC if PCP does not define it."""
-    if type_ in _DEFINED:
+    if type_ in METRIC_TYPES:  # the types a Metric may have: served as they are
         return Metric(name, type=type_, **fields)
     return UndefinedTypeMetric(name, type=PmType.NOSUPPORT, desc_type=type_, **fields)

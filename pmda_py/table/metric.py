@@ -10,7 +10,7 @@ from pmda_py.pmapi import PM_INDOM_NULL, PmDesc, PmSem, PmType, PmUnits, pmid
 from pmda_py.table.indom import NO_LABELS, InDom
 from pmda_py.table.values import Labels, check_labels
 
-__all__ = ["Metric", "units"]
+__all__ = ["METRIC_TYPES", "Metric", "units"]
 
 # pmdammv's rule (MMV.md §11): ASCII letters, digits, '_' and '.'; dots may
 # repeat or lead (PCP clients cope), other bytes are refused
@@ -41,7 +41,7 @@ def units(
 
 
 #: the types a metric may have (a set once, not per Metric: tables make 100 000s of them)
-_METRIC_TYPES = frozenset(PmType) - {PmType.UNKNOWN}
+METRIC_TYPES = frozenset(PmType) - {PmType.UNKNOWN}
 
 
 @attrs.frozen(eq=False, kw_only=True)
@@ -82,7 +82,7 @@ class Metric:
             raise ValueError(f"bad metric name {self.name!r}")
         if not 0 <= self.cluster <= 0xFFF or not 0 <= self.item <= 0x3FF:
             raise ValueError(f"{self.name}: cluster {self.cluster} / item {self.item} out of range")
-        if self.type not in _METRIC_TYPES:
+        if self.type not in METRIC_TYPES:
             raise ValueError(f"{self.name}: bad type {self.type}")
         check_labels(self.name, self.labels)
 
