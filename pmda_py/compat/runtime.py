@@ -1,7 +1,7 @@
 """Where a compat script meets the engine: the log, the user, ``run()``.
 
 ``run()`` mounts the script's :class:`~pmda_py.compat.table.CompatTable` at
-the root of its domain in pmda_py's :class:`~pmda_py.dispatch.Dispatcher`
+the root of its domain in a :class:`~pmda_py.compat.meta.CompatDispatcher`
 (the daemon's trio runner enforces the deadlines) and serves pmcd on the
 pipe ``connect_pmcd()`` opened, until pmcd closes it or a SIGTERM/SIGINT.
 """
@@ -18,6 +18,7 @@ import trio
 
 from pmda_py import logconfig
 from pmda_py.compat.agent import AGENT
+from pmda_py.compat.meta import CompatDispatcher
 from pmda_py.compat.table import CheckedCompatTable, CompatTable
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
 from pmda_py.runtime.pipe import PipeStream, share_replies
@@ -92,7 +93,7 @@ def build(pmda: MetricDispatch) -> tuple[CompatTable, Dispatcher]:
     deadline = os.environ.get("PYPMDA_COMPAT_DEADLINE")
     if deadline:
         table.deadline = float(deadline)
-    dispatcher = Dispatcher(
+    dispatcher = CompatDispatcher(
         AGENT.domain,
         [Mount(table, "", AGENT.name)],
         TrioRunner(),

@@ -175,3 +175,75 @@ def test_iterating_a_pmdaindom_as_the_binding_does(root: Path) -> None:
     assert 'value "list=0:a;2:c;2:c,' in real, real
     assert "none_after_dict=0:p;1:q," in real, real
     assert ours == real
+
+
+UNKNOWN_LABELS = ScriptPmda(
+    "ul",
+    420,
+    prelude="CALLS = []",
+    init="""
+        instant = c_api.PM_SEM_INSTANT
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(0, "a"), pmdaInstid(1, "b")]))
+        self.add_metric("ul.calls", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_STRING, c_api.PM_INDOM_NULL, instant, u))
+        self.add_metric("ul.x", pmdaMetric(self.pmid(0, 1), c_api.PM_TYPE_U32, self.indom(0), instant, u))
+        self.set_fetch_callback(self.fetch_cb)
+        self.set_label(self.label_cb)
+        self.set_label_callback(self.inst_label_cb)
+        self.set_instance(lambda serial: CALLS.append("instance(%d)" % serial))
+    """,
+    methods="""
+    def fetch_cb(self, cluster, item, inst):
+        text = ",".join(CALLS)
+        del CALLS[:]
+        return [text, 1]
+
+    def label_cb(self, ident, type):
+        CALLS.append("label(%#x,%d)" % (ident & 0xffffffff, type))
+        if type == c_api.PM_LABEL_INDOM and ident == self.indom(9):
+            raise KeyError(ident)  # as pmdasimple's label callback fails for an indom it does not have
+        return '{"t":%d}' % type
+
+    def inst_label_cb(self, indom, inst):
+        CALLS.append("ilabel(%#x,%d)" % (indom, inst))
+        return '{"i":%d}' % inst
+    """,
+)
+
+UNKNOWN_LABEL_COMMANDS = "".join(
+    f"label {what}\nfetch ul.calls\n"
+    for what in (
+        "indom 420.7",
+        "indom 420.9",
+        "item 420.3.3",
+        "cluster 420.3",
+        "instances 420.7",
+        "instances 420.0",
+        "indom 420.0",
+        "item ul.x",
+        "cluster 420.0",
+        "domain",
+    )
+)
+
+
+def test_labels_of_ids_the_pmda_does_not_have(root: Path) -> None:
+    """The binding asks the script's label callback about any indom,
+    cluster or PMID, one the PMDA has or not, and answers what it gives (its
+    failure: -EAGAIN); for the instances level it asks ``label(indom,
+    PM_LABEL_INSTANCES)`` (an answer dropped), then the label callback per
+    instance, none for an indom it does not have (no sets), and not the
+    instance callback; for the domain, the label callback once, about the
+    request's ident.  compat answered PM_ERR_INDOM and PM_ERR_PMID without
+    asking, no sets for an unknown cluster, ran the instance callback
+    before instance labels, and asked about the domain twice."""
+    real, ours = under_both(UNKNOWN_LABELS, UNKNOWN_LABEL_COMMANDS, root)
+    assert "pmInDom: 420.7\nLabels:\n    t=4\n" in real, real
+    assert 'value "label(0x69000007,4)"' in real, real
+    assert "pmInDom: 420.9\nError PDU: Resource temporarily unavailable" in real, real
+    assert "PMID: 420.3.3\nLabels:\n    t=16\n" in real, real
+    assert "Cluster: 420.3\nLabels:\n    t=8\n" in real and 'value "label(0x3,8)"' in real, real
+    assert "Instances of pmInDom: 420.7\nInfo: __pmDecodeLabel() returns 0 label sets" in real, real
+    assert 'value "label(0x69000007,32)"' in real, real
+    assert 'value "label(0x69000000,32),ilabel(0x69000000,0),ilabel(0x69000000,1)"' in real, real
+    assert 'value "label(0xffffffff,2)"' in real, real
+    assert ours == real
