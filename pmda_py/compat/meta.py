@@ -5,6 +5,9 @@ have, and its label callbacks.
 libpcp_pmda (under the binding) looks an instance domain up only among the
 indoms the script added, and asks the script's callbacks about any ident:
 
+* INSTANCE: the ``instance`` callback runs for the indom's serial first,
+  then an indom not added (unknown, or only named by a metric) is
+  PM_ERR_INDOM;
 * LABEL of an indom, a cluster or a PMID: ``label(ident, type)`` and
   ``notes(ident, type)`` whether the PMDA has that ident or not (a cluster
   is its number alone); no callbacks, or empty sets: no label sets;
@@ -23,10 +26,11 @@ from __future__ import annotations
 from pmda_py.compat.table import CompatTable
 from pmda_py.dispatch import Dispatcher
 from pmda_py.dispatch.meta import MetaRequests
-from pmda_py.pmapi import PM_IN_NULL, LabelType, pmid_cluster
+from pmda_py.errors import PmErr
+from pmda_py.pmapi import PM_IN_NULL, LabelType, indom_serial, pmid_cluster
 from pmda_py.session import Request
 from pmda_py.table import LabelText
-from pmda_py.wire import Label, LabelPdu, LabelReqPdu, LabelSet, Pdu
+from pmda_py.wire import ErrorPdu, InstanceReqPdu, Label, LabelPdu, LabelReqPdu, LabelSet, Pdu
 
 __all__ = ["CompatDispatcher", "CompatMetaRequests"]
 
@@ -48,6 +52,17 @@ class CompatMetaRequests(MetaRequests):
         if isinstance(event.pdu, LabelReqPdu):
             return reply
         return super().remember(event, reply)
+
+    async def instance(self, event: Request, pdu: InstanceReqPdu) -> Pdu:
+        if self.table.added(pdu.indom):
+            return await super().instance(event, pdu)
+        mount = self.dispatcher.mounts[0]
+        serial = indom_serial(pdu.indom)
+        try:
+            await self.dispatcher.runner.call(mount.table, "instances", lambda: self.table.call_instance(serial))
+        except Exception as exc:
+            return ErrorPdu(self.dispatcher.table_failed(mount.label, "instances", exc))
+        return ErrorPdu(PmErr.INDOM)
 
     async def _label_reply(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         level = pdu.type & 0x3F

@@ -10,7 +10,8 @@ requests run the script's callbacks in the binding's order:
   no PMID is known), then ``fetch_callback(cluster, item, inst)`` for each metric and each
   instance of its indom the client's profile takes, read as
   :mod:`pmda_py.compat.callbacks` says;
-* INSTANCE: ``instance(serial)`` first;
+* INSTANCE: ``instance(serial)`` first (an indom the script did not add
+  too: :mod:`pmda_py.compat.meta`);
 * STORE: ``store_callback(cluster, item, inst, value)`` value by value, the
   first refusal answering the store;
 * every request: ``refresh_metrics()`` first (in :meth:`check`), when set;
@@ -330,8 +331,13 @@ class CompatTable(Table):
         return indom in self._indoms
 
     async def refresh_instances(self, indom: InDom) -> None:
+        await self.call_instance(indom.serial)
+
+    async def call_instance(self, serial: int) -> None:
+        """The instance callback for ``serial`` (an indom the script may
+        not have), then the instances as the script's tables hold them."""
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
-            await _THREAD.run(self._locked, self._call, "instance", indom.serial)
+            await _THREAD.run(self._locked, self._call, "instance", serial)
         self.sync_instances()
 
     async def store(self, request: StoreRequest) -> None:
