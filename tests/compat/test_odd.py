@@ -304,3 +304,43 @@ def test_an_indom_a_metric_names_but_the_script_never_added(root: Path) -> None:
     assert "Instances of pmInDom: 421.1\nInfo: __pmDecodeLabel() returns 0 label sets" in real, real
     assert 'value "label(0x69400001,32)"' in real, real
     assert ours == real
+
+
+UNDEFINED_SERIAL = ScriptPmda(
+    "us",
+    422,
+    prelude="import time",
+    init="""
+        instant = c_api.PM_SEM_INSTANT
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(0, "a")]))
+        self.add_metric("us.a", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, self.indom(0), instant, u))
+        self.add_metric("us.b", pmdaMetric(self.pmid(0, 1), c_api.PM_TYPE_U32, self.indom(1), instant, u))
+        self.set_fetch_callback(lambda cluster, item, inst: [inst, 1])
+    """,
+    methods="""
+    def run(self):
+        PMDA.run(self)
+        self.log("run() returned")
+        time.sleep(1)  # the pipe stays open a while: dbpmda's first request is sent, then finds it closed
+    """,
+)
+
+
+def test_a_metric_of_an_indom_serial_no_added_indom_has(root: Path) -> None:
+    """A metric whose indom's serial is that of no indom the script added
+    (when it added any): libpcp_pmda's start refuses the tables, logs why
+    and that its initialisation failed, and the binding's ``run()`` returns
+    without serving pmcd (the script goes on after it; its end closes the
+    pipe).  compat served the script.  It now refuses the same way, with a
+    log line of its own saying why."""
+    # (PMIDs, not names: dbpmda would ask the agent for a name first)
+    real, ours = under_both(UNDEFINED_SERIAL, "desc 422.0.0\nfetch 422.0.0\n", root)
+    assert "PMID: 422.0.0\nError: __pmGetPDU() failed: PDU empty, PMDA may have died" in real, real
+    assert "Error: __pmSendProfile() failed: Broken pipe" in real and "InDom" not in real, real
+    real_log = (root / "real" / "us.log").read_text()
+    assert "Undefined instance domain serial (1) specified for metric 422.0.1" in real_log, real_log
+    assert "PMDA Initialisation Failed" in real_log and "run() returned" in real_log, real_log
+    assert ours == real
+    our_log = (root / "ours" / "us.log").read_text()
+    assert "metric 422.0.1 (us.b) names instance domain serial 1, which no added indom has" in our_log, our_log
+    assert "run() returned" in our_log and "serving" not in our_log, our_log
