@@ -1,7 +1,7 @@
 """Where a compat script meets the engine: the log, the user, ``run()``.
 
 ``run()`` mounts the script's :class:`~pmda_py.compat.table.CompatTable` at
-the root of its domain in pmda_py's :class:`~pmda_py.dispatch.Dispatcher`
+the root of its domain in a :class:`~pmda_py.compat.meta.CompatDispatcher`
 (the daemon's trio runner enforces the deadlines) and serves pmcd on the
 pipe ``connect_pmcd()`` opened, until pmcd closes it or a SIGTERM/SIGINT.
 """
@@ -18,15 +18,17 @@ import trio
 
 from pmda_py import logconfig
 from pmda_py.compat.agent import AGENT
+from pmda_py.compat.meta import CompatDispatcher
 from pmda_py.compat.table import CheckedCompatTable, CompatTable
 from pmda_py.dispatch import Dispatcher, HelpSource, Mount
+from pmda_py.pmapi import PM_INDOM_NULL, indom_serial, pmid, pmid_cluster, pmid_item, pmid_str
 from pmda_py.runtime.pipe import PipeStream, share_replies
 from pmda_py.runtime.pump import TrioRunner, serve_session
 
 if TYPE_CHECKING:
     from pmda_py.compat.pmda import MetricDispatch
 
-__all__ = ["open_log", "serve", "set_user"]
+__all__ = ["open_log", "serve", "set_user", "undefined_indom"]
 
 log = structlog.get_logger("pmda_py.compat")
 
@@ -92,7 +94,7 @@ def build(pmda: MetricDispatch) -> tuple[CompatTable, Dispatcher]:
     deadline = os.environ.get("PYPMDA_COMPAT_DEADLINE")
     if deadline:
         table.deadline = float(deadline)
-    dispatcher = Dispatcher(
+    dispatcher = CompatDispatcher(
         AGENT.domain,
         [Mount(table, "", AGENT.name)],
         TrioRunner(),
@@ -103,9 +105,33 @@ def build(pmda: MetricDispatch) -> tuple[CompatTable, Dispatcher]:
     return table, dispatcher
 
 
+def undefined_indom(pmda: MetricDispatch) -> str | None:
+    """Why libpcp_pmda's start (pmdaInit) would refuse the script's tables,
+    or None: a metric whose indom's serial is that of no indom the script
+    added (serials alone are compared, and only when it added any)."""
+    serials = {indom_serial(int(pi.it_indom)) for pi in pmda._indomtable}
+    if not serials:
+        return None
+    for m in pmda._metrictable:
+        it = int(m.m_desc.indom) & 0xFFFFFFFF
+        if it != PM_INDOM_NULL and indom_serial(it) not in serials:
+            p = int(m.m_desc.pmid)
+            name = pmda._metric_names.get(p, "?")
+            where = pmid_str(pmid(AGENT.domain, pmid_cluster(p), pmid_item(p)))
+            return f"metric {where} ({name}) names instance domain serial {indom_serial(it)}, which no added indom has"
+    return None
+
+
 def serve(pmda: MetricDispatch) -> None:
-    """The binding's ``run()`` outside Install: serve pmcd until EOF."""
+    """The binding's ``run()`` outside Install: serve pmcd until EOF; or,
+    as the binding, return at once (the script goes on after ``run()``)
+    when libpcp_pmda would refuse its tables: pmcd then sees the agent
+    end."""
     AGENT.connect()
+    refused = undefined_indom(pmda)
+    if refused is not None:
+        log.error("pmda_init_failed", reason=refused, served=False)
+        return
     table, dispatcher = build(pmda)
     log.info("serving", metrics=len(table.metrics()), indoms=len(table.indoms()))
     assert AGENT.session is not None

@@ -10,13 +10,14 @@ requests run the script's callbacks in the binding's order:
   no PMID is known), then ``fetch_callback(cluster, item, inst)`` for each metric and each
   instance of its indom the client's profile takes, read as
   :mod:`pmda_py.compat.callbacks` says;
-* INSTANCE and instance labels: ``instance(serial)`` first;
+* INSTANCE: ``instance(serial)`` first (an indom the script did not add
+  too: :mod:`pmda_py.compat.meta`);
 * STORE: ``store_callback(cluster, item, inst, value)`` value by value, the
   first refusal answering the store;
 * every request: ``refresh_metrics()`` first (in :meth:`check`), when set;
 * LABEL: ``label(ident, type)``/``notes`` and ``label_callback(indom,
   inst)``/``notes_callback`` JSON text, laid out by pmda_py's transcription
-  of libpcp's label parser.
+  of libpcp's label parser (asked as :mod:`pmda_py.compat.meta` says).
 
 Callback batches run in a worker thread (:mod:`pmda_py.compat.worker`)
 under the table's deadline, one batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
@@ -190,8 +191,17 @@ class CompatTable(Table):
         """The ``label(domain, PM_LABEL_DOMAIN)`` set (non-empty: no ``agent``
         label).  An error of the label or notes callback is the request's
         (PmdaError), as in the binding; the notes are not sent."""
+        return self.domain_labels_of(AGENT.domain)
+
+    @domain_labels.setter
+    def domain_labels(self, value: Mapping[str, object]) -> None:
+        pass
+
+    def domain_labels_of(self, ident: int) -> Mapping[str, object]:
+        """:attr:`domain_labels`, the callbacks asked about ``ident`` (a
+        request's: pmcd sends the domain, dbpmda PM_ID_NULL)."""
         with _callbacks_free():
-            payloads = self._payloads(AGENT.domain, LabelType.DOMAIN, "label", "notes")
+            payloads = self._payloads(ident, LabelType.DOMAIN, "label", "notes")
         _, statuses = level_labels_status(payloads, LabelType.DOMAIN)
         if statuses and statuses[-1] < 0:
             raise PmdaError(code=statuses[-1])
@@ -203,10 +213,6 @@ class CompatTable(Table):
         except ValueError:
             return {}
         return labels if isinstance(labels, dict) else {}
-
-    @domain_labels.setter
-    def domain_labels(self, value: Mapping[str, object]) -> None:
-        pass
 
     # ------------------------------------------------------------ callbacks
 
@@ -319,9 +325,19 @@ class CompatTable(Table):
             self._ids[it] = _KeptInsts(token, insts)
         return insts
 
+    def added(self, indom: int) -> bool:
+        """Whether ``indom`` is one the script added (not only one a metric
+        names): libpcp_pmda knows only those."""
+        return indom in self._indoms
+
     async def refresh_instances(self, indom: InDom) -> None:
+        await self.call_instance(indom.serial)
+
+    async def call_instance(self, serial: int) -> None:
+        """The instance callback for ``serial`` (an indom the script may
+        not have), then the instances as the script's tables hold them."""
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
-            await _THREAD.run(self._locked, self._call, "instance", indom.serial)
+            await _THREAD.run(self._locked, self._call, "instance", serial)
         self.sync_instances()
 
     async def store(self, request: StoreRequest) -> None:
@@ -432,12 +448,23 @@ class CompatTable(Table):
             ident = subject.pmid(AGENT.domain)
         else:
             return None
+        found = self.level_labels(ident, level)
+        return [] if found is None else found
+
+    def level_labels(self, ident: int, level: int) -> LabelText | None:
+        """What the script's label and notes callbacks give for ``ident``
+        at ``level`` (the binding asks them about any ident, one the PMDA
+        has or not, the instances level included); None: no labels.  An
+        error of either callback, or libpcp refusing the text the last one
+        gave, is raised (PmdaError), as the binding answers it."""
+        if AGENT.callbacks["label"] is None and AGENT.callbacks["notes"] is None:
+            return None
         with _callbacks_free():
             payloads = self._payloads(ident, level, "label", "notes")
         found, statuses = level_labels_status(payloads, level)
         if statuses and statuses[-1] < 0:
             raise PmdaError(code=statuses[-1])
-        return [] if found is None else LabelText(found.json, found.labels)
+        return None if found is None else LabelText(found.json, found.labels)
 
 
 @contextlib.contextmanager

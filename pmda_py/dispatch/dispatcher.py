@@ -112,6 +112,10 @@ class Dispatcher:
         help_source: optional help file consulted when a table has no text.
     """
 
+    #: what answers DESC, INSTANCE, TEXT, LABEL and the PMNS requests (a
+    #: subclass of dispatcher may answer them its own way)
+    meta_requests: type[MetaRequests] = MetaRequests
+
     def __init__(
         self,
         domain: int,
@@ -148,7 +152,7 @@ class Dispatcher:
         #: tables' problems, each logged once an hour at most
         self.problems = ProblemLog()
         #: the other requests' replies (see :mod:`.meta`)
-        self.meta = MetaRequests(self)
+        self.meta = self.meta_requests(self)
         #: tables that raised PmdaNotReady, awaited by :meth:`wait_ready`
         self.not_ready: list[Table] = []
         self.names_changed = False

@@ -97,7 +97,7 @@ FOREIGN_COMMANDS = (
     "".join(f"desc 418.0.{i}\nfetch 418.0.{i}\n" for i in range(7))
     + "".join(f"instance {i}\n" for i in ("5.0", "418.0", "418.1", "5.1", "7.2", "418.2", "418.3"))
     + 'instance 5.1 20\ninstance 7.2 "f30"\nfetch fd.b_own fd.b_foreign fd.c_foreign fd.c_own\nchildren fd\n'
-    + "label instances 5.1\nlabel indom 5.1\ntext indom 5.1\n"
+    + "label instances 5.1\nlabel indom 5.1\ntext indom 5.1\ninstance 9.3\nlabel instances 9.3\n"
 )
 
 
@@ -106,15 +106,15 @@ def test_an_indom_of_another_domain_number_is_kept(root: Path) -> None:
     418.1): the binding keeps it and its metrics as the script made them --
     a DESC gives that indom, INSTANCE answers for that number (and for the
     PMDA's own number only what the script added with it), a metric of
-    such an indom never added has no values (INSTANCE for it is not
-    compared: the binding answers PM_ERR_INDOM, compat an empty indom, as
-    for the PMDA's own indoms never added).  compat kept one indom per
+    such an indom never added has no values (INSTANCE for that indom:
+    PM_ERR_INDOM, its instance labels no sets).  compat kept one indom per
     serial and dropped the metrics of the others (PM_ERR_PMID, no name),
     and gave a lone other-domain indom the PMDA's number."""
     real, ours = under_both(FOREIGN, FOREIGN_COMMANDS, root)
     assert "InDom: 5.1 0x1400001" in real and "InDom: 9.3 0x2400003" in real, real
     assert 'pmInDom: 5.1\n[  0] inst: 20 name: "f20"\n' in real, real
     assert "pmInDom: 418.0\nError PDU: Unknown or illegal instance domain identifier" in real, real
+    assert "pmInDom: 9.3\nError PDU: Unknown or illegal instance domain identifier" in real, real
     assert ours == real
 
 
@@ -175,3 +175,172 @@ def test_iterating_a_pmdaindom_as_the_binding_does(root: Path) -> None:
     assert 'value "list=0:a;2:c;2:c,' in real, real
     assert "none_after_dict=0:p;1:q," in real, real
     assert ours == real
+
+
+UNKNOWN_LABELS = ScriptPmda(
+    "ul",
+    420,
+    prelude="CALLS = []",
+    init="""
+        instant = c_api.PM_SEM_INSTANT
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(0, "a"), pmdaInstid(1, "b")]))
+        self.add_metric("ul.calls", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_STRING, c_api.PM_INDOM_NULL, instant, u))
+        self.add_metric("ul.x", pmdaMetric(self.pmid(0, 1), c_api.PM_TYPE_U32, self.indom(0), instant, u))
+        self.set_fetch_callback(self.fetch_cb)
+        self.set_label(self.label_cb)
+        self.set_label_callback(self.inst_label_cb)
+        self.set_instance(lambda serial: CALLS.append("instance(%d)" % serial))
+    """,
+    methods="""
+    def fetch_cb(self, cluster, item, inst):
+        text = ",".join(CALLS)
+        del CALLS[:]
+        return [text, 1]
+
+    def label_cb(self, ident, type):
+        CALLS.append("label(%#x,%d)" % (ident & 0xffffffff, type))
+        if type == c_api.PM_LABEL_INDOM and ident == self.indom(9):
+            raise KeyError(ident)  # as pmdasimple's label callback fails for an indom it does not have
+        return '{"t":%d}' % type
+
+    def inst_label_cb(self, indom, inst):
+        CALLS.append("ilabel(%#x,%d)" % (indom, inst))
+        return '{"i":%d}' % inst
+    """,
+)
+
+UNKNOWN_LABEL_COMMANDS = "".join(
+    f"label {what}\nfetch ul.calls\n"
+    for what in (
+        "indom 420.7",
+        "indom 420.9",
+        "item 420.3.3",
+        "cluster 420.3",
+        "instances 420.7",
+        "instances 420.0",
+        "indom 420.0",
+        "item ul.x",
+        "cluster 420.0",
+        "domain",
+    )
+)
+
+
+def test_labels_of_ids_the_pmda_does_not_have(root: Path) -> None:
+    """The binding asks the script's label callback about any indom,
+    cluster or PMID, one the PMDA has or not, and answers what it gives (its
+    failure: -EAGAIN); for the instances level it asks ``label(indom,
+    PM_LABEL_INSTANCES)`` (an answer dropped), then the label callback per
+    instance, none for an indom it does not have (no sets), and not the
+    instance callback; for the domain, the label callback once, about the
+    request's ident.  compat answered PM_ERR_INDOM and PM_ERR_PMID without
+    asking, no sets for an unknown cluster, ran the instance callback
+    before instance labels, and asked about the domain twice."""
+    real, ours = under_both(UNKNOWN_LABELS, UNKNOWN_LABEL_COMMANDS, root)
+    assert "pmInDom: 420.7\nLabels:\n    t=4\n" in real, real
+    assert 'value "label(0x69000007,4)"' in real, real
+    assert "pmInDom: 420.9\nError PDU: Resource temporarily unavailable" in real, real
+    assert "PMID: 420.3.3\nLabels:\n    t=16\n" in real, real
+    assert "Cluster: 420.3\nLabels:\n    t=8\n" in real and 'value "label(0x3,8)"' in real, real
+    assert "Instances of pmInDom: 420.7\nInfo: __pmDecodeLabel() returns 0 label sets" in real, real
+    assert 'value "label(0x69000007,32)"' in real, real
+    assert 'value "label(0x69000000,32),ilabel(0x69000000,0),ilabel(0x69000000,1)"' in real, real
+    assert 'value "label(0xffffffff,2)"' in real, real
+    assert ours == real
+
+
+NEVER_ADDED = ScriptPmda(
+    "na",
+    421,
+    prelude="CALLS = []",
+    init="""
+        instant = c_api.PM_SEM_INSTANT
+        # no add_indom at all: libpcp_pmda's start checks a metric's indom only against added ones
+        self.add_metric("na.calls", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_STRING, c_api.PM_INDOM_NULL, instant, u))
+        self.add_metric("na.x", pmdaMetric(self.pmid(0, 1), c_api.PM_TYPE_U32, self.indom(1), instant, u))
+        self.set_fetch_callback(self.fetch_cb)
+        self.set_instance(lambda serial: CALLS.append("instance(%d)" % serial))
+        self.set_label(lambda ident, type: CALLS.append("label(%#x,%d)" % (ident, type)) or "{}")
+        self.set_label_callback(lambda indom, inst: CALLS.append("ilabel(%d)" % inst) or "{}")
+    """,
+    methods="""
+    def fetch_cb(self, cluster, item, inst):
+        if item == 1:
+            CALLS.append("x[%d]" % inst)
+            return [inst, 1]
+        text = ",".join(CALLS)
+        del CALLS[:]
+        return [text, 1]
+    """,
+)
+
+NEVER_ADDED_COMMANDS = "".join(
+    f"{command}\nfetch na.calls\n"
+    for command in (
+        "desc na.x",
+        "fetch na.x",
+        "instance 421.1",
+        'instance 421.1 "a"',
+        "instance 421.1 0",
+        "label instances 421.1",
+        "label indom 421.1",
+        "instance 421.5",
+    )
+)
+
+
+def test_an_indom_a_metric_names_but_the_script_never_added(root: Path) -> None:
+    """A metric's indom the script never added (possible when it added
+    none): the binding serves the metric (no values), and INSTANCE for that
+    indom runs the instance callback, then answers PM_ERR_INDOM, as for an
+    indom nothing names; its instance labels are no sets (the label
+    callback asked at the instances level, never the instance callback).
+    compat answered INSTANCE with an empty indom, and ran the instance
+    callback for its instance labels."""
+    real, ours = under_both(NEVER_ADDED, NEVER_ADDED_COMMANDS, root)
+    assert "InDom: 421.1 0x69400001" in real and "421.0.1 (<noname>): No values returned!" in real, real
+    assert "pmInDom: 421.1\nError PDU: Unknown or illegal instance domain identifier\nfetch na.calls" in real, real
+    assert real.count('value "instance(1)"') == 3 and 'value "instance(5)"' in real, real
+    assert "Instances of pmInDom: 421.1\nInfo: __pmDecodeLabel() returns 0 label sets" in real, real
+    assert 'value "label(0x69400001,32)"' in real, real
+    assert ours == real
+
+
+UNDEFINED_SERIAL = ScriptPmda(
+    "us",
+    422,
+    prelude="import time",
+    init="""
+        instant = c_api.PM_SEM_INSTANT
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(0, "a")]))
+        self.add_metric("us.a", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, self.indom(0), instant, u))
+        self.add_metric("us.b", pmdaMetric(self.pmid(0, 1), c_api.PM_TYPE_U32, self.indom(1), instant, u))
+        self.set_fetch_callback(lambda cluster, item, inst: [inst, 1])
+    """,
+    methods="""
+    def run(self):
+        PMDA.run(self)
+        self.log("run() returned")
+        time.sleep(1)  # the pipe stays open a while: dbpmda's first request is sent, then finds it closed
+    """,
+)
+
+
+def test_a_metric_of_an_indom_serial_no_added_indom_has(root: Path) -> None:
+    """A metric whose indom's serial is that of no indom the script added
+    (when it added any): libpcp_pmda's start refuses the tables, logs why
+    and that its initialisation failed, and the binding's ``run()`` returns
+    without serving pmcd (the script goes on after it; its end closes the
+    pipe).  compat served the script.  It now refuses the same way, with a
+    log line of its own saying why."""
+    # (PMIDs, not names: dbpmda would ask the agent for a name first)
+    real, ours = under_both(UNDEFINED_SERIAL, "desc 422.0.0\nfetch 422.0.0\n", root)
+    assert "PMID: 422.0.0\nError: __pmGetPDU() failed: PDU empty, PMDA may have died" in real, real
+    assert "Error: __pmSendProfile() failed: Broken pipe" in real and "InDom" not in real, real
+    real_log = (root / "real" / "us.log").read_text()
+    assert "Undefined instance domain serial (1) specified for metric 422.0.1" in real_log, real_log
+    assert "PMDA Initialisation Failed" in real_log and "run() returned" in real_log, real_log
+    assert ours == real
+    our_log = (root / "ours" / "us.log").read_text()
+    assert "metric 422.0.1 (us.b) names instance domain serial 1, which no added indom has" in our_log, our_log
+    assert "run() returned" in our_log and "serving" not in our_log, our_log

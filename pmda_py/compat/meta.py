@@ -1,0 +1,110 @@
+"""The metadata requests a compat script's PMDA answers as the binding does
+where pmda_py's own tables answer otherwise: about ids the script does not
+have, and its label callbacks.
+
+libpcp_pmda (under the binding) looks an instance domain up only among the
+indoms the script added, and asks the script's callbacks about any ident:
+
+* INSTANCE: the ``instance`` callback runs for the indom's serial first,
+  then an indom not added (unknown, or only named by a metric) is
+  PM_ERR_INDOM;
+* LABEL of an indom, a cluster or a PMID: ``label(ident, type)`` and
+  ``notes(ident, type)`` whether the PMDA has that ident or not (a cluster
+  is its number alone); no callbacks, or empty sets: no label sets;
+* LABEL of the instances: ``label(indom, PM_LABEL_INSTANCES)`` and
+  ``notes`` first (their labels dropped, their error the answer), then
+  ``label_callback``/``notes_callback`` per instance of an added indom (no
+  ``instance`` callback); an indom not added has no instances, so no sets;
+* LABEL of the domain: ``label`` asked once per request, about the
+  request's ident (pmcd sends the domain number, dbpmda PM_ID_NULL).
+
+No LABEL reply is remembered: every one comes from the script's callbacks.
+"""
+
+from __future__ import annotations
+
+from pmda_py.compat.table import CompatTable
+from pmda_py.dispatch import Dispatcher
+from pmda_py.dispatch.meta import MetaRequests
+from pmda_py.errors import PmErr
+from pmda_py.pmapi import PM_IN_NULL, LabelType, indom_serial, pmid_cluster
+from pmda_py.session import Request
+from pmda_py.table import LabelText
+from pmda_py.wire import ErrorPdu, InstanceReqPdu, Label, LabelPdu, LabelReqPdu, LabelSet, Pdu
+
+__all__ = ["CompatDispatcher", "CompatMetaRequests"]
+
+#: the levels whose labels come from ``label(ident, type)`` for any ident
+_IDENT_LEVELS = (LabelType.INDOM, LabelType.CLUSTER, LabelType.ITEM)
+
+
+class CompatMetaRequests(MetaRequests):
+    """The metadata requests of a dispatcher whose one table is a
+    :class:`CompatTable`."""
+
+    @property
+    def table(self) -> CompatTable:
+        table = self.dispatcher.mounts[0].table
+        assert isinstance(table, CompatTable)
+        return table
+
+    def remember(self, event: Request, reply: Pdu) -> Pdu:
+        if isinstance(event.pdu, LabelReqPdu):
+            return reply
+        return super().remember(event, reply)
+
+    async def instance(self, event: Request, pdu: InstanceReqPdu) -> Pdu:
+        if self.table.added(pdu.indom):
+            return await super().instance(event, pdu)
+        mount = self.dispatcher.mounts[0]
+        serial = indom_serial(pdu.indom)
+        try:
+            await self.dispatcher.runner.call(mount.table, "instances", lambda: self.table.call_instance(serial))
+        except Exception as exc:
+            return ErrorPdu(self.dispatcher.table_failed(mount.label, "instances", exc))
+        return ErrorPdu(PmErr.INDOM)
+
+    async def _label_reply(self, event: Request, pdu: LabelReqPdu) -> Pdu:
+        level = pdu.type & 0x3F
+        table = self.table
+        if level in _IDENT_LEVELS:
+            # (the binding passes a C int: a cluster its number alone)
+            ident = pmid_cluster(pdu.ident) if level == LabelType.CLUSTER else _int32(pdu.ident)
+            found = table.level_labels(ident, level)
+            return LabelPdu(pdu.ident, pdu.type, () if found is None else (_label_set(found, PM_IN_NULL),))
+        if level == LabelType.DOMAIN:
+            labels = table.domain_labels_of(_int32(pdu.ident))
+            extra = self.dispatcher.domain_labels_override or {}
+            merged = {**labels, **extra} if labels else {"agent": self.dispatcher.name, **extra}
+            return LabelPdu(pdu.ident, pdu.type, (LabelSet.from_dict(merged, LabelType.DOMAIN),))
+        if level != LabelType.INSTANCES:
+            return await super()._label_reply(event, pdu)
+        table.level_labels(_int32(pdu.ident), LabelType.INSTANCES)  # asked, as the binding asks; only its error counts
+        found_i = self.index.by_indom.get(pdu.ident)
+        if found_i is None or not table.added(pdu.ident):
+            return LabelPdu(pdu.ident, pdu.type, ())
+        table.sync_instances()
+        ind = found_i[1]
+        profile = event.profile
+        sets = []
+        for inst in ind.instances if ind.listing is None else [i for i, _ in ind.listing]:
+            if not profile.includes(ind.id, inst):
+                continue
+            text = table.label_items(LabelType.INSTANCES, (ind, inst))
+            sets.append(_label_set(text, inst) if isinstance(text, LabelText) else LabelSet(inst, b"", ()))
+        return LabelPdu(pdu.ident, pdu.type, tuple(sets))
+
+
+class CompatDispatcher(Dispatcher):
+    """A dispatcher of one :class:`CompatTable`, answering metadata
+    requests as the binding does."""
+
+    meta_requests = CompatMetaRequests
+
+
+def _label_set(text: LabelText, inst: int) -> LabelSet:
+    return LabelSet(inst, text.json, tuple(Label(*e) for e in text.index))
+
+
+def _int32(ident: int) -> int:
+    return ident - (1 << 32) if ident >= 1 << 31 else ident
