@@ -335,9 +335,12 @@ class CompatTable(Table):
 
     async def call_instance(self, serial: int) -> None:
         """The instance callback for ``serial`` (an indom the script may
-        not have), then the instances as the script's tables hold them."""
+        not have), then the instances as the script's tables hold them.
+        A callback that raised (logged) is the request's EAGAIN, as the
+        binding answers it."""
         if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
-            await _THREAD.run(self._locked, self._call, "instance", serial)
+            if not await _THREAD.run(self._locked, self._call, "instance", serial):
+                raise PmdaError(code=EAGAIN)
         self.sync_instances()
 
     async def store(self, request: StoreRequest) -> None:

@@ -344,3 +344,36 @@ def test_a_metric_of_an_indom_serial_no_added_indom_has(root: Path) -> None:
     our_log = (root / "ours" / "us.log").read_text()
     assert "metric 422.0.1 (us.b) names instance domain serial 1, which no added indom has" in our_log, our_log
     assert "run() returned" in our_log and "serving" not in our_log, our_log
+
+
+FAILING_INSTANCE = ScriptPmda(
+    "fi",
+    423,
+    init="""
+        instant = c_api.PM_SEM_INSTANT
+        self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(0, "a"), pmdaInstid(1, "b")]))
+        self.add_metric("fi.a", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, self.indom(0), instant, u))
+        self.set_fetch_callback(lambda cluster, item, inst: [inst + 7, 1])
+        self.set_instance(self.instance_cb)
+    """,
+    methods="""
+    def instance_cb(self, serial):
+        raise ValueError("no instances today (serial %d)" % serial)
+    """,
+)
+
+
+def test_an_instance_callback_that_raises(root: Path) -> None:
+    """The binding answers an INSTANCE request whose instance callback
+    raised with PM_ERR_AGAIN (logging that the callback failed), for an
+    indom the script added and one it did not; the FETCH, which does not
+    call it, is served.  compat logged the failure and answered from the
+    indom's instances."""
+    real, ours = under_both(FAILING_INSTANCE, "instance 423.0\ninstance 423.5\nfetch fi.a\n", root)
+    for indom in ("423.0", "423.5"):
+        assert f"pmInDom: {indom}\nError PDU: Resource temporarily unavailable\n" in real, real
+    assert "inst [1 or ???] value 8 " in real, real
+    assert "preinstance: callback failed" in (root / "real" / "fi.log").read_text()
+    assert ours == real
+    our_log = (root / "ours" / "fi.log").read_text()
+    assert "no instances today (serial 0)" in our_log and "(serial 5)" in our_log, our_log
