@@ -338,9 +338,12 @@ class CompatTable(Table):
         not have), then the instances as the script's tables hold them.
         A callback that raised (logged) is the request's EAGAIN, as the
         binding answers it."""
-        if AGENT.callbacks["instance"] is not None and AGENT.lock.acquire(blocking=False):
-            if not await _THREAD.run(self._locked, self._call, "instance", serial):
-                raise PmdaError(code=EAGAIN)
+        if (
+            AGENT.callbacks["instance"] is not None
+            and AGENT.lock.acquire(blocking=False)
+            and not await _THREAD.run(self._locked, self._call, "instance", serial)
+        ):
+            raise PmdaError(code=EAGAIN)
         self.sync_instances()
 
     async def store(self, request: StoreRequest) -> None:
