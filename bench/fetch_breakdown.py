@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 import trio  # noqa: E402
 from shape_table import FORMS, ShapeTable, parse  # noqa: E402
 
+from pmda_py import logconfig  # noqa: E402
 from pmda_py.config import Config, TableSpec  # noqa: E402
 from pmda_py.dispatch import Dispatcher  # noqa: E402
 from pmda_py.dispatch.mounts import Mount  # noqa: E402
@@ -250,6 +251,7 @@ def main() -> int:
     p.add_argument("--shapes", default="1000x0,100x10,1000x10,1000x100")
     args = p.parse_args()
     tune_malloc()  # as pmda-py run does
+    logconfig.configure(None, level="warning", redirect_stderr=False)  # the tables' mount lines are not figures
     print("the whole request in-process by form of the table API, us/FETCH (best of 5)")
     print(f"{'shape':10} " + " ".join(f"{f:>8}" for f in FORMS) + f" {'2 tables':>9}")
     for shape in args.shapes.split(","):
