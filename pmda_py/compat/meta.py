@@ -18,7 +18,9 @@ indoms the script added, and asks the script's callbacks about any ident:
 * LABEL of the domain: ``label`` asked once per request, about the
   request's ident (pmcd sends the domain number, dbpmda PM_ID_NULL).
 
-No LABEL reply is remembered: every one comes from the script's callbacks.
+No LABEL reply is remembered: every one comes from the script's callbacks,
+run in the worker thread under the deadline (one that overruns it answers
+PM_ERR_AGAIN, as a FETCH's do).
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ from pmda_py.dispatch.meta import MetaRequests
 from pmda_py.errors import PmErr
 from pmda_py.pmapi import PM_IN_NULL, LabelType, indom_serial, pmid_cluster
 from pmda_py.session import Request
-from pmda_py.table import LabelText
+from pmda_py.table import InDom, LabelText
 from pmda_py.wire import ErrorPdu, InstanceReqPdu, Label, LabelPdu, LabelReqPdu, LabelSet, Pdu
 
 __all__ = ["CompatDispatcher", "CompatMetaRequests"]
 
 #: the levels whose labels come from ``label(ident, type)`` for any ident
 _IDENT_LEVELS = (LabelType.INDOM, LabelType.CLUSTER, LabelType.ITEM)
+#: the levels whose labels come from the script's callbacks
+_CALLBACK_LEVELS = (*_IDENT_LEVELS, LabelType.DOMAIN, LabelType.INSTANCES)
 
 
 class CompatMetaRequests(MetaRequests):
@@ -66,6 +70,32 @@ class CompatMetaRequests(MetaRequests):
 
     async def _label_reply(self, event: Request, pdu: LabelReqPdu) -> Pdu:
         level = pdu.type & 0x3F
+        if level not in _CALLBACK_LEVELS:
+            return await super()._label_reply(event, pdu)
+        table = self.table
+        insts: list[tuple[InDom, int]] = []
+        if level == LabelType.INSTANCES:
+            found_i = self.index.by_indom.get(pdu.ident)
+            if found_i is not None and table.added(pdu.ident):
+                table.sync_instances()
+                ind = found_i[1]
+                for inst in ind.instances if ind.listing is None else [i for i, _ in ind.listing]:
+                    if event.profile.includes(ind.id, inst):
+                        insts.append((ind, inst))
+        # the script's callbacks in the worker thread, under the deadline
+        mount = self.dispatcher.mounts[0]
+        try:
+            return await self.dispatcher.runner.call(
+                mount.table, "labels", lambda: table.in_worker(self._labels, pdu, insts)
+            )
+        except Exception as exc:
+            return ErrorPdu(self.dispatcher.table_failed(mount.label, "labels", exc))
+
+    def _labels(self, pdu: LabelReqPdu, insts: list[tuple[InDom, int]]) -> Pdu:
+        """The reply from the script's label callbacks (in the worker
+        thread, the callback lock held); ``insts``: the instances whose
+        labels a LABEL of the instances asks for."""
+        level = pdu.type & 0x3F
         table = self.table
         if level in _IDENT_LEVELS:
             # (the binding passes a C int: a cluster its number alone)
@@ -77,21 +107,8 @@ class CompatMetaRequests(MetaRequests):
             extra = self.dispatcher.domain_labels_override or {}
             merged = {**labels, **extra} if labels else {"agent": self.dispatcher.name, **extra}
             return LabelPdu(pdu.ident, pdu.type, (LabelSet.from_dict(merged, LabelType.DOMAIN),))
-        if level != LabelType.INSTANCES:
-            return await super()._label_reply(event, pdu)
         table.level_labels(_int32(pdu.ident), LabelType.INSTANCES)  # asked, as the binding asks; only its error counts
-        found_i = self.index.by_indom.get(pdu.ident)
-        if found_i is None or not table.added(pdu.ident):
-            return LabelPdu(pdu.ident, pdu.type, ())
-        table.sync_instances()
-        ind = found_i[1]
-        profile = event.profile
-        sets = []
-        for inst in ind.instances if ind.listing is None else [i for i, _ in ind.listing]:
-            if not profile.includes(ind.id, inst):
-                continue
-            text = table.label_items(LabelType.INSTANCES, (ind, inst))
-            sets.append(_label_set(text, inst) if isinstance(text, LabelText) else LabelSet(inst, b"", ()))
+        sets = [_label_set(table.instance_labels(ind, inst), inst) for ind, inst in insts]
         return LabelPdu(pdu.ident, pdu.type, tuple(sets))
 
 

@@ -19,10 +19,13 @@ requests run the script's callbacks in the binding's order:
   inst)``/``notes_callback`` JSON text, laid out by pmda_py's transcription
   of libpcp's label parser (asked as :mod:`pmda_py.compat.meta` says).
 
-Callback batches run in a worker thread (:mod:`pmda_py.compat.worker`)
-under the table's deadline, one batch at a time: one that overruns it answers PM_ERR_AGAIN (the batch goes
-on in its thread; requests meanwhile answer from the tables as they are,
-FETCH with PM_ERR_AGAIN), so pmcd is never kept waiting.
+Callback batches (a LABEL's too) run in a worker thread
+(:mod:`pmda_py.compat.worker`) under the table's deadline, one batch at a
+time: one that overruns it answers PM_ERR_AGAIN (the batch goes on in its
+thread; requests meanwhile answer from the tables as they are, FETCH and
+LABEL with PM_ERR_AGAIN), so pmcd is never kept waiting.  The endcontext
+callback runs in the event loop's thread when no batch runs (else the next
+batch calls it first), not under the deadline.
 """
 
 from __future__ import annotations
@@ -199,9 +202,9 @@ class CompatTable(Table):
 
     def domain_labels_of(self, ident: int) -> Mapping[str, object]:
         """:attr:`domain_labels`, the callbacks asked about ``ident`` (a
-        request's: pmcd sends the domain, dbpmda PM_ID_NULL)."""
-        with _callbacks_free():
-            payloads = self._payloads(ident, LabelType.DOMAIN, "label", "notes")
+        request's: pmcd sends the domain, dbpmda PM_ID_NULL); the caller
+        holds the callback lock (:meth:`in_worker`)."""
+        payloads = self._payloads(ident, LabelType.DOMAIN, "label", "notes")
         _, statuses = level_labels_status(payloads, LabelType.DOMAIN)
         if statuses and statuses[-1] < 0:
             raise PmdaError(code=statuses[-1])
@@ -228,9 +231,10 @@ class CompatTable(Table):
         while self._ended:
             self._call("endcontext_callback", self._ended.pop(0))
 
-    async def _in_thread(self, fn: Callable[..., _T], *args: object) -> _T:
-        """Run ``fn`` in a worker thread holding the callback lock; a batch
-        still running answers PM_ERR_AGAIN at once."""
+    async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
+        """Run ``fn`` in the worker thread holding the callback lock (under
+        the deadline of the runner that awaits it); a batch still running
+        answers PM_ERR_AGAIN at once."""
         if not AGENT.lock.acquire(blocking=False):
             raise PmdaError("the PMDA's callbacks are still busy with an earlier request", code=PmErr.AGAIN)
         return await _THREAD.run(self._locked, fn, *args)
@@ -249,7 +253,7 @@ class CompatTable(Table):
 
     async def fetch(self, request: FetchRequest) -> FetchResult:
         AGENT.context = request.context
-        out = await self._in_thread(self._fetch, request)
+        out = await self.in_worker(self._fetch, request)
         self.sync_instances()
         if AGENT.notify_change and self.dispatcher is not None:
             self.dispatcher.names_changed = self.dispatcher.labels_changed = True  # as the binding: both
@@ -349,7 +353,7 @@ class CompatTable(Table):
     async def store(self, request: StoreRequest) -> None:
         AGENT.context = request.context
         found = self._info[request.metric]
-        await self._in_thread(self._store, found[0], found[1], request.values)
+        await self.in_worker(self._store, found[0], found[1], request.values)
         self.sync_instances()
 
     def _store(self, cluster: int, item: int, values: Mapping[int, Scalar]) -> None:
@@ -429,21 +433,8 @@ class CompatTable(Table):
         if level == LabelType.INSTANCES:
             if not isinstance(subject, tuple):
                 return None
-            ind, inst = subject
-            if cb["label_callback"] is None and cb["notes_callback"] is None:
-                return LabelText(b"")
-            try:
-                with _callbacks_free():
-                    # the binding passes the instance as an unsigned int (-5 is 4294967291)
-                    payloads = self._payloads(ind.id, inst & 0xFFFFFFFF, "label_callback", "notes_callback")
-            except PmdaError as err:
-                if err.pm_code == PmErr.AGAIN:
-                    raise
-                return LabelText(b"")
-            pls, statuses = level_labels_status(payloads, LabelType.INSTANCES)  # both texts' labels, merged
-            if pls is None or any(sts < 0 for sts in statuses):
-                return LabelText(b"")
-            return LabelText(pls.json, pls.labels)
+            with _callbacks_free():
+                return self.instance_labels(*subject)
         if cb["label"] is None and cb["notes"] is None:
             return None
         if level == LabelType.INDOM and isinstance(subject, InDom):
@@ -454,19 +445,36 @@ class CompatTable(Table):
             ident = subject.pmid(AGENT.domain)
         else:
             return None
-        found = self.level_labels(ident, level)
+        with _callbacks_free():
+            found = self.level_labels(ident, level)
         return [] if found is None else found
+
+    def instance_labels(self, ind: InDom, inst: int) -> LabelText:
+        """What the script's ``label_callback`` and ``notes_callback`` give
+        for an instance (the caller holds the callback lock): an instance
+        whose callbacks fail or give a text libpcp refuses has no labels."""
+        if AGENT.callbacks["label_callback"] is None and AGENT.callbacks["notes_callback"] is None:
+            return LabelText(b"")
+        try:
+            # the binding passes the instance as an unsigned int (-5 is 4294967291)
+            payloads = self._payloads(ind.id, inst & 0xFFFFFFFF, "label_callback", "notes_callback")
+        except PmdaError:
+            return LabelText(b"")
+        pls, statuses = level_labels_status(payloads, LabelType.INSTANCES)  # both texts' labels, merged
+        if pls is None or any(sts < 0 for sts in statuses):
+            return LabelText(b"")
+        return LabelText(pls.json, pls.labels)
 
     def level_labels(self, ident: int, level: int) -> LabelText | None:
         """What the script's label and notes callbacks give for ``ident``
         at ``level`` (the binding asks them about any ident, one the PMDA
-        has or not, the instances level included); None: no labels.  An
-        error of either callback, or libpcp refusing the text the last one
-        gave, is raised (PmdaError), as the binding answers it."""
+        has or not, the instances level included; the caller holds the
+        callback lock); None: no labels.  An error of either callback, or
+        libpcp refusing the text the last one gave, is raised (PmdaError),
+        as the binding answers it."""
         if AGENT.callbacks["label"] is None and AGENT.callbacks["notes"] is None:
             return None
-        with _callbacks_free():
-            payloads = self._payloads(ident, level, "label", "notes")
+        payloads = self._payloads(ident, level, "label", "notes")
         found, statuses = level_labels_status(payloads, level)
         if statuses and statuses[-1] < 0:
             raise PmdaError(code=statuses[-1])

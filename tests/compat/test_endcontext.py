@@ -46,7 +46,7 @@ def test_endcontext_waits_for_a_running_batch(script_callbacks: None) -> None:
         AGENT.lock.release()
 
     async def next_batch() -> None:
-        await table._in_thread(lambda: ended.append((-1, "batch")))
+        await table.in_worker(lambda: ended.append((-1, "batch")))
 
     trio.run(next_batch)
     assert [c for c, _ in ended] == [7, -1]  # first thing in the next batch
