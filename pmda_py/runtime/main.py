@@ -17,7 +17,7 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from typing import IO, TYPE_CHECKING
 
@@ -61,7 +61,25 @@ async def run(
     are the tables imported (in a worker thread, under ``load_timeout``) and
     started (under their deadlines), while CREDS goes out on time and
     requests meet PM_ERR_PMDANOTREADY until the tables are there.  ``say``
-    tells the person who started the agent (one line) what failed."""
+    tells the person who started the agent (one line) what failed.
+
+    SIGTERM, SIGINT and SIGHUP are caught from the start: one that comes
+    while the channel opens or the tables load is handled once the agent
+    serves (a SIGHUP just after a standalone agent said it is ready --
+    systemd's reload -- must not end it)."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        return await _run(config, signals, stream=stream, argv=argv, say=say)
+
+
+async def _run(
+    config: Config,
+    signals: AsyncIterator[int],
+    *,
+    stream: trio.abc.Stream | None,
+    argv: Sequence[str],
+    say: Say | None,
+) -> int:
+    """:func:`run`, its signals caught (``signals``)."""
     active = Active(
         Dispatcher(config.domain, [], TrioRunner(), name=config.name, domain_labels=config.domain_labels),
         loaded=False,
@@ -125,63 +143,58 @@ async def run(
         reason = "eof"
         current = config
         reloading = trio.Lock()
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            async with trio.open_nursery() as nursery:
+        async with trio.open_nursery() as nursery:
 
-                async def load() -> None:
-                    nonlocal status, reason
-                    try:
-                        dispatcher = await load_dispatcher(
-                            config, stats=active.dispatcher.stats, skip_slow=True, say=say
-                        )
-                    except (ConfigError, TableLoadError) as err:
-                        log.error("config_error", error=str(err), action="exiting")
-                        if say is not None:
-                            say(f"pmda-py run: {err}")
-                        status, reason = 1, "config error"
-                        nursery.cancel_scope.cancel()
-                        return
-                    await start_tables(dispatcher, config.domain, say=say)
-                    active.dispatcher = dispatcher
-                    active.loaded.set()
+            async def load() -> None:
+                nonlocal status, reason
+                try:
+                    dispatcher = await load_dispatcher(config, stats=active.dispatcher.stats, skip_slow=True, say=say)
+                except (ConfigError, TableLoadError) as err:
+                    log.error("config_error", error=str(err), action="exiting")
+                    if say is not None:
+                        say(f"pmda-py run: {err}")
+                    status, reason = 1, "config error"
+                    nursery.cancel_scope.cancel()
+                    return
+                await start_tables(dispatcher, config.domain, say=say)
+                active.dispatcher = dispatcher
+                active.loaded.set()
 
-                async def do_reload() -> None:
-                    nonlocal current
-                    async with reloading:  # one at a time, in the order asked
-                        current = await reload(active, current, argv)
+            async def do_reload() -> None:
+                nonlocal current
+                async with reloading:  # one at a time, in the order asked
+                    current = await reload(active, current, argv)
 
-                async def watch_signals() -> None:
-                    nonlocal reason
-                    async for signum in signals:
-                        if signum == signal.SIGHUP:
-                            log.info("sighup", action="reloading configuration")
-                            nursery.start_soon(do_reload)  # signals are still heard while it loads
-                            continue
-                        log.info("signal", signal=signal.Signals(signum).name, action="exiting")
-                        reason = signal.Signals(signum).name
-                        nursery.cancel_scope.cancel()
+            async def watch_signals() -> None:
+                nonlocal reason
+                async for signum in signals:
+                    if signum == signal.SIGHUP:
+                        log.info("sighup", action="reloading configuration")
+                        nursery.start_soon(do_reload)  # signals are still heard while it loads
+                        continue
+                    log.info("signal", signal=signal.Signals(signum).name, action="exiting")
+                    reason = signal.Signals(signum).name
+                    nursery.cancel_scope.cancel()
 
-                async def load_then_ready() -> None:  # pipe + notready: tables after CREDS, as pmcd expects
+            async def load_then_ready() -> None:  # pipe + notready: tables after CREDS, as pmcd expects
+                nursery.start_soon(load)
+                await active.loaded.wait()
+
+            nursery.start_soon(watch_signals)
+            if server is not None:
+                nursery.start_soon(load)
+                nursery.start_soon(server.serve)
+                await server.finished.wait()
+                reason = server.reason
+            else:
+                assert stream is not None
+                if not config.notready:
                     nursery.start_soon(load)
-                    await active.loaded.wait()
-
-                nursery.start_soon(watch_signals)
-                if server is not None:
-                    nursery.start_soon(load)
-                    nursery.start_soon(server.serve)
-                    await server.finished.wait()
-                    reason = server.reason
-                else:
-                    assert stream is not None
-                    if not config.notready:
-                        nursery.start_soon(load)
-                        with trio.move_on_after(CREDS_GRACE):
-                            await active.loaded.wait()
-                    session = Session(pid=os.getpid(), flags=0)
-                    reason = await serve_stream(
-                        stream, session, active, notready=config.notready, on_ready=load_then_ready
-                    )
-                nursery.cancel_scope.cancel()
+                    with trio.move_on_after(CREDS_GRACE):
+                        await active.loaded.wait()
+                session = Session(pid=os.getpid(), flags=0)
+                reason = await serve_stream(stream, session, active, notready=config.notready, on_ready=load_then_ready)
+            nursery.cancel_scope.cancel()
     finally:
         if server is not None:
             server.close()

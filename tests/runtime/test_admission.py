@@ -167,8 +167,24 @@ def test_creds_timeout_option_and_config_key(tmp_path: Path) -> None:
 # ------------------------------------------------------ the daemon, as a process
 
 
+#: ``pmda-py`` whose privilege drop (between "listening" -- a standalone
+#: agent's READY=1 -- and serving) first sends the process a SIGHUP, as
+#: systemd's reload may land there
+_EARLY_SIGHUP = """
+import os, signal, sys
+import pmda_py.runtime.main as m
+from pmda_py.cli import main
+drop = m.drop_privileges
+def sighup_then_drop(user):
+    os.kill(os.getpid(), signal.SIGHUP)
+    drop(user)
+m.drop_privileges = sighup_then_drop
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 class Daemon:
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, early_sighup: bool = False) -> None:
         self.log = root / "pmda.log"
         cmd = pmda_py_argv(
             "run",
@@ -184,6 +200,8 @@ class Daemon:
             "control=simple.control",
             *args,
         )
+        if early_sighup:
+            cmd[1:3] = ["-c", _EARLY_SIGHUP]  # (in place of -m pmda_py)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
         self.wait_log("listening")
 
@@ -412,6 +430,23 @@ async def test_reload_says_the_user_and_log_it_cannot_change(root: Path, daemons
     d.proc.send_signal(signal.SIGHUP)
     text = d.wait_log("reload_partial")
     assert "username" in text.split(" reload_partial ")[1].splitlines()[0], text
+
+
+def test_a_sighup_right_after_listening_reloads(root: Path, daemons: list[Daemon]) -> None:
+    """A SIGHUP that comes between the "listening" line (a standalone
+    agent's READY=1: systemd may reload it at once) and the start of
+    serving is a reload, heard once the agent serves.  The signals were
+    caught only from then on: such a SIGHUP ended the agent (its default
+    action), before any line of its own."""
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    cfg = root / "pypmda.conf"
+    cfg.write_text(f"[pmda]\nname = pypmda\ndomain = 253\nuser = {me}\n")
+    d = Daemon(root, "-c", str(cfg), "-i", str(free_port()), "--standalone", early_sighup=True)
+    daemons.append(d)
+    text = d.wait_log("reloaded")
+    assert " sighup " in text and d.proc.poll() is None, text
+    d.stop()
+    assert d.proc.returncode == 0 and "reason=SIGTERM" in d.text(), d.text()
 
 
 # ------------------------------------------------ inet peers: who owns the socket
