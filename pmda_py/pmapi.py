@@ -38,6 +38,7 @@ __all__ = [
     "pmid_domain",
     "pmid_item",
     "pmid_str",
+    "signed",
     "parse_indom",
     "parse_pmid",
 ]
@@ -235,7 +236,9 @@ def parse_indom(text: str) -> int:
     return indom(d, s)
 
 
-def _signed(value: int, bits: int) -> int:
+def signed(value: int, bits: int) -> int:
+    """The low ``bits`` bits of ``value`` read as a two's-complement integer
+    (``signed(0xFFFFFFFF, 32) == -1``: a C int's view of a 32-bit word)."""
     sign = 1 << (bits - 1)
     return (value & (sign - 1)) - (value & sign)
 
@@ -272,12 +275,12 @@ class PmUnits:
     def from_int(cls, word: int) -> PmUnits:
         """Unpack a 32-bit pmUnits word."""
         return cls(
-            dim_space=_signed(word >> 28, 4),
-            dim_time=_signed(word >> 24, 4),
-            dim_count=_signed(word >> 20, 4),
+            dim_space=signed(word >> 28, 4),
+            dim_time=signed(word >> 24, 4),
+            dim_count=signed(word >> 20, 4),
             scale_space=(word >> 16) & 0xF,
             scale_time=(word >> 12) & 0xF,
-            scale_count=_signed(word >> 8, 4),
+            scale_count=signed(word >> 8, 4),
             extra=word & 0xFF,
         )
 

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 from pmda_py.compat.table import CompatTable
 from pmda_py.dispatch import Dispatcher
-from pmda_py.dispatch.meta import MetaRequests
+from pmda_py.dispatch.meta import MetaRequests, label_set
 from pmda_py.errors import PmErr
-from pmda_py.pmapi import PM_IN_NULL, LabelType, indom_serial, pmid_cluster
+from pmda_py.pmapi import LabelType, indom_serial, pmid_cluster, signed
 from pmda_py.session import Request
-from pmda_py.table import InDom, LabelText
-from pmda_py.wire import ErrorPdu, InstanceReqPdu, Label, LabelPdu, LabelReqPdu, LabelSet, Pdu
+from pmda_py.table import InDom
+from pmda_py.wire import ErrorPdu, InstanceReqPdu, LabelPdu, LabelReqPdu, LabelSet, Pdu
 
 __all__ = ["CompatDispatcher", "CompatMetaRequests"]
 
@@ -99,16 +99,18 @@ class CompatMetaRequests(MetaRequests):
         table = self.table
         if level in _IDENT_LEVELS:
             # (the binding passes a C int: a cluster its number alone)
-            ident = pmid_cluster(pdu.ident) if level == LabelType.CLUSTER else _int32(pdu.ident)
+            ident = pmid_cluster(pdu.ident) if level == LabelType.CLUSTER else signed(pdu.ident, 32)
             found = table.level_labels(ident, level)
-            return LabelPdu(pdu.ident, pdu.type, () if found is None else (_label_set(found, PM_IN_NULL),))
+            return LabelPdu(pdu.ident, pdu.type, () if found is None else (label_set(found),))
         if level == LabelType.DOMAIN:
-            labels = table.domain_labels_of(_int32(pdu.ident))
+            labels = table.domain_labels_of(signed(pdu.ident, 32))
             extra = self.dispatcher.domain_labels_override or {}
             merged = {**labels, **extra} if labels else {"agent": self.dispatcher.name, **extra}
             return LabelPdu(pdu.ident, pdu.type, (LabelSet.from_dict(merged, LabelType.DOMAIN),))
-        table.level_labels(_int32(pdu.ident), LabelType.INSTANCES)  # asked, as the binding asks; only its error counts
-        sets = [_label_set(table.instance_labels(ind, inst), inst) for ind, inst in insts]
+        table.level_labels(
+            signed(pdu.ident, 32), LabelType.INSTANCES
+        )  # asked, as the binding asks; only its error counts
+        sets = [label_set(table.instance_labels(ind, inst), inst) for ind, inst in insts]
         return LabelPdu(pdu.ident, pdu.type, tuple(sets))
 
 
@@ -117,11 +119,3 @@ class CompatDispatcher(Dispatcher):
     requests as the binding does."""
 
     meta_requests = CompatMetaRequests
-
-
-def _label_set(text: LabelText, inst: int) -> LabelSet:
-    return LabelSet(inst, text.json, tuple(Label(*e) for e in text.index))
-
-
-def _int32(ident: int) -> int:
-    return ident - (1 << 32) if ident >= 1 << 31 else ident

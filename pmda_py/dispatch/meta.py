@@ -44,7 +44,7 @@ from pmda_py.wire import (
 if TYPE_CHECKING:
     from pmda_py.dispatch.dispatcher import Dispatcher
 
-__all__ = ["MetaRequests"]
+__all__ = ["MetaRequests", "label_set"]
 
 log = structlog.get_logger("pmda_py.dispatch")
 
@@ -218,7 +218,7 @@ class MetaRequests:
                     continue
                 inst_items = mount.table.label_items(LabelType.INSTANCES, (ind, inst))
                 if isinstance(inst_items, LabelText):
-                    sets.append(_label_text(inst_items, inst))
+                    sets.append(label_set(inst_items, inst))
                 elif inst_items is not None:
                     sets.append(LabelSet.from_items(inst_items, inst))
                 else:
@@ -253,7 +253,7 @@ class MetaRequests:
             labels = found_m[1].labels
             items = found_m[0].table.label_items(LabelType.ITEM, found_m[1])
         if isinstance(items, LabelText):
-            return LabelPdu(pdu.ident, pdu.type, (_label_text(items),))
+            return LabelPdu(pdu.ident, pdu.type, (label_set(items),))
         if items is not None:
             if not items:
                 return LabelPdu(pdu.ident, pdu.type, ())
@@ -309,7 +309,8 @@ def _walk(node: Node, prefix: str, out: list[str]) -> None:
         _walk(child, f"{prefix}.{name}", out)
 
 
-def _label_text(text: LabelText, inst: int = PM_IN_NULL) -> LabelSet:
+def label_set(text: LabelText, inst: int = PM_IN_NULL) -> LabelSet:
+    """The label set a table's :class:`LabelText` (JSON and its index) makes."""
     return LabelSet(inst, text.json, tuple(Label(*e) for e in text.index))
 
 
