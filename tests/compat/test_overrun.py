@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.harness import COMPAT, bed, dbpmda, write_pmns
+from tests.compat.harness import COMPAT, ScriptPmda, bed, dbpmda, under_compat, write_pmns
 from tests.conftest import require
 
 SLOW = """
@@ -83,19 +83,12 @@ def test_a_slow_callback_does_not_stall_the_agent(root: Path) -> None:
     assert elapsed < 30
 
 
-SLOW_LABELS = """
-import time
-import cpmapi as c_api
-from pcp.pmda import PMDA, pmdaIndom, pmdaInstid, pmdaMetric
-from pcp.pmapi import pmUnits
-
-
-class SlowLabels(PMDA):
-    def __init__(self):
-        PMDA.__init__(self, "slowlab", 404)
-        self.connect_pmcd()
+SLOW_LABELS = ScriptPmda(
+    "slowlab",
+    404,
+    prelude="import time",
+    init="""
         self.add_indom(pmdaIndom(self.indom(0), [pmdaInstid(0, "only")]), "one instance", "")
-        u = pmUnits(0, 0, 0, 0, 0, 0)
         self.add_metric("slowlab.wait", pmdaMetric(self.pmid(0, 0), c_api.PM_TYPE_U32, c_api.PM_INDOM_NULL,
                         c_api.PM_SEM_INSTANT, u), "its labels take 3 s", "")
         self.add_metric("slowlab.fast", pmdaMetric(self.pmid(0, 1), c_api.PM_TYPE_U32, self.indom(0),
@@ -103,15 +96,14 @@ class SlowLabels(PMDA):
         self.set_fetch_callback(lambda cluster, item, inst: [item + 40, 1])
         self.set_label(self.label)
         self.set_label_callback(lambda indom, inst: '{"inst":%d}' % inst)
-
+    """,
+    methods="""
     def label(self, ident, type):
         if type == c_api.PM_LABEL_ITEM and ident == self.pmid(0, 0):
             time.sleep(3)
         return '{"ident":%d}' % (ident & 0xFFFF)
-
-
-SlowLabels().run()
-"""
+    """,
+)
 
 LABEL_COMMANDS = """label item 404.0.0
 desc slowlab.fast
@@ -132,19 +124,13 @@ def test_a_slow_label_callback_does_not_stall_the_agent(root: Path) -> None:
     once), and so are labels once the slow callback has returned.  (They
     ran in the agent's main thread: the agent answered nothing for 3 s,
     and pmcd drops an agent after 5.)"""
-    require(os.path.exists("/usr/bin/dbpmda") or os.path.exists("/usr/lib/pcp/bin/dbpmda"), "dbpmda not installed")
-    env = bed(root)
-    env["PYPMDA_COMPAT_DEADLINE"] = "0.5"
-    script = root / "pmdaslowlab.python"
-    script.write_text(SLOW_LABELS)
-    pmns = write_pmns(root / "slowlab.pmns", 404, {"slowlab.wait": (0, 0), "slowlab.fast": (0, 1)})
     t0 = time.monotonic()
-    out = dbpmda(COMPAT, script, LABEL_COMMANDS, pmns, env, root / "run")
+    out = under_compat(SLOW_LABELS, LABEL_COMMANDS, root, {"PYPMDA_COMPAT_DEADLINE": "0.5"})
     blocks = out.split("label ")
     assert "Try again. Information not currently available" in blocks[1], out  # the slow one: PM_ERR_AGAIN
     assert "Data Type: 32-bit unsigned int" in blocks[1], out  # the DESC, answered meanwhile
     assert "Try again" in blocks[2], out  # the callbacks still busy: another LABEL answers at once
     assert "ident=1" in blocks[3] and "inst=0" in blocks[4] and "ident=0" in blocks[5], out
-    log = (root / "run" / "slowlab.log").read_text()
+    log = (root / "ours" / "slowlab.log").read_text()
     assert "table_timeout" in log and "labels" in log, log
     assert time.monotonic() - t0 < 30

@@ -67,6 +67,11 @@ def _source(tmp_path: Path, name: str, body: bytes) -> str:
     return str(conf)
 
 
+def _options(state_dir: Path) -> WorkerOptions:
+    """A worker's options in these tests: its tables saved in ``state_dir``."""
+    return WorkerOptions(state_dir=str(state_dir), domain=144, timeout=5.0, keepalive=10.0)
+
+
 async def test_a_save_does_not_hold_up_the_scrapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker's changed name tables are written while it goes on
     scraping: a scrape asked for after a flush is answered while the table
@@ -86,7 +91,7 @@ async def test_a_save_does_not_hold_up_the_scrapes(tmp_path: Path, monkeypatch: 
     a = _source(tmp_path, "a", b'x 1\ny{k="v"} 2\n')
     b = _source(tmp_path, "b", b"z 3\n")
     state_dir = tmp_path / "state"
-    options = WorkerOptions(state_dir=str(state_dir), domain=144, timeout=5.0, keepalive=10.0)
+    options = _options(state_dir)
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             answers = await _Answers.start(nursery, options)
@@ -131,7 +136,7 @@ async def test_a_moving_source_takes_its_unsaved_tables_along(tmp_path: Path, mo
     monkeypatch.setattr(state, "write_state", write)
     a = _source(tmp_path, "a", b'x 1\ny{k="v"} 2\n')
     state_dir = tmp_path / "state"
-    options = WorkerOptions(state_dir=str(state_dir), domain=144, timeout=5.0, keepalive=10.0)
+    options = _options(state_dir)
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             old_answers = await _Answers.start(nursery, options)
@@ -167,7 +172,7 @@ async def test_an_answer_over_the_frame_limit_fails_only_its_source(
     monkeypatch.setattr(scrape, "frame_limit", lambda max_bytes, max_label_bytes: limit)
     big = _source(tmp_path, "big", b"".join(b'm%d{k="%d"} %d\n' % (k, k, k) for k in range(200)))
     small = _source(tmp_path, "small", b"z 3\n")
-    options = WorkerOptions(state_dir=str(tmp_path / "state"), domain=144, timeout=5.0, keepalive=10.0)
+    options = _options(tmp_path / "state")
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             answers = await _Answers.start(nursery, options)
